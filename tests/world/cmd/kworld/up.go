@@ -1,0 +1,492 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	bridgeName   = "kraft0"
+	bridgeCIDR   = "10.250.0.1/16"
+	bridgeIP     = "10.250.0.1"
+	apiPort      = 16443
+	etcdClient   = "127.0.0.1:23790"
+	etcdPeer     = "127.0.0.1:23800"
+	netnsPrefix  = "kraft-"
+	storageClass = "kworld-local"
+)
+
+// layout names every path the world uses, so `down` knows exactly what to remove.
+type layout struct{ root string }
+
+func worldLayout() layout {
+	root := os.Getenv("KWORLD_DIR")
+	if root == "" {
+		root = "/var/tmp/kraft-world"
+	}
+	return layout{root: root}
+}
+
+func (l layout) bin(name string) string { return filepath.Join(l.root, "bin", name) }
+func (l layout) run(p ...string) string {
+	return filepath.Join(append([]string{l.root, "run"}, p...)...)
+}
+func (l layout) pki(name string) string    { return l.run("pki", name) }
+func (l layout) adminKubeconfig() string   { return l.run("admin.kubeconfig") }
+func (l layout) pidFile(c string) string   { return l.run("pids", c+".pid") }
+func (l layout) logFile(c string) string   { return l.run("logs", c+".log") }
+func (l layout) pauseFile(n string) string { return l.run("agent", "paused", n) }
+func apiServerURL() string                 { return fmt.Sprintf("https://127.0.0.1:%d", apiPort) }
+
+func cmdUp(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	nodes := fs.Int("nodes", 4, "number of nodes the agent registers")
+	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the world to be ready")
+	_ = fs.Parse(args)
+	if os.Geteuid() != 0 {
+		return errors.New("the test world needs root (network namespaces, bind mounts); run it as root")
+	}
+	l := worldLayout()
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kworld"} {
+		if _, err := os.Stat(l.bin(b)); err != nil {
+			return fmt.Errorf("missing %s: build the world first (tests/world/build.sh)", l.bin(b))
+		}
+	}
+	if running(l, "kube-apiserver") && running(l, "agent") {
+		if err := waitReady(l, *nodes, *timeout); err != nil {
+			return fmt.Errorf("a world is running but not ready (%v); run `kworld down` and try again", err)
+		}
+		fmt.Println(l.adminKubeconfig())
+		return nil
+	}
+	// A half-started or crashed world is torn down first, so `up` always starts clean.
+	if _, err := os.Stat(l.run()); err == nil {
+		if err := cmdDown(nil); err != nil {
+			return fmt.Errorf("cleaning up a previous world: %w", err)
+		}
+	}
+	for _, d := range []string{"pids", "logs", "agent/paused", "etcd"} {
+		if err := os.MkdirAll(l.run(d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := writePKI(l); err != nil {
+		return fmt.Errorf("generating certificates: %w", err)
+	}
+	if err := setupBridge(); err != nil {
+		return fmt.Errorf("creating bridge %s: %w", bridgeName, err)
+	}
+	steps := []struct {
+		name string
+		bin  string
+		args []string
+	}{
+		{"etcd", "kworld", []string{"etcd", "--name=kworld", "--data-dir=" + l.run("etcd"),
+			"--listen-client-urls=http://" + etcdClient, "--advertise-client-urls=http://" + etcdClient,
+			"--listen-peer-urls=http://" + etcdPeer, "--initial-advertise-peer-urls=http://" + etcdPeer,
+			"--initial-cluster=kworld=http://" + etcdPeer, "--listen-metrics-urls=", "--log-level=warn",
+			"--quota-backend-bytes=4294967296", "--unsafe-no-fsync"}},
+		{"kube-apiserver", "kube-apiserver", []string{
+			"--etcd-servers=http://" + etcdClient,
+			"--bind-address=127.0.0.1", "--advertise-address=" + bridgeIP, "--secure-port=" + strconv.Itoa(apiPort),
+			"--tls-cert-file=" + l.pki("apiserver.crt"), "--tls-private-key-file=" + l.pki("apiserver.key"),
+			"--client-ca-file=" + l.pki("ca.crt"),
+			"--service-account-key-file=" + l.pki("sa.pub"), "--service-account-signing-key-file=" + l.pki("sa.key"),
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC",
+			"--allow-privileged=true", "--profiling=false", "--v=1",
+			"--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,StorageObjectInUseProtection,DefaultTolerationSeconds,PersistentVolumeClaimResize"}},
+		{"kube-controller-manager", "kube-controller-manager", []string{
+			"--kubeconfig=" + l.run("controller-manager.kubeconfig"),
+			"--authentication-kubeconfig=" + l.run("controller-manager.kubeconfig"),
+			"--authorization-kubeconfig=" + l.run("controller-manager.kubeconfig"),
+			"--bind-address=127.0.0.1", "--secure-port=0",
+			"--leader-elect=false", "--controllers=*,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller",
+			"--service-account-private-key-file=" + l.pki("sa.key"), "--root-ca-file=" + l.pki("ca.crt"),
+			"--use-service-account-credentials=true",
+			"--node-monitor-period=2s", "--node-monitor-grace-period=16s",
+			"--concurrent-statefulset-syncs=5", "--v=1"}},
+		{"kube-scheduler", "kube-scheduler", []string{
+			"--kubeconfig=" + l.run("scheduler.kubeconfig"),
+			"--authentication-kubeconfig=" + l.run("scheduler.kubeconfig"),
+			"--authorization-kubeconfig=" + l.run("scheduler.kubeconfig"),
+			"--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false", "--v=1"}},
+		{"agent", "kworld", []string{"agent", "--nodes=" + strconv.Itoa(*nodes), "--kubeconfig=" + l.run("agent.kubeconfig")}},
+	}
+	for _, s := range steps {
+		if err := startDaemon(l, s.name, l.bin(s.bin), s.args); err != nil {
+			return err
+		}
+		if s.name == "etcd" {
+			if err := waitTCP(etcdClient, 30*time.Second); err != nil {
+				return fmt.Errorf("etcd did not start (see %s): %w", l.logFile("etcd"), err)
+			}
+		}
+		if s.name == "kube-apiserver" {
+			if err := waitAPIServer(l, 90*time.Second); err != nil {
+				return fmt.Errorf("kube-apiserver did not become ready (see %s): %w", l.logFile("kube-apiserver"), err)
+			}
+		}
+	}
+	if err := waitReady(l, *nodes, *timeout); err != nil {
+		return err
+	}
+	fmt.Println(l.adminKubeconfig())
+	return nil
+}
+
+func writePKI(l layout) error {
+	p, err := newPKI(l.run("pki"))
+	if err != nil {
+		return err
+	}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(bridgeIP), net.ParseIP("10.96.0.1")}
+	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
+	if err := p.issue("apiserver", "kube-apiserver", nil, ips, dns, true); err != nil {
+		return err
+	}
+	users := []struct{ file, cn, org string }{
+		{"admin", "kworld-admin", "system:masters"},
+		{"controller-manager", "system:kube-controller-manager", ""},
+		{"scheduler", "system:kube-scheduler", ""},
+		// The agent stands in for the kubelets of several nodes at once, so it cannot be
+		// one system:node identity; it gets full rights instead.
+		{"agent", "kworld-agent", "system:masters"},
+	}
+	for _, u := range users {
+		var orgs []string
+		if u.org != "" {
+			orgs = []string{u.org}
+		}
+		if err := p.issue(u.file, u.cn, orgs, nil, nil, false); err != nil {
+			return err
+		}
+		if err := writeKubeconfig(l.run(u.file+".kubeconfig"), apiServerURL(), l.pki("ca.crt"), u.cn,
+			l.pki(u.file+".crt"), l.pki(u.file+".key"), "", ""); err != nil {
+			return err
+		}
+	}
+	return p.serviceAccountKey()
+}
+
+func setupBridge() error {
+	if _, err := net.InterfaceByName(bridgeName); err == nil {
+		return nil
+	}
+	for _, args := range [][]string{
+		{"link", "add", bridgeName, "type", "bridge"},
+		{"addr", "add", bridgeCIDR, "dev", bridgeName},
+		{"link", "set", bridgeName, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
+func startDaemon(l layout, name, bin string, args []string) error {
+	logf, err := os.OpenFile(l.logFile(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "KWORLD_DIR="+l.root)
+	// A session of its own: the daemon outlives `up` and `down` can kill its whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	if err := os.WriteFile(l.pidFile(name), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+func readPid(l layout, name string) int {
+	b, err := os.ReadFile(l.pidFile(name))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func running(l layout, name string) bool {
+	pid := readPid(l, name)
+	return pid > 0 && syscall.Kill(pid, 0) == nil && !isZombie(pid)
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndex(s, ")")
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+func waitTCP(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func adminHTTPClient(l layout) (*http.Client, error) {
+	ca, err := os.ReadFile(l.pki("ca.crt"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cert, err := tls.LoadX509KeyPair(l.pki("admin.crt"), l.pki("admin.key"))
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}, nil
+}
+
+func waitAPIServer(l layout, d time.Duration) error {
+	c, err := adminHTTPClient(l)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(d)
+	last := ""
+	for time.Now().Before(deadline) {
+		if !running(l, "kube-apiserver") {
+			return errors.New("the process exited")
+		}
+		resp, err := c.Get(apiServerURL() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	return fmt.Errorf("timed out; last answer: %s", last)
+}
+
+func adminClientset(l layout) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.adminKubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// waitReady waits until every node is Ready, the default ServiceAccount exists and the
+// world's StorageClass is there: what a workload needs to start.
+func waitReady(l layout, nodes int, d time.Duration) error {
+	cs, err := adminClientset(l)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := ensureStorageClass(ctx, cs); err != nil {
+		return err
+	}
+	last := "nothing checked yet"
+	for {
+		ok, why := worldReady(ctx, cs, nodes)
+		if ok {
+			return nil
+		}
+		last = why
+		for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "agent", "etcd"} {
+			if !running(l, c) {
+				return fmt.Errorf("%s exited (see %s)", c, l.logFile(c))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("world not ready after %v: %s", d, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func worldReady(ctx context.Context, cs *kubernetes.Clientset, nodes int) (bool, string) {
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	ready := 0
+	for _, n := range list.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	if ready < nodes {
+		return false, fmt.Sprintf("%d of %d nodes Ready", ready, nodes)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		return false, "no default ServiceAccount yet: " + err.Error()
+	}
+	return true, ""
+}
+
+func ensureStorageClass(ctx context.Context, cs *kubernetes.Clientset) error {
+	mode := storagev1.VolumeBindingImmediate
+	reclaim := corev1.PersistentVolumeReclaimDelete
+	sc := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: storageClass, Annotations: map[string]string{
+			"storageclass.kubernetes.io/is-default-class": "true"}},
+		Provisioner:       provisionerName,
+		VolumeBindingMode: &mode,
+		ReclaimPolicy:     &reclaim,
+	}
+	for {
+		_, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("creating StorageClass: %w", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func cmdStatus([]string) error {
+	l := worldLayout()
+	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "agent"} {
+		state := "stopped"
+		if running(l, c) {
+			state = fmt.Sprintf("running (pid %d)", readPid(l, c))
+		}
+		fmt.Printf("%-24s %s\n", c, state)
+	}
+	fmt.Printf("kubeconfig: %s\n", l.adminKubeconfig())
+	return nil
+}
+
+func cmdNodePause(args []string, pause bool) error {
+	if len(args) != 1 {
+		return errors.New("usage: kworld node-pause|node-resume NODE")
+	}
+	l := worldLayout()
+	if pause {
+		return os.WriteFile(l.pauseFile(args[0]), nil, 0o644)
+	}
+	err := os.Remove(l.pauseFile(args[0]))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	return err
+}
+
+// cmdKubeconfigFor mints a kubeconfig for a ServiceAccount with a bound token, so tests
+// can run the plugin with exactly the rights a Role grants.
+func cmdKubeconfigFor(args []string) error {
+	if len(args) != 2 {
+		return errors.New("usage: kworld kubeconfig-for NAMESPACE SERVICEACCOUNT")
+	}
+	ns, sa := args[0], args[1]
+	l := worldLayout()
+	cs, err := adminClientset(l)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	secs := int64(24 * 3600)
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	path := l.run(fmt.Sprintf("sa-%s-%s.kubeconfig", ns, sa))
+	if err := writeKubeconfig(path, apiServerURL(), l.pki("ca.crt"), "system:serviceaccount:"+ns+":"+sa, "", "", tok.Status.Token, ns); err != nil {
+		return err
+	}
+	fmt.Println(path)
+	return nil
+}
+
+func cmdDown([]string) error {
+	l := worldLayout()
+	// The agent first: it stops its pods and removes their namespaces itself.
+	if pid := readPid(l, "agent"); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		waitGone(pid, 15*time.Second)
+	}
+	for _, c := range []string{"kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "agent"} {
+		if pid := readPid(l, c); pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGTERM)
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			if !waitGone(pid, 10*time.Second) {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				waitGone(pid, 5*time.Second)
+			}
+		}
+	}
+	// Whatever the agent could not clean (it crashed, or was killed): every pod namespace,
+	// every process in it, the bridge, the per-namespace resolver files.
+	removeAllPodNetns()
+	if _, err := net.InterfaceByName(bridgeName); err == nil {
+		if out, err := exec.Command("ip", "link", "del", bridgeName).CombinedOutput(); err != nil {
+			return fmt.Errorf("removing bridge: %v: %s", err, out)
+		}
+	}
+	removeCreatedMountpoints(l)
+	if err := os.RemoveAll(l.run()); err != nil {
+		return fmt.Errorf("removing %s: %w", l.run(), err)
+	}
+	return nil
+}
+
+func waitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(pid, 0) != nil || isZombie(pid) {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}

@@ -73,7 +73,8 @@ func cmdUp(args []string) error {
 			return fmt.Errorf("missing %s: build the world first (tests/world/build.sh)", l.bin(b))
 		}
 	}
-	if running(l, "kube-apiserver") && running(l, "agent") {
+	prev, _ := os.ReadFile(l.run("nodes"))
+	if running(l, "kube-apiserver") && running(l, "agent") && strings.TrimSpace(string(prev)) == strconv.Itoa(*nodes) {
 		if err := waitReady(l, *nodes, *timeout); err != nil {
 			return fmt.Errorf("a world is running but not ready (%v); run `kworld down` and try again", err)
 		}
@@ -90,6 +91,9 @@ func cmdUp(args []string) error {
 		if err := os.MkdirAll(l.run(d), 0o755); err != nil {
 			return err
 		}
+	}
+	if err := os.WriteFile(l.run("nodes"), []byte(strconv.Itoa(*nodes)), 0o644); err != nil {
+		return err
 	}
 	if err := writePKI(l); err != nil {
 		return fmt.Errorf("generating certificates: %w", err)

@@ -1,0 +1,481 @@
+//! Assessment: from what Kubernetes says and what each replica says, the cluster's summary
+//! (quorum, fault tolerance, leader) and a warning for every contradiction. Pure: no I/O,
+//! so every rule has unit tests and the arithmetic has property tests.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Pod, Probe, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::discovery::{labels, pod_node, selector_matches, service_selects, Snapshot};
+use crate::observe::{ClusterObservation, ReplicaObservation};
+use crate::profile::extract::{CheckOutcome, Role};
+use crate::report::*;
+use crate::transport::ProbeError;
+
+/// Votes needed among `voters`: a strict majority.
+pub fn quorum(voters: u32) -> u32 {
+    if voters == 0 {
+        0
+    } else {
+        voters / 2 + 1
+    }
+}
+
+/// How many more voters may fail with quorum kept; `None` when quorum is already lost.
+pub fn fault_tolerance(voters: u32, healthy_voters: u32) -> Option<u32> {
+    let q = quorum(voters);
+    (voters > 0 && healthy_voters >= q).then(|| healthy_voters - q)
+}
+
+pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
+    let t = &obs.target;
+    let nodes: BTreeMap<&str, &Node> = snap
+        .nodes
+        .iter()
+        .flatten()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+        .collect();
+    let services: Vec<&Service> = snap
+        .services
+        .iter()
+        .filter(|s| s.metadata.namespace.as_deref() == Some(t.namespace.as_str()))
+        .filter(|s| t.pods.iter().any(|p| service_selects(s, p)))
+        .collect();
+
+    // member id -> pod, from the replicas themselves and from the member list's names.
+    let mut pod_of_member: BTreeMap<String, String> = BTreeMap::new();
+    let pod_names: Vec<String> = obs.replicas.iter().map(|r| pod_name(&r.pod)).collect();
+    if let Some(Ok(members)) = &obs.members {
+        for m in members {
+            if let Some(n) = m.name.as_ref().filter(|n| pod_names.contains(n)) {
+                pod_of_member.insert(m.id.clone(), n.clone());
+            }
+        }
+    }
+    for r in &obs.replicas {
+        if let Some(id) = &r.facts.member_id {
+            pod_of_member.insert(id.clone(), pod_name(&r.pod));
+        }
+    }
+
+    let mut replicas: Vec<ReplicaReport> = obs
+        .replicas
+        .iter()
+        .map(|r| replica_report(r, &nodes, &services, &snap.slices, &pod_of_member))
+        .collect();
+
+    let claimants: Vec<&ReplicaReport> = replicas.iter().filter(|r| r.raft.role == Role::Leader).collect();
+    let leader = (claimants.len() == 1).then(|| claimants[0].clone());
+    let leader_commit = leader.as_ref().and_then(|l| l.raft.commit_index.or(l.raft.applied_index));
+    for (r, o) in replicas.iter_mut().zip(&obs.replicas) {
+        let own = r.raft.applied_index.or(r.raft.commit_index);
+        r.raft.lag = match (leader_commit, own, o.facts.leader_commit_index, r.raft.commit_index) {
+            (_, _, Some(lc), Some(c)) => Some(lc.saturating_sub(c)),
+            (Some(lc), Some(own), _, _) if r.raft.health.state == CheckState::Ok => Some(lc.saturating_sub(own)),
+            _ => None,
+        };
+    }
+
+    let desired = t.desired_replicas;
+    let (members, voters) = match &obs.members {
+        Some(Ok(ms)) if !ms.is_empty() => (ms.len() as u32, ms.iter().filter(|m| !m.learner).count() as u32),
+        _ => {
+            let non_voters = replicas.iter().filter(|r| !r.raft.role.is_voter()).count() as u32;
+            let members = desired.max(replicas.len() as u32);
+            (members, members.saturating_sub(non_voters))
+        }
+    };
+    let healthy_voters = replicas
+        .iter()
+        .filter(|r| r.raft.health.state == CheckState::Ok && r.raft.role.is_voter())
+        .count() as u32;
+    let healthy_voters = healthy_voters.min(voters);
+    let tolerance = fault_tolerance(voters, healthy_voters);
+    let summary = Summary {
+        desired_replicas: desired,
+        members,
+        voters,
+        healthy_voters,
+        quorum: quorum(voters),
+        has_quorum: tolerance.is_some(),
+        fault_tolerance: tolerance.unwrap_or(0),
+        leader: leader.as_ref().map(|l| l.pod.clone()),
+        term: leader.as_ref().and_then(|l| l.raft.term).or_else(|| replicas.iter().filter_map(|r| r.raft.term).max()),
+        ready_pods: replicas.iter().filter(|r| r.ready).count() as u32,
+    };
+
+    let pdb = snap
+        .pdbs
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(t.namespace.as_str()))
+        .find(|p| {
+            let sel = p.spec.as_ref().and_then(|s| s.selector.as_ref());
+            sel.is_some_and(|s| t.pods.iter().any(|pod| selector_matches(s, labels(pod))))
+        })
+        .map(pdb_report);
+
+    let service_reports: Vec<ServiceReport> = services
+        .iter()
+        .map(|s| {
+            let spec = s.spec.as_ref();
+            ServiceReport {
+                name: s.metadata.name.clone().unwrap_or_default(),
+                headless: spec.and_then(|s| s.cluster_ip.as_deref()) == Some("None"),
+                publish_not_ready_addresses: spec.and_then(|s| s.publish_not_ready_addresses).unwrap_or(false),
+            }
+        })
+        .collect();
+
+    let mut report = ClusterReport {
+        namespace: t.namespace.clone(),
+        name: t.name.clone(),
+        owner_kind: t.owner_kind.to_string(),
+        system: t.profile.name.clone(),
+        summary,
+        pdb,
+        services: service_reports,
+        replicas,
+        warnings: vec![],
+    };
+    report.warnings = warnings(&report, obs);
+    report
+}
+
+fn pod_name(p: &Pod) -> String {
+    p.metadata.name.clone().unwrap_or_default()
+}
+
+fn replica_report(
+    r: &ReplicaObservation,
+    nodes: &BTreeMap<&str, &Node>,
+    services: &[&Service],
+    slices: &[EndpointSlice],
+    pod_of_member: &BTreeMap<String, String>,
+) -> ReplicaReport {
+    let pod = &r.pod;
+    let name = pod_name(pod);
+    let status = pod.status.as_ref();
+    let node_name = pod_node(pod).map(str::to_string);
+    let node = node_name.as_deref().and_then(|n| nodes.get(n));
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let restarts = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0);
+    let main = pod.spec.as_ref().and_then(|s| s.containers.first());
+    let health = to_check(&r.health);
+    let unreachable = health.state == CheckState::Unreachable;
+    let f = &r.facts;
+    let role = if unreachable { Role::Unknown } else { f.role.unwrap_or(Role::Unknown) };
+    let leader_pod = f.leader_id.as_ref().and_then(|id| pod_of_member.get(id).cloned()).or_else(|| (role == Role::Leader).then(|| name.clone()));
+    let endpoints = services
+        .iter()
+        .filter(|s| service_selects(s, pod))
+        .map(|s| endpoint_report(s, slices, &name))
+        .collect();
+    ReplicaReport {
+        pod: name,
+        node_unschedulable: node.and_then(|n| n.spec.as_ref()).and_then(|s| s.unschedulable).unwrap_or(false),
+        node_ready: node.map(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+                .is_some_and(|c| c.status == "True")
+        }),
+        node: node_name,
+        pod_ip: status.and_then(|s| s.pod_ip.clone()),
+        phase: status.and_then(|s| s.phase.clone()).unwrap_or_else(|| "Unknown".into()),
+        ready,
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+        restarts,
+        probes: Probes {
+            readiness: main.and_then(|c| c.readiness_probe.as_ref()).map(describe_probe),
+            liveness: main.and_then(|c| c.liveness_probe.as_ref()).map(describe_probe),
+            startup: main.and_then(|c| c.startup_probe.as_ref()).map(describe_probe),
+        },
+        raft: RaftReport {
+            health,
+            readiness: r.readiness.as_ref().map(to_check),
+            role,
+            member_id: f.member_id.clone(),
+            leader_id: f.leader_id.clone(),
+            leader_pod,
+            has_leader: if unreachable { None } else { f.has_leader },
+            term: f.term,
+            commit_index: f.commit_index,
+            applied_index: f.applied_index,
+            lag: None,
+            learner: f.learner.unwrap_or(false) || role == Role::Learner,
+            version: f.version.clone(),
+            errors: if unreachable { vec![] } else { r.errors.clone() },
+        },
+        endpoints,
+    }
+}
+
+fn to_check(r: &Result<CheckOutcome, ProbeError>) -> Check {
+    match r {
+        Ok(c) if c.ok => Check { state: CheckState::Ok, detail: c.detail.clone() },
+        Ok(c) => Check { state: CheckState::Failing, detail: c.detail.clone() },
+        Err(e @ (ProbeError::Timeout(_) | ProbeError::Unreachable(_))) => Check { state: CheckState::Unreachable, detail: e.to_string() },
+        Err(e) => Check { state: CheckState::Unknown, detail: e.to_string() },
+    }
+}
+
+pub fn describe_probe(p: &Probe) -> String {
+    let port = |p: &IntOrString| match p {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
+    };
+    if let Some(h) = &p.http_get {
+        format!("http-get :{}{}", port(&h.port), h.path.as_deref().unwrap_or("/"))
+    } else if let Some(t) = &p.tcp_socket {
+        format!("tcp-socket :{}", port(&t.port))
+    } else if let Some(e) = &p.exec {
+        format!("exec {}", e.command.clone().unwrap_or_default().join(" "))
+    } else if let Some(g) = &p.grpc {
+        format!("grpc :{}", g.port)
+    } else {
+        "unknown".into()
+    }
+}
+
+fn endpoint_report(svc: &Service, slices: &[EndpointSlice], pod: &str) -> EndpointReport {
+    let name = svc.metadata.name.clone().unwrap_or_default();
+    let ns = svc.metadata.namespace.as_deref();
+    let found = slices
+        .iter()
+        .filter(|s| s.metadata.namespace.as_deref() == ns)
+        .filter(|s| s.metadata.labels.as_ref().and_then(|l| l.get("kubernetes.io/service-name")) == Some(&name))
+        .flat_map(|s| s.endpoints.iter())
+        .find(|e| e.target_ref.as_ref().is_some_and(|r| r.kind.as_deref() == Some("Pod") && r.name.as_deref() == Some(pod)));
+    match found {
+        None => EndpointReport { service: name, listed: false, ready: None, serving: None, terminating: None },
+        Some(e) => {
+            let c = e.conditions.clone().unwrap_or_default();
+            EndpointReport { service: name, listed: true, ready: c.ready, serving: c.serving, terminating: c.terminating }
+        }
+    }
+}
+
+fn pdb_report(p: &PodDisruptionBudget) -> PdbReport {
+    let s = |v: &IntOrString| match v {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
+    };
+    let spec = p.spec.as_ref();
+    let st = p.status.as_ref();
+    PdbReport {
+        name: p.metadata.name.clone().unwrap_or_default(),
+        min_available: spec.and_then(|x| x.min_available.as_ref()).map(s),
+        max_unavailable: spec.and_then(|x| x.max_unavailable.as_ref()).map(s),
+        current_healthy: st.map(|x| x.current_healthy).unwrap_or(0),
+        desired_healthy: st.map(|x| x.desired_healthy).unwrap_or(0),
+        disruptions_allowed: st.map(|x| x.disruptions_allowed).unwrap_or(0),
+    }
+}
+
+// --- warnings: one small rule each, like kubectl drain's filters ----------------------------
+
+type Rule = fn(&ClusterReport, &ClusterObservation) -> Vec<Warning>;
+
+const RULES: &[Rule] = &[
+    quorum_lost,
+    no_leader,
+    several_leaders,
+    fault_tolerance_zero,
+    ready_but_raft_dead,
+    ready_without_leader,
+    unreachable_replica,
+    client_service_routes_unready,
+    tcp_only_readiness,
+    leader_on_cordoned_node,
+    pdb_looser_than_raft,
+    membership_unknown,
+];
+
+pub fn warnings(r: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
+    RULES.iter().flat_map(|rule| rule(r, obs)).collect()
+}
+
+fn w(code: &'static str, pod: Option<&str>, message: String) -> Warning {
+    Warning { code, pod: pod.map(str::to_string), message }
+}
+
+fn quorum_lost(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    let s = &r.summary;
+    if s.has_quorum || s.voters == 0 {
+        return vec![];
+    }
+    vec![w(
+        "QuorumLost",
+        None,
+        format!("only {} of {} voters are healthy and {} are needed: the cluster cannot elect a leader or commit writes", s.healthy_voters, s.voters, s.quorum),
+    )]
+}
+
+fn no_leader(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    let any_claim = r.replicas.iter().any(|x| x.raft.role == Role::Leader);
+    let any_answer = r.replicas.iter().any(|x| x.raft.health.state != CheckState::Unreachable);
+    if any_claim || !any_answer || r.replicas.is_empty() {
+        return vec![];
+    }
+    vec![w("NoLeader", None, "no replica reports itself leader: writes fail until an election completes".into())]
+}
+
+fn several_leaders(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    let claims: Vec<String> = r
+        .replicas
+        .iter()
+        .filter(|x| x.raft.role == Role::Leader)
+        .map(|x| match x.raft.term {
+            Some(t) => format!("{} (term {t})", x.pod),
+            None => x.pod.clone(),
+        })
+        .collect();
+    if claims.len() < 2 {
+        return vec![];
+    }
+    vec![w(
+        "MultipleLeaders",
+        None,
+        format!("{} replicas claim leadership: {}; a stale leader in an older term may still serve reads", claims.len(), claims.join(", ")),
+    )]
+}
+
+fn fault_tolerance_zero(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    let s = &r.summary;
+    if !s.has_quorum || s.fault_tolerance > 0 {
+        return vec![];
+    }
+    vec![w(
+        "FaultToleranceZero",
+        None,
+        format!("fault tolerance is 0: {} of {} voters are healthy and {} are needed, so losing one more replica (a drain, a crash, a rollout) stops the cluster", s.healthy_voters, s.voters, s.quorum),
+    )]
+}
+
+fn ready_but_raft_dead(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    r.replicas
+        .iter()
+        .filter(|x| x.ready && matches!(x.raft.health.state, CheckState::Failing | CheckState::Unreachable))
+        .map(|x| {
+            w(
+                "ReadyButUnhealthy",
+                Some(&x.pod),
+                format!("pod {} is Ready but its {} check is {}: {}", x.pod, r.system, x.raft.health.state.as_str(), x.raft.health.detail),
+            )
+        })
+        .collect()
+}
+
+fn ready_without_leader(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    r.replicas
+        .iter()
+        .filter(|x| x.ready && x.raft.has_leader == Some(false))
+        .map(|x| w("ReadyWithoutLeader", Some(&x.pod), format!("pod {} is Ready but knows no leader: it cannot serve a linearizable read or a write", x.pod)))
+        .collect()
+}
+
+fn unreachable_replica(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    r.replicas
+        .iter()
+        .filter(|x| !x.ready && x.raft.health.state == CheckState::Unreachable)
+        .map(|x| w("Unreachable", Some(&x.pod), format!("pod {}: {}", x.pod, x.raft.health.detail)))
+        .collect()
+}
+
+fn client_service_routes_unready(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    let client_services: Vec<&ServiceReport> = r.services.iter().filter(|s| !s.publish_not_ready_addresses).collect();
+    let mut out = vec![];
+    for x in &r.replicas {
+        let raft_unready = match &x.raft.readiness {
+            Some(c) => c.state != CheckState::Ok,
+            None => x.raft.health.state != CheckState::Ok || x.raft.has_leader == Some(false),
+        };
+        if !raft_unready {
+            continue;
+        }
+        for e in &x.endpoints {
+            let is_client = client_services.iter().any(|s| s.name == e.service);
+            if is_client && e.listed && e.ready != Some(false) && e.terminating != Some(true) {
+                out.push(w(
+                    "ServiceRoutesToUnready",
+                    Some(&x.pod),
+                    format!("Service {} routes clients to {}, which is not ready by {}'s own account", e.service, x.pod, r.system),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn tcp_only_readiness(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    let weak: Vec<&str> = r
+        .replicas
+        .iter()
+        .filter(|x| x.probes.readiness.as_deref().is_none_or(|p| p.starts_with("tcp-socket")))
+        .map(|x| x.pod.as_str())
+        .collect();
+    if weak.is_empty() {
+        return vec![];
+    }
+    let what = match r.replicas.iter().find(|x| weak.contains(&x.pod.as_str())).and_then(|x| x.probes.readiness.clone()) {
+        Some(p) => format!("the readiness probe only checks TCP ({p})"),
+        None => "there is no readiness probe".to_string(),
+    };
+    vec![w(
+        "WeakReadinessProbe",
+        None,
+        format!("{what} on {}: a replica whose Raft core has died stays Ready; probe the system's health endpoint instead", weak.join(", ")),
+    )]
+}
+
+fn leader_on_cordoned_node(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    r.replicas
+        .iter()
+        .filter(|x| x.raft.role == Role::Leader && x.node_unschedulable)
+        .map(|x| {
+            w(
+                "LeaderOnCordonedNode",
+                Some(&x.pod),
+                format!("leader {} runs on cordoned node {}: a drain will evict it; move leadership first", x.pod, x.node.as_deref().unwrap_or("?")),
+            )
+        })
+        .collect()
+}
+
+fn pdb_looser_than_raft(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
+    let Some(pdb) = &r.pdb else {
+        return vec![w("NoPodDisruptionBudget", None, "no PodDisruptionBudget covers these pods: kubectl drain may evict several voters at once".into())];
+    };
+    let s = &r.summary;
+    if s.has_quorum && pdb.disruptions_allowed > s.fault_tolerance as i32 {
+        return vec![w(
+            "DisruptionBudgetTooLoose",
+            None,
+            format!(
+                "PodDisruptionBudget {} allows {} disruptions but Raft tolerates {}: evictions it allows can break quorum",
+                pdb.name, pdb.disruptions_allowed, s.fault_tolerance
+            ),
+        )];
+    }
+    vec![]
+}
+
+fn membership_unknown(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
+    match &obs.members {
+        Some(Err(e)) => vec![w("MembershipUnknown", None, format!("could not read the Raft member list ({e}); counting the StatefulSet's replicas instead"))],
+        _ => vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! Every flag of the plugin, defined and documented in one place.
+//!
+//! kubectl refuses global flags placed before a plugin's name (`kubectl -n x raft`), so the
+//! plugin parses the kubectl connection flags itself, with kubectl's names and meanings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl-raft",
+    bin_name = "kubectl raft",
+    version,
+    about = "Safe maintenance of Raft clusters (etcd, ClickHouse Keeper, ZooKeeper, spurctld, ...) running as StatefulSets",
+    long_about = "Safe maintenance of Raft clusters running as StatefulSets.\n\n\
+        kubectl raft reads each replica's Raft state through the system's own health/HTTP port \
+        (through the API server's pods/proxy by default, so it works wherever kubectl works) and \
+        cross-checks it with what Kubernetes believes: pod readiness, probes, EndpointSlices, \
+        PodDisruptionBudgets and nodes.",
+    after_help = "Examples:\n  \
+        kubectl raft status                      # every Raft cluster in the current namespace\n  \
+        kubectl raft status -A                   # in every namespace\n  \
+        kubectl raft status etcd -n db -o wide   # one StatefulSet, more columns\n  \
+        kubectl raft status --node worker-3      # clusters with a replica on that node\n  \
+        kubectl raft status etcd -o json         # the documented JSON schema (docs/status-schema.md)"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+
+    /// Namespace to look in (default: the context's namespace).
+    #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+
+    /// Look in every namespace.
+    #[arg(short = 'A', long, global = true)]
+    pub all_namespaces: bool,
+
+    /// How long to wait for one API server request, e.g. 10s, 1m (0 = no limit).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show each replica's Raft state next to what Kubernetes believes, and warn where they disagree.
+    #[command(after_help = "Examples:\n  \
+        kubectl raft status\n  \
+        kubectl raft status etcd\n  \
+        kubectl raft status sts/etcd -n db -o wide\n  \
+        kubectl raft status -l app=keeper --system clickhouse-keeper\n  \
+        kubectl raft status --via direct          # inside the cluster: talk to pod IPs directly\n\n\
+        Exit status: 0 when the report was produced (even with warnings), 1 on an error.")]
+    Status(StatusArgs),
+
+    /// List the Raft systems kubectl raft recognises (built-in profiles plus --profiles FILE).
+    Systems(SystemsArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct SystemsArgs {
+    /// Extra profiles: a YAML file in the format of the built-in ones (docs/profiles.md).
+    #[arg(long, value_name = "FILE")]
+    pub profiles: Option<PathBuf>,
+
+    /// Output format: table, or yaml for the full profiles (a starting point for your own).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct StatusArgs {
+    /// A StatefulSet name (NAME or sts/NAME); all recognised Raft clusters when omitted.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+
+    #[command(flatten)]
+    pub select: SelectArgs,
+
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+/// Which replicas form the clusters to act on.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SelectArgs {
+    /// Only clusters with a replica on this node.
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+
+    /// A label selector for the pods of one Raft cluster, for replicas not owned by a StatefulSet.
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+
+    /// Treat the cluster as this system instead of recognising it (see `kubectl raft systems`).
+    #[arg(long, value_name = "SYSTEM")]
+    pub system: Option<String>,
+
+    /// Extra profiles: a YAML file in the format of the built-in ones (docs/profiles.md).
+    #[arg(long, value_name = "FILE")]
+    pub profiles: Option<PathBuf>,
+}
+
+/// How replicas are reached.
+#[derive(Debug, Args, Clone)]
+pub struct ProbeArgs {
+    /// How to reach each replica's health port: through the API server's pods/proxy, or the pod IP directly.
+    #[arg(long, value_enum, default_value_t = Via::Proxy)]
+    pub via: Via,
+
+    /// Time limit for one request to one replica.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub probe_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Via {
+    /// The API server's pods/proxy subresource: works wherever kubectl works (needs `get pods/proxy`).
+    Proxy,
+    /// Straight to the pod IP: for running inside the cluster network.
+    Direct,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+}
+
+/// Parses kubectl-style durations: `500ms`, `2s`, `1m`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 2s, 1m"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("invalid duration unit in {s:?}: use ms, s, m or h")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_parse_like_kubectl() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("2 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn flags_after_the_subcommand_are_accepted() {
+        let cli = Cli::try_parse_from([
+            "kubectl-raft", "status", "sts/etcd", "-n", "db", "-o", "json", "--context", "c",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.namespace.as_deref(), Some("db"));
+        assert_eq!(cli.global.context.as_deref(), Some("c"));
+        let Command::Status(s) = cli.command else { panic!("not status") };
+        assert_eq!(s.name.as_deref(), Some("sts/etcd"));
+        assert_eq!(s.output, Output::Json);
+    }
+}

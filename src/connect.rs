@@ -1,0 +1,40 @@
+//! Connecting to the cluster the way kubectl does: --kubeconfig, then $KUBECONFIG, then
+//! ~/.kube/config; --context; the context's namespace unless -n says otherwise.
+
+use anyhow::{Context, Result};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::cli::GlobalArgs;
+
+pub struct Connection {
+    pub client: Client,
+    /// The namespace to use when neither -n nor -A is given.
+    pub default_namespace: String,
+}
+
+pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
+    let options = KubeConfigOptions { context: g.context.clone(), ..Default::default() };
+    let mut config = match &g.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot load kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .with_context(|| format!("cannot use kubeconfig {}", path.display()))?
+        }
+        None if g.context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .context("cannot load the kubeconfig ($KUBECONFIG or ~/.kube/config)")?,
+        None => Config::infer()
+            .await
+            .context("cannot find a cluster: no kubeconfig ($KUBECONFIG or ~/.kube/config) and not running in a pod")?,
+    };
+    let timeout = (!g.request_timeout.is_zero()).then_some(g.request_timeout);
+    config.read_timeout = timeout;
+    config.write_timeout = timeout;
+    config.connect_timeout = Some(g.request_timeout.min(std::time::Duration::from_secs(10)).max(std::time::Duration::from_secs(1)));
+    let default_namespace = config.default_namespace.clone();
+    let client = Client::try_from(config).context("cannot build a Kubernetes client from the kubeconfig")?;
+    Ok(Connection { client, default_namespace })
+}

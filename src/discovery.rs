@@ -1,0 +1,408 @@
+//! Discovery: read the Kubernetes objects once (concurrently), then decide, without I/O,
+//! which pods form which Raft cluster and which profile reads them.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::{Api, ListParams};
+use kube::Client;
+
+use crate::errors::{api_context, is_forbidden, is_not_found};
+use crate::profile::annotations::{self, Described};
+use crate::profile::{Catalog, Profile};
+
+/// The Kubernetes objects one command looks at, read once.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub statefulsets: Vec<StatefulSet>,
+    pub pods: Vec<Pod>,
+    pub services: Vec<Service>,
+    pub slices: Vec<EndpointSlice>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    /// None when the user may not list nodes: cordon state is then unknown.
+    pub nodes: Option<Vec<Node>>,
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub name: Option<String>,
+    pub node: Option<String>,
+    pub selector: Option<String>,
+    pub system: Option<String>,
+}
+
+/// One Raft cluster: its pods (ordered by ordinal) and the profile that reads them.
+#[derive(Debug, Clone)]
+pub struct ClusterTarget {
+    pub namespace: String,
+    pub name: String,
+    pub owner_kind: &'static str,
+    pub profile: Profile,
+    pub desired_replicas: u32,
+    pub pods: Vec<Pod>,
+}
+
+fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Reads everything in one round of concurrent LISTs.
+pub async fn fetch(client: &Client, ns: Option<&str>, sel: &Selection) -> Result<Snapshot> {
+    let where_ = ns.map(|n| format!("in namespace {n:?}")).unwrap_or_else(|| "in any namespace".into());
+    if let Some(n) = ns {
+        // A missing namespace would otherwise look like an empty one.
+        match Api::<Namespace>::all(client.clone()).get(n).await {
+            Err(e) if is_not_found(&e) => bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)"),
+            _ => {}
+        }
+    }
+    if let Some(node) = &sel.node {
+        match Api::<Node>::all(client.clone()).get(node).await {
+            Err(e) if is_not_found(&e) => bail!("node {node:?} not found (list them with `kubectl get nodes`)"),
+            _ => {}
+        }
+    }
+    let pod_params = match &sel.selector {
+        Some(s) => ListParams::default().labels(s),
+        None => ListParams::default(),
+    };
+    let all = ListParams::default();
+    let (sts_api, pod_api, svc_api) = (api::<StatefulSet>(client, ns), api::<Pod>(client, ns), api::<Service>(client, ns));
+    let (slice_api, pdb_api, node_api) = (api::<EndpointSlice>(client, ns), api::<PodDisruptionBudget>(client, ns), Api::<Node>::all(client.clone()));
+    let (statefulsets, pods, services, slices, pdbs, nodes) = tokio::join!(
+        sts_api.list(&all),
+        pod_api.list(&pod_params),
+        svc_api.list(&all),
+        slice_api.list(&all),
+        pdb_api.list(&all),
+        node_api.list(&all),
+    );
+    let nodes = match nodes {
+        Ok(l) => Some(l.items),
+        Err(e) if is_forbidden(&e) => None,
+        Err(e) => return Err(api_context(e, "list", "nodes", "")),
+    };
+    Ok(Snapshot {
+        statefulsets: statefulsets.map_err(|e| api_context(e, "list", "statefulsets.apps", &where_))?.items,
+        pods: pods.map_err(|e| api_context(e, "list", "pods", &where_))?.items,
+        services: services.map_err(|e| api_context(e, "list", "services", &where_))?.items,
+        slices: slices.map_err(|e| api_context(e, "list", "endpointslices.discovery.k8s.io", &where_))?.items,
+        pdbs: pdbs.map_err(|e| api_context(e, "list", "poddisruptionbudgets.policy", &where_))?.items,
+        nodes,
+    })
+}
+
+/// `sts/etcd`, `statefulset/etcd`, `statefulsets.apps/etcd` -> `etcd`
+pub fn strip_kind(name: &str) -> Result<&str> {
+    match name.split_once('/') {
+        None => Ok(name),
+        Some((kind, n)) if ["sts", "statefulset", "statefulsets", "statefulset.apps", "statefulsets.apps"].contains(&kind.to_ascii_lowercase().as_str()) => Ok(n),
+        Some((kind, _)) => bail!("{name:?}: only StatefulSets hold Raft clusters here, not {kind}; use -l SELECTOR for other pods"),
+    }
+}
+
+/// Decides the clusters. Pure, so every rule is unit-tested.
+pub fn select_clusters(snap: &Snapshot, catalog: &Catalog, sel: &Selection, namespace_hint: &str) -> Result<Vec<ClusterTarget>> {
+    let forced = sel.system.as_deref().map(|s| catalog.require(s).cloned()).transpose()?;
+    let mut clusters = if let Some(selector) = &sel.selector {
+        clusters_from_selector(snap, catalog, forced.as_ref(), selector)?
+    } else {
+        clusters_from_statefulsets(snap, catalog, forced.as_ref(), sel, namespace_hint)?
+    };
+    if let Some(node) = &sel.node {
+        clusters.retain(|c| c.pods.iter().any(|p| pod_node(p) == Some(node.as_str())));
+    }
+    clusters.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(clusters)
+}
+
+fn clusters_from_statefulsets(
+    snap: &Snapshot,
+    catalog: &Catalog,
+    forced: Option<&Profile>,
+    sel: &Selection,
+    namespace_hint: &str,
+) -> Result<Vec<ClusterTarget>> {
+    let wanted = sel.name.as_deref().map(strip_kind).transpose()?;
+    if let Some(w) = wanted {
+        if !snap.statefulsets.iter().any(|s| s.metadata.name.as_deref() == Some(w)) {
+            let known: Vec<&str> = snap.statefulsets.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
+            let hint = if known.is_empty() { "it has none".to_string() } else { format!("it has: {}", known.join(", ")) };
+            bail!("statefulset {w:?} not found in namespace {namespace_hint:?} ({hint})");
+        }
+    }
+    let mut out = vec![];
+    for sts in &snap.statefulsets {
+        let name = sts.metadata.name.clone().unwrap_or_default();
+        if wanted.is_some_and(|w| w != name) {
+            continue;
+        }
+        let ns = sts.metadata.namespace.clone().unwrap_or_default();
+        let template = sts.spec.as_ref().map(|s| &s.template);
+        let mut ann: BTreeMap<String, String> = template
+            .and_then(|t| t.metadata.as_ref())
+            .and_then(|m| m.annotations.clone())
+            .unwrap_or_default();
+        ann.extend(sts.metadata.annotations.clone().unwrap_or_default());
+        let described = annotations::describe(&name, &ann)
+            .with_context(|| format!("statefulset {ns}/{name}: its kubectl-raft.io/ annotations"))?;
+        let profile = match (forced, described) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Described::Profile(p)) => Some(*p),
+            (None, Described::System(s)) => Some(
+                catalog
+                    .require(&s)
+                    .with_context(|| format!("statefulset {ns}/{name}: annotation {}", annotations::SYSTEM))?
+                    .clone(),
+            ),
+            (None, Described::Nothing) => template.and_then(|t| t.spec.as_ref()).and_then(|s| catalog.detect(s)).cloned(),
+        };
+        let Some(profile) = profile else {
+            if wanted.is_some() {
+                bail!(
+                    "statefulset {ns}/{name} is not a Raft system kubectl raft recognises (known: {}); \
+                     name one with --system, or describe it with the annotations {} and {} (docs/profiles.md)",
+                    catalog.names().join(", "),
+                    annotations::PORT,
+                    annotations::HEALTH_PATH
+                );
+            }
+            continue;
+        };
+        let uid = sts.metadata.uid.as_deref();
+        let selector = sts.spec.as_ref().map(|s| &s.selector);
+        let mut pods: Vec<Pod> = snap
+            .pods
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+            .filter(|p| owned_by(p, uid, &name) || selector.is_some_and(|s| selector_matches(s, labels(p))))
+            .cloned()
+            .collect();
+        pods.sort_by_key(|p| ordinal(p.metadata.name.as_deref().unwrap_or_default()));
+        let desired = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
+        out.push(ClusterTarget { namespace: ns, name, owner_kind: "StatefulSet", profile, desired_replicas: desired, pods });
+    }
+    Ok(out)
+}
+
+fn clusters_from_selector(snap: &Snapshot, catalog: &Catalog, forced: Option<&Profile>, selector: &str) -> Result<Vec<ClusterTarget>> {
+    if snap.pods.is_empty() {
+        bail!("no pods match the selector {selector:?}");
+    }
+    let mut by_ns: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+    for p in &snap.pods {
+        by_ns.entry(p.metadata.namespace.clone().unwrap_or_default()).or_default().push(p.clone());
+    }
+    let mut out = vec![];
+    for (ns, mut pods) in by_ns {
+        pods.sort_by_key(|p| ordinal(p.metadata.name.as_deref().unwrap_or_default()));
+        let first = &pods[0];
+        let ann = first.metadata.annotations.clone().unwrap_or_default();
+        let profile = match (forced, annotations::describe(selector, &ann)?) {
+            (Some(p), _) => p.clone(),
+            (None, Described::Profile(p)) => *p,
+            (None, Described::System(s)) => catalog.require(&s)?.clone(),
+            (None, Described::Nothing) => match first.spec.as_ref().and_then(|s| catalog.detect(s)) {
+                Some(p) => p.clone(),
+                None => bail!(
+                    "the pods matching {selector:?} in namespace {ns:?} are not a Raft system kubectl raft recognises; \
+                     name one with --system ({}) or describe it with annotations (docs/profiles.md)",
+                    catalog.names().join(", ")
+                ),
+            },
+        };
+        let n = pods.len() as u32;
+        out.push(ClusterTarget { namespace: ns, name: selector.to_string(), owner_kind: "Selector", profile, desired_replicas: n, pods });
+    }
+    Ok(out)
+}
+
+fn owned_by(p: &Pod, uid: Option<&str>, name: &str) -> bool {
+    p.metadata.owner_references.iter().flatten().any(|o| {
+        o.kind == "StatefulSet" && (uid.is_some_and(|u| u == o.uid) || o.name == name)
+    })
+}
+
+pub fn labels(p: &Pod) -> &BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    p.metadata.labels.as_ref().unwrap_or(&EMPTY)
+}
+
+pub fn pod_node(p: &Pod) -> Option<&str> {
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+/// StatefulSet pods sort by ordinal (etcd-2 before etcd-10), others by name.
+fn ordinal(name: &str) -> (u64, String) {
+    let n = name.rsplit('-').next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+    (n, name.to_string())
+}
+
+/// Kubernetes label selector semantics: matchLabels and matchExpressions all hold.
+/// An empty selector matches everything (as in a PDB); callers guard where it should not.
+pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let labels_ok = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
+        let vals = e.values.clone().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => labels.get(&e.key).is_some_and(|v| vals.contains(v)),
+            "NotIn" => labels.get(&e.key).is_none_or(|v| !vals.contains(v)),
+            "Exists" => labels.contains_key(&e.key),
+            "DoesNotExist" => !labels.contains_key(&e.key),
+            _ => false,
+        }
+    });
+    labels_ok && exprs_ok
+}
+
+/// A Service selects a pod when its (non-empty) selector is a subset of the pod's labels.
+pub fn service_selects(svc: &Service, pod: &Pod) -> bool {
+    let Some(sel) = svc.spec.as_ref().and_then(|s| s.selector.as_ref()) else { return false };
+    !sel.is_empty() && sel.iter().all(|(k, v)| labels(pod).get(k) == Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::StatefulSetSpec;
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta, OwnerReference};
+
+    fn sts(name: &str, image: &str, ann: &[(&str, &str)]) -> StatefulSet {
+        let labels = BTreeMap::from([("app".to_string(), name.to_string())]);
+        StatefulSet {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("db".into()),
+                uid: Some(format!("uid-{name}")),
+                annotations: Some(ann.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                ..Default::default()
+            },
+            spec: Some(StatefulSetSpec {
+                replicas: Some(3),
+                selector: LabelSelector { match_labels: Some(labels.clone()), ..Default::default() },
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
+                    spec: Some(PodSpec {
+                        containers: vec![Container { name: "c".into(), image: Some(image.into()), ..Default::default() }],
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn pod(sts: &str, i: u32, node: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("{sts}-{i}")),
+                namespace: Some("db".into()),
+                labels: Some(BTreeMap::from([("app".to_string(), sts.to_string())])),
+                owner_references: Some(vec![OwnerReference {
+                    kind: "StatefulSet".into(),
+                    name: sts.into(),
+                    uid: format!("uid-{sts}"),
+                    api_version: "apps/v1".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            spec: Some(PodSpec { node_name: Some(node.into()), ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    fn snap() -> Snapshot {
+        Snapshot {
+            statefulsets: vec![sts("etcd", "quay.io/coreos/etcd:v3.4", &[]), sts("web", "nginx", &[])],
+            pods: vec![pod("etcd", 10, "n1"), pod("etcd", 2, "n2"), pod("etcd", 0, "n3"), pod("web", 0, "n4")],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn lists_only_recognised_clusters_with_pods_in_ordinal_order() {
+        let cs = select_clusters(&snap(), &Catalog::builtin(), &Selection::default(), "db").unwrap();
+        assert_eq!(cs.len(), 1);
+        assert_eq!(cs[0].profile.name, "etcd");
+        let names: Vec<_> = cs[0].pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names, ["etcd-0", "etcd-2", "etcd-10"]);
+    }
+
+    #[test]
+    fn a_named_statefulset_must_exist_and_be_recognised() {
+        let cat = Catalog::builtin();
+        let sel = |n: &str| Selection { name: Some(n.into()), ..Default::default() };
+        let e = select_clusters(&snap(), &cat, &sel("nope"), "db").unwrap_err().to_string();
+        assert!(e.contains("\"nope\" not found in namespace \"db\"") && e.contains("etcd, web"), "{e}");
+        let e = select_clusters(&snap(), &cat, &sel("web"), "db").unwrap_err().to_string();
+        assert!(e.contains("not a Raft system") && e.contains("kubectl-raft.io/health-path"), "{e}");
+        assert_eq!(select_clusters(&snap(), &cat, &sel("sts/etcd"), "db").unwrap().len(), 1);
+        assert!(select_clusters(&snap(), &cat, &sel("deploy/etcd"), "db").is_err());
+    }
+
+    #[test]
+    fn system_flag_and_annotations_override_recognition() {
+        let cat = Catalog::builtin();
+        let sel = Selection { name: Some("web".into()), system: Some("zookeeper".into()), ..Default::default() };
+        assert_eq!(select_clusters(&snap(), &cat, &sel, "db").unwrap()[0].profile.name, "zookeeper");
+        let mut s = snap();
+        s.statefulsets[1] = sts("web", "nginx", &[("kubectl-raft.io/port", "8080"), ("kubectl-raft.io/health-path", "/healthz")]);
+        let cs = select_clusters(&s, &cat, &Selection::default(), "db").unwrap();
+        assert_eq!(cs.len(), 2);
+        let bad = Selection { system: Some("mongo".into()), ..Default::default() };
+        assert!(select_clusters(&snap(), &cat, &bad, "db").unwrap_err().to_string().contains("unknown system"));
+    }
+
+    #[test]
+    fn node_filter_keeps_clusters_with_a_replica_there() {
+        let cat = Catalog::builtin();
+        let on = |n: &str| Selection { node: Some(n.into()), ..Default::default() };
+        assert_eq!(select_clusters(&snap(), &cat, &on("n2"), "db").unwrap().len(), 1);
+        assert_eq!(select_clusters(&snap(), &cat, &on("n4"), "db").unwrap().len(), 0);
+    }
+
+    #[test]
+    fn selector_groups_pods_and_needs_a_system() {
+        let cat = Catalog::builtin();
+        let mut s = snap();
+        s.pods.retain(|p| p.metadata.name.as_deref() == Some("web-0"));
+        let sel = Selection { selector: Some("app=web".into()), ..Default::default() };
+        assert!(select_clusters(&s, &cat, &sel, "db").unwrap_err().to_string().contains("--system"));
+        let sel = Selection { selector: Some("app=web".into()), system: Some("etcd".into()), ..Default::default() };
+        assert_eq!(select_clusters(&s, &cat, &sel, "db").unwrap()[0].owner_kind, "Selector");
+        s.pods.clear();
+        assert!(select_clusters(&s, &cat, &sel, "db").unwrap_err().to_string().contains("no pods match"));
+    }
+
+    #[test]
+    fn label_selectors() {
+        let l = BTreeMap::from([("app".to_string(), "etcd".to_string()), ("tier".to_string(), "db".to_string())]);
+        let req = |k: &str, op: &str, v: &[&str]| LabelSelectorRequirement {
+            key: k.into(),
+            operator: op.into(),
+            values: Some(v.iter().map(|s| s.to_string()).collect()),
+        };
+        let sel = |e: Vec<LabelSelectorRequirement>| LabelSelector { match_expressions: Some(e), ..Default::default() };
+        assert!(selector_matches(&sel(vec![req("app", "In", &["etcd", "x"])]), &l));
+        assert!(!selector_matches(&sel(vec![req("app", "NotIn", &["etcd"])]), &l));
+        assert!(selector_matches(&sel(vec![req("tier", "Exists", &[])]), &l));
+        assert!(!selector_matches(&sel(vec![req("tier", "DoesNotExist", &[])]), &l));
+        assert!(selector_matches(&LabelSelector::default(), &l));
+    }
+}

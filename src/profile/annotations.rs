@@ -1,0 +1,197 @@
+//! Describing a system the tool does not know, with annotations on the StatefulSet (or
+//! its pods). Documented in docs/profiles.md.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+
+use super::{parse_profiles, CheckSpec, Fact, FieldSpec, HttpRequest, PortSpec, Profile, RequestSpec, Scheme};
+
+pub const PREFIX: &str = "kubectl-raft.io/";
+/// Names a built-in (or --profiles) system, skipping recognition.
+pub const SYSTEM: &str = "kubectl-raft.io/system";
+/// A whole profile in the YAML format of the built-in ones.
+pub const PROFILE: &str = "kubectl-raft.io/profile";
+pub const PORT: &str = "kubectl-raft.io/port";
+pub const SCHEME: &str = "kubectl-raft.io/scheme";
+pub const HEALTH_PATH: &str = "kubectl-raft.io/health-path";
+pub const READY_PATH: &str = "kubectl-raft.io/ready-path";
+pub const ROLE_PATH: &str = "kubectl-raft.io/role-path";
+pub const ROLE_JSON: &str = "kubectl-raft.io/role-json-pointer";
+pub const LEADER_VALUE: &str = "kubectl-raft.io/leader-value";
+pub const LEADER_STATUS: &str = "kubectl-raft.io/leader-status";
+pub const LEADER_ID_JSON: &str = "kubectl-raft.io/leader-id-json-pointer";
+pub const MEMBER_ID_JSON: &str = "kubectl-raft.io/member-id-json-pointer";
+pub const TERM_JSON: &str = "kubectl-raft.io/term-json-pointer";
+pub const COMMIT_INDEX_JSON: &str = "kubectl-raft.io/commit-index-json-pointer";
+
+/// What the annotations ask for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Described {
+    /// No annotation of ours.
+    Nothing,
+    /// `system: NAME`: use that profile.
+    System(String),
+    /// A profile built from the annotations.
+    Profile(Box<Profile>),
+}
+
+pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described> {
+    let get = |k: &str| ann.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
+    if let Some(yaml) = get(PROFILE) {
+        let text = if yaml.starts_with('-') { yaml.to_string() } else { format!("- {}", indent(yaml)) };
+        let mut ps = parse_profiles(&text).with_context(|| format!("annotation {PROFILE}"))?;
+        if ps.len() != 1 {
+            bail!("annotation {PROFILE} must hold exactly one profile");
+        }
+        return Ok(Described::Profile(Box::new(ps.remove(0))));
+    }
+    let Some(health) = get(HEALTH_PATH) else {
+        if let Some(system) = get(SYSTEM) {
+            return Ok(Described::System(system.to_string()));
+        }
+        if let Some(k) = ann.keys().find(|k| k.starts_with(PREFIX)) {
+            bail!("annotation {k} needs {HEALTH_PATH} (or {SYSTEM}, or {PROFILE}) beside it");
+        }
+        return Ok(Described::Nothing);
+    };
+    let port_value = get(PORT).with_context(|| format!("{HEALTH_PATH} needs {PORT} beside it (a port number or name)"))?;
+    let port = match port_value.parse::<i32>() {
+        Ok(n) => PortSpec { names: vec![], numbers: vec![n] },
+        Err(_) => PortSpec { names: vec![port_value.to_string()], numbers: vec![] },
+    };
+    let scheme = match get(SCHEME) {
+        None | Some("http") => Scheme::Http,
+        Some("https") => Scheme::Https,
+        Some(other) => bail!("annotation {SCHEME}: {other:?} is neither http nor https"),
+    };
+    let check = |path: &str| CheckSpec {
+        request: HttpRequest { method: "GET".into(), path: path.into(), body: None },
+        ok_status: vec![200],
+        ok_json: BTreeMap::new(),
+    };
+    let mut fields = BTreeMap::new();
+    let json = |p: &str| FieldSpec { json: Some(p.to_string()), ..Default::default() };
+    if let Some(ptr) = get(ROLE_JSON) {
+        let leader = get(LEADER_VALUE).unwrap_or("leader");
+        let mut map = BTreeMap::new();
+        map.insert(leader.to_string(), "leader".to_string());
+        fields.insert(Fact::Role, FieldSpec { map: Some(map), ..json(ptr) });
+    } else if let Some(code) = get(LEADER_STATUS) {
+        code.parse::<u16>().with_context(|| format!("annotation {LEADER_STATUS}: {code:?} is not an HTTP status code"))?;
+        // Any other answer means "not the leader".
+        let map = BTreeMap::from([(code.to_string(), "leader".to_string()), ("*".to_string(), "follower".to_string())]);
+        fields.insert(Fact::Role, FieldSpec { status: Some(map), ..Default::default() });
+    }
+    for (key, fact) in [
+        (LEADER_ID_JSON, Fact::LeaderId),
+        (MEMBER_ID_JSON, Fact::MemberId),
+        (TERM_JSON, Fact::Term),
+        (COMMIT_INDEX_JSON, Fact::CommitIndex),
+    ] {
+        if let Some(ptr) = get(key) {
+            fields.insert(fact, json(ptr));
+        }
+    }
+    let mut requests = vec![];
+    if !fields.is_empty() {
+        let path = get(ROLE_PATH).unwrap_or(health);
+        let status_only = fields.values().all(|f| f.status.is_some());
+        requests.push(RequestSpec {
+            name: "role".into(),
+            port: None,
+            request: HttpRequest { method: "GET".into(), path: path.into(), body: None },
+            accept_status: if status_only { vec![] } else { vec![200] },
+            optional: false,
+            unwrap_json: None,
+            format: Default::default(),
+            separator: "\t".into(),
+            error_json: None,
+            fields,
+        });
+    }
+    let profile = Profile {
+        name: get(SYSTEM).unwrap_or(name).to_string(),
+        description: "described by annotations".into(),
+        detect: Default::default(),
+        port,
+        scheme,
+        health: check(health),
+        ready: get(READY_PATH).map(check),
+        requests,
+        leader_known_from_leader_id: get(LEADER_ID_JSON).is_some(),
+        membership: None,
+    };
+    profile.validate().context("the kubectl-raft.io/ annotations")?;
+    Ok(Described::Profile(Box::new(profile)))
+}
+
+fn indent(s: &str) -> String {
+    s.lines().enumerate().map(|(i, l)| if i == 0 { l.to_string() } else { format!("  {l}") }).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::extract::{extract, finish, HttpAnswer, RaftFacts, Role};
+
+    fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn no_annotations_means_nothing() {
+        assert_eq!(describe("x", &ann(&[("other/thing", "1")])).unwrap(), Described::Nothing);
+    }
+
+    #[test]
+    fn system_annotation_names_a_profile() {
+        assert_eq!(describe("x", &ann(&[(SYSTEM, "etcd")])).unwrap(), Described::System("etcd".into()));
+    }
+
+    #[test]
+    fn role_from_a_json_field() {
+        let d = describe(
+            "mydb",
+            &ann(&[(PORT, "8080"), (HEALTH_PATH, "/healthz"), (ROLE_PATH, "/raft"), (ROLE_JSON, "/state"), (LEADER_VALUE, "Leader"), (TERM_JSON, "/term")]),
+        )
+        .unwrap();
+        let Described::Profile(p) = d else { panic!() };
+        assert_eq!(p.port.numbers, vec![8080]);
+        let mut f = RaftFacts::default();
+        extract(&p.requests[0], &HttpAnswer { status: 200, body: br#"{"state":"Leader","term":4}"#.to_vec() }, &mut f).unwrap();
+        finish(&p, &mut f);
+        assert_eq!(f.role, Some(Role::Leader));
+        assert_eq!(f.term, Some(4));
+    }
+
+    #[test]
+    fn role_from_a_status_code() {
+        let Described::Profile(p) = describe("x", &ann(&[(PORT, "http"), (HEALTH_PATH, "/h"), (ROLE_PATH, "/leader"), (LEADER_STATUS, "200")])).unwrap() else {
+            panic!()
+        };
+        for (status, role) in [(200, Role::Leader), (503, Role::Follower), (404, Role::Follower)] {
+            let mut f = RaftFacts::default();
+            extract(&p.requests[0], &HttpAnswer { status, body: vec![] }, &mut f).unwrap();
+            assert_eq!(f.role, Some(role), "status {status}");
+        }
+    }
+
+    #[test]
+    fn incomplete_annotations_say_what_is_missing() {
+        let e = describe("x", &ann(&[(HEALTH_PATH, "/h")])).unwrap_err();
+        assert!(format!("{e:#}").contains(PORT));
+        let e = describe("x", &ann(&[(ROLE_JSON, "/x")])).unwrap_err();
+        assert!(format!("{e:#}").contains(HEALTH_PATH));
+        let e = describe("x", &ann(&[(PORT, "1"), (HEALTH_PATH, "h")])).unwrap_err();
+        assert!(format!("{e:#}").contains("must start with"));
+    }
+
+    #[test]
+    fn a_whole_profile_in_one_annotation() {
+        let yaml = "name: mine\nport: {numbers: [7000]}\nhealth: {request: {path: /ok}}\n";
+        let Described::Profile(p) = describe("x", &ann(&[(PROFILE, yaml)])).unwrap() else { panic!() };
+        assert_eq!(p.name, "mine");
+        assert_eq!(p.port.numbers, vec![7000]);
+    }
+}

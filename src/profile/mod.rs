@@ -1,0 +1,413 @@
+//! System profiles: how to recognise a Raft system and read its replicas' Raft facts.
+//!
+//! A profile is data (see `builtin.yaml` and docs/profiles.md). The code here only knows a
+//! fixed vocabulary of facts (role, leader, term, indices, ...) and a few ways of reading
+//! them out of an HTTP answer (JSON pointer, `key<TAB>value` lines, the status code), so a
+//! new system is a new entry, not a new code path.
+
+pub mod annotations;
+pub mod extract;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::core::v1::{Container, PodSpec};
+use serde::{Deserialize, Serialize};
+
+const BUILTIN: &str = include_str!("builtin.yaml");
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub detect: Detect,
+    /// The port probed unless a request names its own.
+    pub port: PortSpec,
+    #[serde(default)]
+    pub scheme: Scheme,
+    /// The system's own health check: a replica is healthy when it passes.
+    pub health: CheckSpec,
+    /// The system's own readiness check, where it has one distinct from health.
+    #[serde(default)]
+    pub ready: Option<CheckSpec>,
+    /// Requests that yield Raft facts.
+    #[serde(default)]
+    pub requests: Vec<RequestSpec>,
+    /// The system reports "no leader" by leaving the leader field out (etcd) or zero.
+    #[serde(default)]
+    pub leader_known_from_leader_id: bool,
+    /// How to read the Raft membership (voters and learners) from any one member.
+    #[serde(default)]
+    pub membership: Option<MembershipSpec>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Detect {
+    /// Matches when an image's name (without registry and tag) contains one of these.
+    #[serde(default)]
+    pub images: Vec<String>,
+    /// Matches when a container's command (or first arg) has one of these file names.
+    #[serde(default)]
+    pub commands: Vec<String>,
+    /// Matches when a container exposes all of these ports (and images/commands are empty).
+    #[serde(default)]
+    pub ports: Vec<i32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PortSpec {
+    /// Container port names tried first.
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// Container port numbers tried next; the first is used even if the spec does not declare it.
+    #[serde(default)]
+    pub numbers: Vec<i32>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    #[default]
+    Http,
+    Https,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRequest {
+    #[serde(default = "default_method")]
+    pub method: String,
+    pub path: String,
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    pub request: HttpRequest,
+    #[serde(default = "default_ok_status")]
+    pub ok_status: Vec<u16>,
+    /// JSON pointer -> the value it must have (null: must be null or absent).
+    #[serde(default)]
+    pub ok_json: BTreeMap<String, serde_json::Value>,
+}
+
+fn default_ok_status() -> Vec<u16> {
+    vec![200]
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Json,
+    /// `key<separator>value` lines (ZooKeeper/Keeper four-letter-word output).
+    Kv,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    pub name: String,
+    #[serde(default)]
+    pub port: Option<PortSpec>,
+    pub request: HttpRequest,
+    /// Status codes whose body is read; any other is an error. Empty: any status.
+    #[serde(default = "default_ok_status")]
+    pub accept_status: Vec<u16>,
+    /// A failure here is not an error: older versions lack the endpoint.
+    #[serde(default)]
+    pub optional: bool,
+    /// Read this string out of a JSON envelope first (Keeper's commands API: /result).
+    #[serde(default)]
+    pub unwrap_json: Option<String>,
+    #[serde(default)]
+    pub format: Format,
+    #[serde(default = "default_separator")]
+    pub separator: String,
+    /// A JSON pointer whose non-null value is an error message (ZooKeeper AdminServer).
+    #[serde(default)]
+    pub error_json: Option<String>,
+    pub fields: BTreeMap<Fact, FieldSpec>,
+}
+
+fn default_separator() -> String {
+    "\t".into()
+}
+
+/// The facts a profile can report; the only vocabulary the assessment understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fact {
+    Role,
+    IsLeader,
+    MemberId,
+    LeaderId,
+    HasLeader,
+    Term,
+    CommitIndex,
+    AppliedIndex,
+    LeaderCommitIndex,
+    Learner,
+    Version,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FieldSpec {
+    /// A JSON pointer into the body.
+    #[serde(default)]
+    pub json: Option<String>,
+    /// A key of `key<separator>value` lines.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// The status code decides the value: {"200": leader, "503": follower}; "*" for any other.
+    #[serde(default)]
+    pub status: Option<BTreeMap<String, String>>,
+    /// Rewrites the value read: {"primary": leader}.
+    #[serde(default)]
+    pub map: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MembershipSpec {
+    pub request: HttpRequest,
+    /// JSON pointer to the array of members.
+    pub list: String,
+    /// Pointers inside one member.
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub learner: Option<String>,
+}
+
+/// The set of profiles in force: the built-in ones plus the user's.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    pub profiles: Vec<Profile>,
+}
+
+impl Catalog {
+    pub fn builtin() -> Self {
+        let profiles = parse_profiles(BUILTIN).expect("built-in profiles are valid");
+        Catalog { profiles }
+    }
+
+    /// The built-in profiles, with a user's file added; a user profile of the same name wins.
+    pub fn load(extra: Option<&Path>) -> Result<Self> {
+        let mut cat = Self::builtin();
+        if let Some(path) = extra {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading profiles file {}", path.display()))?;
+            let user = parse_profiles(&text)
+                .with_context(|| format!("parsing profiles file {}", path.display()))?;
+            for p in user {
+                cat.profiles.retain(|q| q.name != p.name);
+                cat.profiles.push(p);
+            }
+        }
+        Ok(cat)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.profiles.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    pub fn require(&self, name: &str) -> Result<&Profile> {
+        match self.get(name) {
+            Some(p) => Ok(p),
+            None => bail!(
+                "unknown system {name:?}: known systems are {}; describe another one with --profiles FILE or annotations (docs/profiles.md)",
+                self.names().join(", ")
+            ),
+        }
+    }
+
+    /// The first profile whose detection rules match the pod spec.
+    pub fn detect(&self, spec: &PodSpec) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.matches(spec))
+    }
+}
+
+pub fn parse_profiles(text: &str) -> Result<Vec<Profile>> {
+    let profiles: Vec<Profile> = serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for p in &profiles {
+        p.validate()?;
+    }
+    Ok(profiles)
+}
+
+impl Profile {
+    pub fn validate(&self) -> Result<()> {
+        if self.name.trim().is_empty() {
+            bail!("a profile has no name");
+        }
+        if self.port.names.is_empty() && self.port.numbers.is_empty() {
+            bail!("profile {}: `port` needs a name or a number", self.name);
+        }
+        let mut paths = vec![&self.health.request.path];
+        paths.extend(self.requests.iter().map(|r| &r.request.path));
+        for p in paths {
+            if !p.starts_with('/') {
+                bail!("profile {}: path {p:?} must start with '/'", self.name);
+            }
+        }
+        for r in &self.requests {
+            for (fact, f) in &r.fields {
+                let ways = f.json.is_some() as u8 + f.key.is_some() as u8 + f.status.is_some() as u8;
+                if ways != 1 {
+                    bail!(
+                        "profile {}: request {}: field {fact:?} needs exactly one of json, key, status",
+                        self.name,
+                        r.name
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn matches(&self, spec: &PodSpec) -> bool {
+        spec.containers.iter().any(|c| self.matches_container(c))
+    }
+
+    pub fn matches_container(&self, c: &Container) -> bool {
+        let d = &self.detect;
+        let image = image_name(c.image.as_deref().unwrap_or_default()).to_ascii_lowercase();
+        if d.images.iter().any(|i| image.contains(&i.to_ascii_lowercase())) {
+            return true;
+        }
+        let cmd = c
+            .command
+            .as_ref()
+            .and_then(|v| v.first())
+            .or_else(|| c.args.as_ref().and_then(|v| v.first()));
+        if let Some(cmd) = cmd {
+            let base = cmd.rsplit('/').next().unwrap_or(cmd);
+            if d.commands.iter().any(|x| x == base) {
+                return true;
+            }
+        }
+        if d.images.is_empty() && d.commands.is_empty() && !d.ports.is_empty() {
+            let exposed: Vec<i32> = c
+                .ports
+                .iter()
+                .flatten()
+                .map(|p| p.container_port)
+                .collect();
+            return d.ports.iter().all(|p| exposed.contains(p));
+        }
+        false
+    }
+}
+
+/// `registry.example:5000/org/etcd:v3.4@sha256:..` -> `etcd`
+pub fn image_name(image: &str) -> &str {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let last = no_digest.rsplit('/').next().unwrap_or(no_digest);
+    last.split(':').next().unwrap_or(last)
+}
+
+/// Which container port a spec names on a pod: by name first, then by number; the first
+/// number is used even when the pod spec does not declare it (ports need not be declared).
+pub fn resolve_port(spec: &PodSpec, port: &PortSpec) -> Option<u16> {
+    let declared = spec.containers.iter().flat_map(|c| c.ports.iter().flatten());
+    for name in &port.names {
+        if let Some(p) = declared.clone().find(|p| p.name.as_deref() == Some(name.as_str())) {
+            return u16::try_from(p.container_port).ok();
+        }
+    }
+    for n in &port.numbers {
+        if declared.clone().any(|p| p.container_port == *n) {
+            return u16::try_from(*n).ok();
+        }
+    }
+    port.numbers.first().and_then(|n| u16::try_from(*n).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ContainerPort;
+
+    fn pod(image: &str, command: &[&str], ports: &[(&str, i32)]) -> PodSpec {
+        PodSpec {
+            containers: vec![Container {
+                name: "main".into(),
+                image: Some(image.into()),
+                command: Some(command.iter().map(|s| s.to_string()).collect()),
+                ports: Some(
+                    ports
+                        .iter()
+                        .map(|(n, p)| ContainerPort {
+                            name: Some(n.to_string()),
+                            container_port: *p,
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn builtin_profiles_parse_and_validate() {
+        let cat = Catalog::builtin();
+        assert_eq!(cat.names(), ["etcd", "clickhouse-keeper", "zookeeper", "spurctld"]);
+    }
+
+    #[test]
+    fn recognises_systems_by_image_and_command() {
+        let cat = Catalog::builtin();
+        let etcd = pod("quay.io/coreos/etcd:v3.4.23", &["/usr/bin/etcd"], &[("client", 2379)]);
+        assert_eq!(cat.detect(&etcd).unwrap().name, "etcd");
+        let keeper = pod("clickhouse/clickhouse-keeper:26.3", &[], &[]);
+        assert_eq!(cat.detect(&keeper).unwrap().name, "clickhouse-keeper");
+        let by_cmd = pod("registry.local/custom:1", &["/opt/spur/bin/spurctld"], &[]);
+        assert_eq!(cat.detect(&by_cmd).unwrap().name, "spurctld");
+        let nginx = pod("nginx:1.27", &["nginx"], &[("http", 80)]);
+        assert!(cat.detect(&nginx).is_none());
+    }
+
+    #[test]
+    fn port_resolution_prefers_names_then_numbers() {
+        let spec = pod("x", &[], &[("http-control", 9182), ("client", 2181)]);
+        let keeper = Catalog::builtin().get("clickhouse-keeper").unwrap().port.clone();
+        assert_eq!(resolve_port(&spec, &keeper), Some(9182));
+        let undeclared = pod("x", &[], &[]);
+        assert_eq!(resolve_port(&undeclared, &keeper), Some(9123));
+    }
+
+    #[test]
+    fn image_names_lose_registry_tag_and_digest() {
+        assert_eq!(image_name("reg:5000/org/etcd:v3@sha256:abc"), "etcd");
+        assert_eq!(image_name("etcd"), "etcd");
+    }
+
+    #[test]
+    fn user_profiles_replace_builtins_of_the_same_name_and_bad_ones_are_refused() {
+        let bad = "- name: x\n  port: {}\n  health: {request: {path: /h}}\n";
+        assert!(parse_profiles(bad).unwrap_err().to_string().contains("port"));
+        let unknown_field = "- name: x\n  port: {numbers: [1]}\n  health: {request: {path: /h}}\n  colour: red\n";
+        assert!(parse_profiles(unknown_field).is_err());
+    }
+}

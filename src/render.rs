@@ -1,0 +1,153 @@
+//! Rendering: tables for people, JSON and YAML for programs.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Result;
+use comfy_table::presets::NOTHING;
+use comfy_table::{Cell, ContentArrangement, Table};
+
+use crate::cli::Output;
+use crate::report::{ClusterReport, ReplicaReport, StatusReport};
+
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.2}s", d.as_secs_f64())
+    }
+}
+
+pub fn status(report: &StatusReport, output: Output, out: &mut dyn Write) -> Result<()> {
+    match output {
+        Output::Json => {
+            serde_json::to_writer_pretty(&mut *out, report)?;
+            writeln!(out)?;
+        }
+        Output::Yaml => {
+            let text = serde_saphyr::to_string(report).map_err(|e| anyhow::anyhow!("{e}"))?;
+            write!(out, "{text}")?;
+        }
+        Output::Table | Output::Wide => {
+            for (i, c) in report.clusters.iter().enumerate() {
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                cluster_table(c, output == Output::Wide, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<()> {
+    let s = &c.summary;
+    let quorum = if s.has_quorum {
+        format!("fault tolerance {}", s.fault_tolerance)
+    } else {
+        "QUORUM LOST".to_string()
+    };
+    let leader = match (&s.leader, s.term) {
+        (Some(l), Some(t)) => format!("leader {l} (term {t})"),
+        (Some(l), None) => format!("leader {l}"),
+        (None, _) => "NO LEADER".to_string(),
+    };
+    writeln!(
+        out,
+        "{}/{} ({}, {}): {} members, {}/{} voters healthy, quorum {}, {}, {}",
+        c.namespace, c.name, c.system, c.owner_kind, s.members, s.healthy_voters, s.voters, s.quorum, quorum, leader
+    )?;
+    if let Some(p) = &c.pdb {
+        writeln!(
+            out,
+            "PodDisruptionBudget {}: {} disruption(s) allowed ({} healthy, {} required)",
+            p.name, p.disruptions_allowed, p.current_healthy, p.desired_healthy
+        )?;
+    }
+    let mut t = Table::new();
+    t.load_preset(NOTHING).set_content_arrangement(ContentArrangement::Disabled);
+    let mut header = vec!["POD", "NODE", "STATUS", "READY", "RESTARTS", "HEALTH", "ROLE", "TERM", "INDEX", "LAG"];
+    if wide {
+        header.extend(["APPLIED", "IP", "MEMBER", "SEES LEADER", "READINESS PROBE", "VERSION"]);
+    }
+    header.push("ENDPOINTS");
+    t.set_header(header);
+    // kubectl's look: no borders, columns three spaces apart, nothing before the first.
+    for col in t.column_iter_mut() {
+        col.set_padding((0, 3));
+    }
+    for r in &c.replicas {
+        t.add_row(replica_row(r, wide));
+    }
+    for line in t.to_string().lines() {
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    for w in &c.warnings {
+        writeln!(out, "WARNING: {}", w.message)?;
+    }
+    Ok(())
+}
+
+fn replica_row(r: &ReplicaReport, wide: bool) -> Vec<Cell> {
+    let node = match (&r.node, r.node_unschedulable, r.node_ready) {
+        (Some(n), true, _) => format!("{n} (cordoned)"),
+        (Some(n), false, Some(false)) => format!("{n} (NotReady)"),
+        (Some(n), _, _) => n.clone(),
+        (None, _, _) => "-".into(),
+    };
+    let status = if r.terminating { "Terminating".to_string() } else { r.phase.clone() };
+    let health = match &r.raft.readiness {
+        Some(rd) if rd.state.as_str() != r.raft.health.state.as_str() => {
+            format!("{}/{}", r.raft.health.state.as_str(), if rd.state.as_str() == "ok" { "ready" } else { "not-ready" })
+        }
+        _ => r.raft.health.state.as_str().to_string(),
+    };
+    let endpoints = if r.endpoints.is_empty() {
+        "-".to_string()
+    } else {
+        r.endpoints.iter().map(|e| format!("{}:{}", e.service, e.short())).collect::<Vec<_>>().join(" ")
+    };
+    let mut row = vec![
+        r.pod.clone(),
+        node,
+        status,
+        if r.ready { "true".into() } else { "false".into() },
+        r.restarts.to_string(),
+        health,
+        r.raft.role.as_str().to_string(),
+        opt(r.raft.term),
+        opt(r.raft.commit_index),
+        opt(r.raft.lag),
+    ];
+    if wide {
+        row.extend([
+            opt(r.raft.applied_index),
+            opt(r.pod_ip.clone()),
+            opt(r.raft.member_id.clone()),
+            opt(r.raft.leader_pod.clone().or(r.raft.leader_id.clone())),
+            opt(r.probes.readiness.clone()),
+            opt(r.raft.version.clone()),
+        ]);
+    }
+    row.push(endpoints);
+    row.into_iter().map(Cell::new).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(human_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.50s");
+    }
+}

@@ -1,0 +1,183 @@
+//! The status report: what `status` prints, and the stable schema of `-o json|yaml`
+//! (documented field by field in docs/status-schema.md). Add fields; never rename or
+//! remove one without bumping `apiVersion`.
+
+use serde::Serialize;
+
+use crate::profile::extract::Role;
+
+pub const API_VERSION: &str = "kubectl-raft/v1alpha1";
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusReport {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub clusters: Vec<ClusterReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterReport {
+    pub namespace: String,
+    pub name: String,
+    /// "StatefulSet", or "Selector" for pods chosen with -l.
+    pub owner_kind: String,
+    pub system: String,
+    pub summary: Summary,
+    pub pdb: Option<PdbReport>,
+    pub services: Vec<ServiceReport>,
+    pub replicas: Vec<ReplicaReport>,
+    pub warnings: Vec<Warning>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Desired replicas of the StatefulSet (pods found, for a selector).
+    pub desired_replicas: u32,
+    /// Raft members: from the system's own member list where it has one, else the replicas.
+    pub members: u32,
+    pub voters: u32,
+    /// Voters that answer healthy by the system's own check.
+    pub healthy_voters: u32,
+    /// Votes needed to elect a leader and commit: voters / 2 + 1.
+    pub quorum: u32,
+    pub has_quorum: bool,
+    /// How many more voters may fail before quorum is lost (0 when it is already lost).
+    pub fault_tolerance: u32,
+    /// The pod that leads, when exactly one does.
+    pub leader: Option<String>,
+    pub term: Option<u64>,
+    pub ready_pods: u32,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PdbReport {
+    pub name: String,
+    pub min_available: Option<String>,
+    pub max_unavailable: Option<String>,
+    pub current_healthy: i32,
+    pub desired_healthy: i32,
+    pub disruptions_allowed: i32,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceReport {
+    pub name: String,
+    pub headless: bool,
+    pub publish_not_ready_addresses: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaReport {
+    pub pod: String,
+    pub node: Option<String>,
+    pub node_unschedulable: bool,
+    pub node_ready: Option<bool>,
+    pub pod_ip: Option<String>,
+    pub phase: String,
+    /// The pod's Ready condition.
+    pub ready: bool,
+    pub terminating: bool,
+    pub restarts: i32,
+    pub probes: Probes,
+    pub raft: RaftReport,
+    pub endpoints: Vec<EndpointReport>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Probes {
+    pub readiness: Option<String>,
+    pub liveness: Option<String>,
+    pub startup: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    /// "ok", "failing", "unreachable" or "unknown".
+    pub state: CheckState,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckState {
+    Ok,
+    Failing,
+    Unreachable,
+    Unknown,
+}
+
+impl CheckState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckState::Ok => "ok",
+            CheckState::Failing => "failing",
+            CheckState::Unreachable => "unreachable",
+            CheckState::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RaftReport {
+    pub health: Check,
+    /// The system's own readiness check, where it has one.
+    pub readiness: Option<Check>,
+    pub role: Role,
+    pub member_id: Option<String>,
+    /// The leader as this replica sees it (its id), and the pod that id belongs to.
+    pub leader_id: Option<String>,
+    pub leader_pod: Option<String>,
+    pub has_leader: Option<bool>,
+    pub term: Option<u64>,
+    pub commit_index: Option<u64>,
+    pub applied_index: Option<u64>,
+    /// Entries behind the leader's commit index.
+    pub lag: Option<u64>,
+    pub learner: bool,
+    pub version: Option<String>,
+    /// Requests that failed, one message each.
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointReport {
+    pub service: String,
+    /// False when no EndpointSlice of the Service lists the pod.
+    pub listed: bool,
+    pub ready: Option<bool>,
+    pub serving: Option<bool>,
+    pub terminating: Option<bool>,
+}
+
+impl EndpointReport {
+    /// How a client of the Service sees the replica: routed, standby, terminating, absent.
+    pub fn short(&self) -> &'static str {
+        if !self.listed {
+            return "absent";
+        }
+        match (self.ready, self.serving, self.terminating) {
+            (_, _, Some(true)) => "terminating",
+            (Some(false), _, _) => "not-ready",
+            _ => "ready",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Warning {
+    /// A stable machine-readable code, e.g. `NoLeader`.
+    pub code: &'static str,
+    pub pod: Option<String>,
+    pub message: String,
+}

@@ -1,0 +1,263 @@
+//! The end-to-end test helper: the real test world (control plane built from Kubernetes'
+//! source, pods as processes; tests/world), a namespace per test, and runners for kubectl
+//! and the plugin. If the world cannot start, the test fails and says why.
+#![allow(dead_code)] // each test binary uses its own part of the helper
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Nodes of the shared test world: one more than the 5-member etcd needs.
+pub const NODES: u32 = 6;
+
+pub struct World {
+    pub kubeconfig: PathBuf,
+    pub dir: PathBuf,
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn world_dir() -> PathBuf {
+    PathBuf::from(std::env::var("KWORLD_DIR").unwrap_or_else(|_| "/var/tmp/kraft-world".into()))
+}
+
+static WORLD: OnceLock<Result<World, String>> = OnceLock::new();
+
+/// The shared world, started (and built) on first use.
+pub fn world() -> &'static World {
+    let w = WORLD.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo().join("tests/world/up.sh"))
+            .args(["--nodes", &NODES.to_string()])
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run tests/world/up.sh: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("tests/world/up.sh failed ({}); see its output above and the logs in {}/run/logs", out.status, world_dir().display()));
+        }
+        let kubeconfig = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
+        if !kubeconfig.exists() {
+            return Err(format!("tests/world/up.sh printed {kubeconfig:?}, which does not exist"));
+        }
+        Ok(World { kubeconfig, dir: world_dir() })
+    });
+    match w {
+        Ok(w) => w,
+        Err(e) => panic!("the test world could not start: {e}"),
+    }
+}
+
+/// Tests that cordon, drain or silence nodes take this exclusively; the others share it.
+static NODES_LOCK: RwLock<()> = RwLock::new(());
+
+pub fn shared_nodes() -> RwLockReadGuard<'static, ()> {
+    NODES_LOCK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn exclusive_nodes() -> RwLockWriteGuard<'static, ()> {
+    NODES_LOCK.write().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn kubectl_bin() -> PathBuf {
+    world_dir().join("bin/kubectl")
+}
+
+fn run(mut cmd: Command, what: &str, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{what} did not finish within {limit:?} (hung)\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn kubectl(args: &[&str]) -> Output {
+    let mut c = Command::new(kubectl_bin());
+    c.args(args).env("KUBECONFIG", &world().kubeconfig);
+    run(c, &format!("kubectl {}", args.join(" ")), Duration::from_secs(180))
+}
+
+/// kubectl that must succeed; returns stdout.
+pub fn kubectl_ok(args: &[&str]) -> String {
+    let out = kubectl(args);
+    assert!(
+        out.status.success(),
+        "kubectl {} failed: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn kubectl_json(args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    serde_json::from_str(&kubectl_ok(&a)).expect("kubectl printed JSON")
+}
+
+/// The plugin, as a user runs it, with a kubeconfig.
+pub fn raft_with(kubeconfig: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"));
+    c.args(args).env("KUBECONFIG", kubeconfig);
+    run(c, &format!("kubectl raft {}", args.join(" ")), Duration::from_secs(60))
+}
+
+pub fn raft(args: &[&str]) -> Output {
+    raft_with(&world().kubeconfig, args)
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A namespace of the test's own, deleted when the test ends.
+pub struct TestNamespace {
+    pub name: String,
+}
+
+impl TestNamespace {
+    pub fn new(prefix: &str) -> Self {
+        world();
+        let name = format!("{prefix}-{}", unique());
+        kubectl_ok(&["create", "namespace", &name]);
+        // The ServiceAccount admission needs the namespace's default ServiceAccount.
+        wait_until(Duration::from_secs(30), "default ServiceAccount", || kubectl(&["get", "sa", "default", "-n", &name]).status.success());
+        TestNamespace { name }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"]);
+    }
+}
+
+fn unique() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() % 100_000;
+    format!("{t}{}", N.fetch_add(1, Ordering::SeqCst))
+}
+
+pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Applies tests/manifests/etcd-N.yaml and waits until every member is Ready.
+pub fn deploy_etcd(ns: &str, members: u32) {
+    let manifest = repo().join(format!("tests/manifests/etcd-{members}.yaml"));
+    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    wait_etcd_ready(ns, members);
+}
+
+pub fn wait_etcd_ready(ns: &str, members: u32) {
+    wait_until(Duration::from_secs(180), &format!("{members} etcd members Ready in {ns}"), || {
+        let sts = kubectl_json(&["get", "sts", "etcd", "-n", ns]);
+        sts["status"]["readyReplicas"].as_u64() == Some(members as u64)
+    });
+}
+
+/// etcd's own POST /v3/maintenance/status on one member, through pods/proxy.
+pub fn etcd_status(ns: &str, pod: &str) -> Option<Value> {
+    etcd_post(ns, pod, "/v3/maintenance/status", "{}")
+}
+
+pub fn etcd_post(ns: &str, pod: &str, path: &str, body: &str) -> Option<Value> {
+    let f = tempfile(body);
+    let uri = format!("/api/v1/namespaces/{ns}/pods/{pod}:2379/proxy{path}");
+    let out = kubectl(&["create", "--raw", &uri, "-f", f.path_str(), "--request-timeout=3s"]);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+pub struct TempFile(PathBuf);
+impl TempFile {
+    pub fn path_str(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+pub fn tempfile(content: &str) -> TempFile {
+    let p = std::env::temp_dir().join(format!("kraft-test-{}-{}", std::process::id(), unique()));
+    std::fs::write(&p, content).expect("write temp file");
+    TempFile(p)
+}
+
+/// The pods of the etcd StatefulSet in a namespace: (name, node, status JSON).
+pub fn etcd_pods(ns: &str) -> Vec<Value> {
+    let list = kubectl_json(&["get", "pods", "-n", ns, "-l", "app=etcd"]);
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+/// The leader's pod name and member id, as the members themselves report it (exactly one claimant).
+pub fn etcd_leader(ns: &str) -> Option<(String, String)> {
+    let mut leaders = vec![];
+    for p in etcd_pods(ns) {
+        let name = p["metadata"]["name"].as_str()?.to_string();
+        if let Some(st) = etcd_status(ns, &name) {
+            let me = st["header"]["member_id"].as_str().unwrap_or_default().to_string();
+            if !me.is_empty() && st["leader"].as_str() == Some(me.as_str()) {
+                leaders.push((name, me));
+            }
+        }
+    }
+    (leaders.len() == 1).then(|| leaders.remove(0))
+}
+
+/// The host process id of a pod's first container (the agent reports kworld://PID).
+pub fn container_pid(ns: &str, pod: &str) -> i32 {
+    let p = kubectl_json(&["get", "pod", pod, "-n", ns]);
+    let id = p["status"]["containerStatuses"][0]["containerID"].as_str().expect("containerID").to_string();
+    id.trim_start_matches("kworld://").parse().expect("kworld://PID")
+}
+
+pub fn signal(pid: i32, sig: &str) {
+    let ok = Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status().expect("kill").success();
+    assert!(ok, "kill -{sig} {pid} failed");
+}
+
+/// Runs the plugin with `-o json` and parses the report.
+pub fn status_json(args: &[&str]) -> Value {
+    let mut a = vec!["status"];
+    a.extend_from_slice(args);
+    a.extend(["-o", "json"]);
+    let out = raft(&a);
+    assert!(out.status.success(), "kubectl raft {} failed: {}", a.join(" "), stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(&out)))
+}

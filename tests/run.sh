@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every test: formatting, lints, unit tests, and the end-to-end tests against the real
+# test world (built from source and started on demand by the tests themselves).
+# Usage: bash tests/run.sh        (as root; CI runs exactly this through .ci/run)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+step() { printf '\n== %s\n' "$*" >&2; }
+cleanup() { tests/world/down.sh >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+step "toolchain"
+for c in rustfmt clippy; do
+  rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+done
+
+step "cargo fmt --check"
+cargo fmt --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+step "build the test world (cached)"
+t0=$(date +%s)
+tests/world/build.sh
+echo "world built or reused in $(( $(date +%s) - t0 ))s" >&2
+
+step "cargo test (unit tests, then end-to-end tests in the real world)"
+cargo test --all-targets

@@ -67,21 +67,36 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
         .map(|r| replica_report(r, &nodes, &services, &snap.slices, &pod_of_member))
         .collect();
 
-    let claimants: Vec<&ReplicaReport> = replicas.iter().filter(|r| r.raft.role == Role::Leader).collect();
+    let claimants: Vec<&ReplicaReport> = replicas
+        .iter()
+        .filter(|r| r.raft.role == Role::Leader)
+        .collect();
     let leader = (claimants.len() == 1).then(|| claimants[0].clone());
-    let leader_commit = leader.as_ref().and_then(|l| l.raft.commit_index.or(l.raft.applied_index));
+    let leader_commit = leader
+        .as_ref()
+        .and_then(|l| l.raft.commit_index.or(l.raft.applied_index));
     for (r, o) in replicas.iter_mut().zip(&obs.replicas) {
         let own = r.raft.applied_index.or(r.raft.commit_index);
-        r.raft.lag = match (leader_commit, own, o.facts.leader_commit_index, r.raft.commit_index) {
+        r.raft.lag = match (
+            leader_commit,
+            own,
+            o.facts.leader_commit_index,
+            r.raft.commit_index,
+        ) {
             (_, _, Some(lc), Some(c)) => Some(lc.saturating_sub(c)),
-            (Some(lc), Some(own), _, _) if r.raft.health.state == CheckState::Ok => Some(lc.saturating_sub(own)),
+            (Some(lc), Some(own), _, _) if r.raft.health.state == CheckState::Ok => {
+                Some(lc.saturating_sub(own))
+            }
             _ => None,
         };
     }
 
     let desired = t.desired_replicas;
     let (members, voters) = match &obs.members {
-        Some(Ok(ms)) if !ms.is_empty() => (ms.len() as u32, ms.iter().filter(|m| !m.learner).count() as u32),
+        Some(Ok(ms)) if !ms.is_empty() => (
+            ms.len() as u32,
+            ms.iter().filter(|m| !m.learner).count() as u32,
+        ),
         _ => {
             let non_voters = replicas.iter().filter(|r| !r.raft.role.is_voter()).count() as u32;
             let members = desired.max(replicas.len() as u32);
@@ -103,7 +118,10 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
         has_quorum: tolerance.is_some(),
         fault_tolerance: tolerance.unwrap_or(0),
         leader: leader.as_ref().map(|l| l.pod.clone()),
-        term: leader.as_ref().and_then(|l| l.raft.term).or_else(|| replicas.iter().filter_map(|r| r.raft.term).max()),
+        term: leader
+            .as_ref()
+            .and_then(|l| l.raft.term)
+            .or_else(|| replicas.iter().filter_map(|r| r.raft.term).max()),
         ready_pods: replicas.iter().filter(|r| r.ready).count() as u32,
     };
 
@@ -124,7 +142,9 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
             ServiceReport {
                 name: s.metadata.name.clone().unwrap_or_default(),
                 headless: spec.and_then(|s| s.cluster_ip.as_deref()) == Some("None"),
-                publish_not_ready_addresses: spec.and_then(|s| s.publish_not_ready_addresses).unwrap_or(false),
+                publish_not_ready_addresses: spec
+                    .and_then(|s| s.publish_not_ready_addresses)
+                    .unwrap_or(false),
             }
         })
         .collect();
@@ -172,8 +192,16 @@ fn replica_report(
     let health = to_check(&r.health);
     let unreachable = health.state == CheckState::Unreachable;
     let f = &r.facts;
-    let role = if unreachable { Role::Unknown } else { f.role.unwrap_or(Role::Unknown) };
-    let leader_pod = f.leader_id.as_ref().and_then(|id| pod_of_member.get(id).cloned()).or_else(|| (role == Role::Leader).then(|| name.clone()));
+    let role = if unreachable {
+        Role::Unknown
+    } else {
+        f.role.unwrap_or(Role::Unknown)
+    };
+    let leader_pod = f
+        .leader_id
+        .as_ref()
+        .and_then(|id| pod_of_member.get(id).cloned())
+        .or_else(|| (role == Role::Leader).then(|| name.clone()));
     let endpoints = services
         .iter()
         .filter(|s| service_selects(s, pod))
@@ -181,7 +209,10 @@ fn replica_report(
         .collect();
     ReplicaReport {
         pod: name,
-        node_unschedulable: node.and_then(|n| n.spec.as_ref()).and_then(|s| s.unschedulable).unwrap_or(false),
+        node_unschedulable: node
+            .and_then(|n| n.spec.as_ref())
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
         node_ready: node.map(|n| {
             n.status
                 .as_ref()
@@ -191,14 +222,22 @@ fn replica_report(
         }),
         node: node_name,
         pod_ip: status.and_then(|s| s.pod_ip.clone()),
-        phase: status.and_then(|s| s.phase.clone()).unwrap_or_else(|| "Unknown".into()),
+        phase: status
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Unknown".into()),
         ready,
         terminating: pod.metadata.deletion_timestamp.is_some(),
         restarts,
         probes: Probes {
-            readiness: main.and_then(|c| c.readiness_probe.as_ref()).map(describe_probe),
-            liveness: main.and_then(|c| c.liveness_probe.as_ref()).map(describe_probe),
-            startup: main.and_then(|c| c.startup_probe.as_ref()).map(describe_probe),
+            readiness: main
+                .and_then(|c| c.readiness_probe.as_ref())
+                .map(describe_probe),
+            liveness: main
+                .and_then(|c| c.liveness_probe.as_ref())
+                .map(describe_probe),
+            startup: main
+                .and_then(|c| c.startup_probe.as_ref())
+                .map(describe_probe),
         },
         raft: RaftReport {
             health,
@@ -214,7 +253,11 @@ fn replica_report(
             lag: None,
             learner: f.learner.unwrap_or(false) || role == Role::Learner,
             version: f.version.clone(),
-            errors: if unreachable { vec![] } else { r.errors.clone() },
+            errors: if unreachable {
+                vec![]
+            } else {
+                r.errors.clone()
+            },
         },
         endpoints,
     }
@@ -222,10 +265,22 @@ fn replica_report(
 
 fn to_check(r: &Result<CheckOutcome, ProbeError>) -> Check {
     match r {
-        Ok(c) if c.ok => Check { state: CheckState::Ok, detail: c.detail.clone() },
-        Ok(c) => Check { state: CheckState::Failing, detail: c.detail.clone() },
-        Err(e @ (ProbeError::Timeout(_) | ProbeError::Unreachable(_))) => Check { state: CheckState::Unreachable, detail: e.to_string() },
-        Err(e) => Check { state: CheckState::Unknown, detail: e.to_string() },
+        Ok(c) if c.ok => Check {
+            state: CheckState::Ok,
+            detail: c.detail.clone(),
+        },
+        Ok(c) => Check {
+            state: CheckState::Failing,
+            detail: c.detail.clone(),
+        },
+        Err(e @ (ProbeError::Timeout(_) | ProbeError::Unreachable(_))) => Check {
+            state: CheckState::Unreachable,
+            detail: e.to_string(),
+        },
+        Err(e) => Check {
+            state: CheckState::Unknown,
+            detail: e.to_string(),
+        },
     }
 }
 
@@ -235,7 +290,11 @@ pub fn describe_probe(p: &Probe) -> String {
         IntOrString::String(s) => s.clone(),
     };
     if let Some(h) = &p.http_get {
-        format!("http-get :{}{}", port(&h.port), h.path.as_deref().unwrap_or("/"))
+        format!(
+            "http-get :{}{}",
+            port(&h.port),
+            h.path.as_deref().unwrap_or("/")
+        )
     } else if let Some(t) = &p.tcp_socket {
         format!("tcp-socket :{}", port(&t.port))
     } else if let Some(e) = &p.exec {
@@ -253,14 +312,36 @@ fn endpoint_report(svc: &Service, slices: &[EndpointSlice], pod: &str) -> Endpoi
     let found = slices
         .iter()
         .filter(|s| s.metadata.namespace.as_deref() == ns)
-        .filter(|s| s.metadata.labels.as_ref().and_then(|l| l.get("kubernetes.io/service-name")) == Some(&name))
+        .filter(|s| {
+            s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("kubernetes.io/service-name"))
+                == Some(&name)
+        })
         .flat_map(|s| s.endpoints.iter())
-        .find(|e| e.target_ref.as_ref().is_some_and(|r| r.kind.as_deref() == Some("Pod") && r.name.as_deref() == Some(pod)));
+        .find(|e| {
+            e.target_ref
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some("Pod") && r.name.as_deref() == Some(pod))
+        });
     match found {
-        None => EndpointReport { service: name, listed: false, ready: None, serving: None, terminating: None },
+        None => EndpointReport {
+            service: name,
+            listed: false,
+            ready: None,
+            serving: None,
+            terminating: None,
+        },
         Some(e) => {
             let c = e.conditions.clone().unwrap_or_default();
-            EndpointReport { service: name, listed: true, ready: c.ready, serving: c.serving, terminating: c.terminating }
+            EndpointReport {
+                service: name,
+                listed: true,
+                ready: c.ready,
+                serving: c.serving,
+                terminating: c.terminating,
+            }
         }
     }
 }
@@ -306,7 +387,11 @@ pub fn warnings(r: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
 }
 
 fn w(code: &'static str, pod: Option<&str>, message: String) -> Warning {
-    Warning { code, pod: pod.map(str::to_string), message }
+    Warning {
+        code,
+        pod: pod.map(str::to_string),
+        message,
+    }
 }
 
 fn quorum_lost(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
@@ -323,11 +408,18 @@ fn quorum_lost(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
 
 fn no_leader(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
     let any_claim = r.replicas.iter().any(|x| x.raft.role == Role::Leader);
-    let any_answer = r.replicas.iter().any(|x| x.raft.health.state != CheckState::Unreachable);
+    let any_answer = r
+        .replicas
+        .iter()
+        .any(|x| x.raft.health.state != CheckState::Unreachable);
     if any_claim || !any_answer || r.replicas.is_empty() {
         return vec![];
     }
-    vec![w("NoLeader", None, "no replica reports itself leader: writes fail until an election completes".into())]
+    vec![w(
+        "NoLeader",
+        None,
+        "no replica reports itself leader: writes fail until an election completes".into(),
+    )]
 }
 
 fn several_leaders(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
@@ -365,12 +457,24 @@ fn fault_tolerance_zero(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warnin
 fn ready_but_raft_dead(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
     r.replicas
         .iter()
-        .filter(|x| x.ready && matches!(x.raft.health.state, CheckState::Failing | CheckState::Unreachable))
+        .filter(|x| {
+            x.ready
+                && matches!(
+                    x.raft.health.state,
+                    CheckState::Failing | CheckState::Unreachable
+                )
+        })
         .map(|x| {
             w(
                 "ReadyButUnhealthy",
                 Some(&x.pod),
-                format!("pod {} is Ready but its {} check is {}: {}", x.pod, r.system, x.raft.health.state.as_str(), x.raft.health.detail),
+                format!(
+                    "pod {} is Ready but its {} check is {}: {}",
+                    x.pod,
+                    r.system,
+                    x.raft.health.state.as_str(),
+                    x.raft.health.detail
+                ),
             )
         })
         .collect()
@@ -388,12 +492,22 @@ fn unreachable_replica(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning
     r.replicas
         .iter()
         .filter(|x| !x.ready && x.raft.health.state == CheckState::Unreachable)
-        .map(|x| w("Unreachable", Some(&x.pod), format!("pod {}: {}", x.pod, x.raft.health.detail)))
+        .map(|x| {
+            w(
+                "Unreachable",
+                Some(&x.pod),
+                format!("pod {}: {}", x.pod, x.raft.health.detail),
+            )
+        })
         .collect()
 }
 
 fn client_service_routes_unready(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
-    let client_services: Vec<&ServiceReport> = r.services.iter().filter(|s| !s.publish_not_ready_addresses).collect();
+    let client_services: Vec<&ServiceReport> = r
+        .services
+        .iter()
+        .filter(|s| !s.publish_not_ready_addresses)
+        .collect();
     let mut out = vec![];
     for x in &r.replicas {
         let raft_unready = match &x.raft.readiness {
@@ -409,7 +523,10 @@ fn client_service_routes_unready(r: &ClusterReport, _: &ClusterObservation) -> V
                 out.push(w(
                     "ServiceRoutesToUnready",
                     Some(&x.pod),
-                    format!("Service {} routes clients to {}, which is not ready by {}'s own account", e.service, x.pod, r.system),
+                    format!(
+                        "Service {} routes clients to {}, which is not ready by {}'s own account",
+                        e.service, x.pod, r.system
+                    ),
                 ));
             }
         }
@@ -421,13 +538,23 @@ fn tcp_only_readiness(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning>
     let weak: Vec<&str> = r
         .replicas
         .iter()
-        .filter(|x| x.probes.readiness.as_deref().is_none_or(|p| p.starts_with("tcp-socket")))
+        .filter(|x| {
+            x.probes
+                .readiness
+                .as_deref()
+                .is_none_or(|p| p.starts_with("tcp-socket"))
+        })
         .map(|x| x.pod.as_str())
         .collect();
     if weak.is_empty() {
         return vec![];
     }
-    let what = match r.replicas.iter().find(|x| weak.contains(&x.pod.as_str())).and_then(|x| x.probes.readiness.clone()) {
+    let what = match r
+        .replicas
+        .iter()
+        .find(|x| weak.contains(&x.pod.as_str()))
+        .and_then(|x| x.probes.readiness.clone())
+    {
         Some(p) => format!("the readiness probe only checks TCP ({p})"),
         None => "there is no readiness probe".to_string(),
     };

@@ -194,12 +194,22 @@ mod tests {
     #[test]
     fn flags_after_the_subcommand_are_accepted() {
         let cli = Cli::try_parse_from([
-            "kubectl-raft", "status", "sts/etcd", "-n", "db", "-o", "json", "--context", "c",
+            "kubectl-raft",
+            "status",
+            "sts/etcd",
+            "-n",
+            "db",
+            "-o",
+            "json",
+            "--context",
+            "c",
         ])
         .unwrap();
         assert_eq!(cli.global.namespace.as_deref(), Some("db"));
         assert_eq!(cli.global.context.as_deref(), Some("c"));
-        let Command::Status(s) = cli.command else { panic!("not status") };
+        let Command::Status(s) = cli.command else {
+            panic!("not status")
+        };
         assert_eq!(s.name.as_deref(), Some("sts/etcd"));
         assert_eq!(s.output, Output::Json);
     }

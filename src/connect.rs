@@ -14,7 +14,10 @@ pub struct Connection {
 }
 
 pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
-    let options = KubeConfigOptions { context: g.context.clone(), ..Default::default() };
+    let options = KubeConfigOptions {
+        context: g.context.clone(),
+        ..Default::default()
+    };
     let mut config = match &g.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
@@ -33,8 +36,16 @@ pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
     let timeout = (!g.request_timeout.is_zero()).then_some(g.request_timeout);
     config.read_timeout = timeout;
     config.write_timeout = timeout;
-    config.connect_timeout = Some(g.request_timeout.min(std::time::Duration::from_secs(10)).max(std::time::Duration::from_secs(1)));
+    config.connect_timeout = Some(
+        g.request_timeout
+            .min(std::time::Duration::from_secs(10))
+            .max(std::time::Duration::from_secs(1)),
+    );
     let default_namespace = config.default_namespace.clone();
-    let client = Client::try_from(config).context("cannot build a Kubernetes client from the kubeconfig")?;
-    Ok(Connection { client, default_namespace })
+    let client =
+        Client::try_from(config).context("cannot build a Kubernetes client from the kubeconfig")?;
+    Ok(Connection {
+        client,
+        default_namespace,
+    })
 }

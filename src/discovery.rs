@@ -50,7 +50,10 @@ pub struct ClusterTarget {
 
 fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
 where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
     K::DynamicType: Default,
 {
     match ns {
@@ -61,17 +64,23 @@ where
 
 /// Reads everything in one round of concurrent LISTs.
 pub async fn fetch(client: &Client, ns: Option<&str>, sel: &Selection) -> Result<Snapshot> {
-    let where_ = ns.map(|n| format!("in namespace {n:?}")).unwrap_or_else(|| "in any namespace".into());
+    let where_ = ns
+        .map(|n| format!("in namespace {n:?}"))
+        .unwrap_or_else(|| "in any namespace".into());
     if let Some(n) = ns {
         // A missing namespace would otherwise look like an empty one.
         match Api::<Namespace>::all(client.clone()).get(n).await {
-            Err(e) if is_not_found(&e) => bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)"),
+            Err(e) if is_not_found(&e) => {
+                bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)")
+            }
             _ => {}
         }
     }
     if let Some(node) = &sel.node {
         match Api::<Node>::all(client.clone()).get(node).await {
-            Err(e) if is_not_found(&e) => bail!("node {node:?} not found (list them with `kubectl get nodes`)"),
+            Err(e) if is_not_found(&e) => {
+                bail!("node {node:?} not found (list them with `kubectl get nodes`)")
+            }
             _ => {}
         }
     }
@@ -80,8 +89,16 @@ pub async fn fetch(client: &Client, ns: Option<&str>, sel: &Selection) -> Result
         None => ListParams::default(),
     };
     let all = ListParams::default();
-    let (sts_api, pod_api, svc_api) = (api::<StatefulSet>(client, ns), api::<Pod>(client, ns), api::<Service>(client, ns));
-    let (slice_api, pdb_api, node_api) = (api::<EndpointSlice>(client, ns), api::<PodDisruptionBudget>(client, ns), Api::<Node>::all(client.clone()));
+    let (sts_api, pod_api, svc_api) = (
+        api::<StatefulSet>(client, ns),
+        api::<Pod>(client, ns),
+        api::<Service>(client, ns),
+    );
+    let (slice_api, pdb_api, node_api) = (
+        api::<EndpointSlice>(client, ns),
+        api::<PodDisruptionBudget>(client, ns),
+        Api::<Node>::all(client.clone()),
+    );
     let (statefulsets, pods, services, slices, pdbs, nodes) = tokio::join!(
         sts_api.list(&all),
         pod_api.list(&pod_params),
@@ -96,11 +113,21 @@ pub async fn fetch(client: &Client, ns: Option<&str>, sel: &Selection) -> Result
         Err(e) => return Err(api_context(e, "list", "nodes", "")),
     };
     Ok(Snapshot {
-        statefulsets: statefulsets.map_err(|e| api_context(e, "list", "statefulsets.apps", &where_))?.items,
-        pods: pods.map_err(|e| api_context(e, "list", "pods", &where_))?.items,
-        services: services.map_err(|e| api_context(e, "list", "services", &where_))?.items,
-        slices: slices.map_err(|e| api_context(e, "list", "endpointslices.discovery.k8s.io", &where_))?.items,
-        pdbs: pdbs.map_err(|e| api_context(e, "list", "poddisruptionbudgets.policy", &where_))?.items,
+        statefulsets: statefulsets
+            .map_err(|e| api_context(e, "list", "statefulsets.apps", &where_))?
+            .items,
+        pods: pods
+            .map_err(|e| api_context(e, "list", "pods", &where_))?
+            .items,
+        services: services
+            .map_err(|e| api_context(e, "list", "services", &where_))?
+            .items,
+        slices: slices
+            .map_err(|e| api_context(e, "list", "endpointslices.discovery.k8s.io", &where_))?
+            .items,
+        pdbs: pdbs
+            .map_err(|e| api_context(e, "list", "poddisruptionbudgets.policy", &where_))?
+            .items,
         nodes,
     })
 }
@@ -115,8 +142,17 @@ pub fn strip_kind(name: &str) -> Result<&str> {
 }
 
 /// Decides the clusters. Pure, so every rule is unit-tested.
-pub fn select_clusters(snap: &Snapshot, catalog: &Catalog, sel: &Selection, namespace_hint: &str) -> Result<Vec<ClusterTarget>> {
-    let forced = sel.system.as_deref().map(|s| catalog.require(s).cloned()).transpose()?;
+pub fn select_clusters(
+    snap: &Snapshot,
+    catalog: &Catalog,
+    sel: &Selection,
+    namespace_hint: &str,
+) -> Result<Vec<ClusterTarget>> {
+    let forced = sel
+        .system
+        .as_deref()
+        .map(|s| catalog.require(s).cloned())
+        .transpose()?;
     let mut clusters = if let Some(selector) = &sel.selector {
         clusters_from_selector(snap, catalog, forced.as_ref(), selector)?
     } else {
@@ -138,9 +174,21 @@ fn clusters_from_statefulsets(
 ) -> Result<Vec<ClusterTarget>> {
     let wanted = sel.name.as_deref().map(strip_kind).transpose()?;
     if let Some(w) = wanted {
-        if !snap.statefulsets.iter().any(|s| s.metadata.name.as_deref() == Some(w)) {
-            let known: Vec<&str> = snap.statefulsets.iter().filter_map(|s| s.metadata.name.as_deref()).collect();
-            let hint = if known.is_empty() { "it has none".to_string() } else { format!("it has: {}", known.join(", ")) };
+        if !snap
+            .statefulsets
+            .iter()
+            .any(|s| s.metadata.name.as_deref() == Some(w))
+        {
+            let known: Vec<&str> = snap
+                .statefulsets
+                .iter()
+                .filter_map(|s| s.metadata.name.as_deref())
+                .collect();
+            let hint = if known.is_empty() {
+                "it has none".to_string()
+            } else {
+                format!("it has: {}", known.join(", "))
+            };
             bail!("statefulset {w:?} not found in namespace {namespace_hint:?} ({hint})");
         }
     }
@@ -157,18 +205,27 @@ fn clusters_from_statefulsets(
             .and_then(|m| m.annotations.clone())
             .unwrap_or_default();
         ann.extend(sts.metadata.annotations.clone().unwrap_or_default());
-        let described = annotations::describe(&name, &ann)
-            .with_context(|| format!("statefulset {ns}/{name}: its kubectl-raft.io/ annotations"))?;
+        let described = annotations::describe(&name, &ann).with_context(|| {
+            format!("statefulset {ns}/{name}: its kubectl-raft.io/ annotations")
+        })?;
         let profile = match (forced, described) {
             (Some(p), _) => Some(p.clone()),
             (None, Described::Profile(p)) => Some(*p),
             (None, Described::System(s)) => Some(
                 catalog
                     .require(&s)
-                    .with_context(|| format!("statefulset {ns}/{name}: annotation {}", annotations::SYSTEM))?
+                    .with_context(|| {
+                        format!(
+                            "statefulset {ns}/{name}: annotation {}",
+                            annotations::SYSTEM
+                        )
+                    })?
                     .clone(),
             ),
-            (None, Described::Nothing) => template.and_then(|t| t.spec.as_ref()).and_then(|s| catalog.detect(s)).cloned(),
+            (None, Described::Nothing) => template
+                .and_then(|t| t.spec.as_ref())
+                .and_then(|s| catalog.detect(s))
+                .cloned(),
         };
         let Some(profile) = profile else {
             if wanted.is_some() {
@@ -188,23 +245,45 @@ fn clusters_from_statefulsets(
             .pods
             .iter()
             .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
-            .filter(|p| owned_by(p, uid, &name) || selector.is_some_and(|s| selector_matches(s, labels(p))))
+            .filter(|p| {
+                owned_by(p, uid, &name) || selector.is_some_and(|s| selector_matches(s, labels(p)))
+            })
             .cloned()
             .collect();
         pods.sort_by_key(|p| ordinal(p.metadata.name.as_deref().unwrap_or_default()));
-        let desired = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as u32;
-        out.push(ClusterTarget { namespace: ns, name, owner_kind: "StatefulSet", profile, desired_replicas: desired, pods });
+        let desired = sts
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(1)
+            .max(0) as u32;
+        out.push(ClusterTarget {
+            namespace: ns,
+            name,
+            owner_kind: "StatefulSet",
+            profile,
+            desired_replicas: desired,
+            pods,
+        });
     }
     Ok(out)
 }
 
-fn clusters_from_selector(snap: &Snapshot, catalog: &Catalog, forced: Option<&Profile>, selector: &str) -> Result<Vec<ClusterTarget>> {
+fn clusters_from_selector(
+    snap: &Snapshot,
+    catalog: &Catalog,
+    forced: Option<&Profile>,
+    selector: &str,
+) -> Result<Vec<ClusterTarget>> {
     if snap.pods.is_empty() {
         bail!("no pods match the selector {selector:?}");
     }
     let mut by_ns: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
     for p in &snap.pods {
-        by_ns.entry(p.metadata.namespace.clone().unwrap_or_default()).or_default().push(p.clone());
+        by_ns
+            .entry(p.metadata.namespace.clone().unwrap_or_default())
+            .or_default()
+            .push(p.clone());
     }
     let mut out = vec![];
     for (ns, mut pods) in by_ns {
@@ -225,15 +304,24 @@ fn clusters_from_selector(snap: &Snapshot, catalog: &Catalog, forced: Option<&Pr
             },
         };
         let n = pods.len() as u32;
-        out.push(ClusterTarget { namespace: ns, name: selector.to_string(), owner_kind: "Selector", profile, desired_replicas: n, pods });
+        out.push(ClusterTarget {
+            namespace: ns,
+            name: selector.to_string(),
+            owner_kind: "Selector",
+            profile,
+            desired_replicas: n,
+            pods,
+        });
     }
     Ok(out)
 }
 
 fn owned_by(p: &Pod, uid: Option<&str>, name: &str) -> bool {
-    p.metadata.owner_references.iter().flatten().any(|o| {
-        o.kind == "StatefulSet" && (uid.is_some_and(|u| u == o.uid) || o.name == name)
-    })
+    p.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "StatefulSet" && (uid.is_some_and(|u| u == o.uid) || o.name == name))
 }
 
 pub fn labels(p: &Pod) -> &BTreeMap<String, String> {
@@ -247,14 +335,22 @@ pub fn pod_node(p: &Pod) -> Option<&str> {
 
 /// StatefulSet pods sort by ordinal (etcd-2 before etcd-10), others by name.
 fn ordinal(name: &str) -> (u64, String) {
-    let n = name.rsplit('-').next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+    let n = name
+        .rsplit('-')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(u64::MAX);
     (n, name.to_string())
 }
 
 /// Kubernetes label selector semantics: matchLabels and matchExpressions all hold.
 /// An empty selector matches everything (as in a PDB); callers guard where it should not.
 pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let labels_ok = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let labels_ok = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
     let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
         let vals = e.values.clone().unwrap_or_default();
         match e.operator.as_str() {
@@ -270,7 +366,9 @@ pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) 
 
 /// A Service selects a pod when its (non-empty) selector is a subset of the pod's labels.
 pub fn service_selects(svc: &Service, pod: &Pod) -> bool {
-    let Some(sel) = svc.spec.as_ref().and_then(|s| s.selector.as_ref()) else { return false };
+    let Some(sel) = svc.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+        return false;
+    };
     !sel.is_empty() && sel.iter().all(|(k, v)| labels(pod).get(k) == Some(v))
 }
 
@@ -279,7 +377,9 @@ mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::StatefulSetSpec;
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+        LabelSelectorRequirement, ObjectMeta, OwnerReference,
+    };
 
     fn sts(name: &str, image: &str, ann: &[(&str, &str)]) -> StatefulSet {
         let labels = BTreeMap::from([("app".to_string(), name.to_string())]);
@@ -288,16 +388,30 @@ mod tests {
                 name: Some(name.into()),
                 namespace: Some("db".into()),
                 uid: Some(format!("uid-{name}")),
-                annotations: Some(ann.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                annotations: Some(
+                    ann.iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
                 ..Default::default()
             },
             spec: Some(StatefulSetSpec {
                 replicas: Some(3),
-                selector: LabelSelector { match_labels: Some(labels.clone()), ..Default::default() },
+                selector: LabelSelector {
+                    match_labels: Some(labels.clone()),
+                    ..Default::default()
+                },
                 template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
+                    metadata: Some(ObjectMeta {
+                        labels: Some(labels),
+                        ..Default::default()
+                    }),
                     spec: Some(PodSpec {
-                        containers: vec![Container { name: "c".into(), image: Some(image.into()), ..Default::default() }],
+                        containers: vec![Container {
+                            name: "c".into(),
+                            image: Some(image.into()),
+                            ..Default::default()
+                        }],
                         ..Default::default()
                     }),
                 },
@@ -322,87 +436,188 @@ mod tests {
                 }]),
                 ..Default::default()
             },
-            spec: Some(PodSpec { node_name: Some(node.into()), ..Default::default() }),
+            spec: Some(PodSpec {
+                node_name: Some(node.into()),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
 
     fn snap() -> Snapshot {
         Snapshot {
-            statefulsets: vec![sts("etcd", "quay.io/coreos/etcd:v3.4", &[]), sts("web", "nginx", &[])],
-            pods: vec![pod("etcd", 10, "n1"), pod("etcd", 2, "n2"), pod("etcd", 0, "n3"), pod("web", 0, "n4")],
+            statefulsets: vec![
+                sts("etcd", "quay.io/coreos/etcd:v3.4", &[]),
+                sts("web", "nginx", &[]),
+            ],
+            pods: vec![
+                pod("etcd", 10, "n1"),
+                pod("etcd", 2, "n2"),
+                pod("etcd", 0, "n3"),
+                pod("web", 0, "n4"),
+            ],
             ..Default::default()
         }
     }
 
     #[test]
     fn lists_only_recognised_clusters_with_pods_in_ordinal_order() {
-        let cs = select_clusters(&snap(), &Catalog::builtin(), &Selection::default(), "db").unwrap();
+        let cs =
+            select_clusters(&snap(), &Catalog::builtin(), &Selection::default(), "db").unwrap();
         assert_eq!(cs.len(), 1);
         assert_eq!(cs[0].profile.name, "etcd");
-        let names: Vec<_> = cs[0].pods.iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+        let names: Vec<_> = cs[0]
+            .pods
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
         assert_eq!(names, ["etcd-0", "etcd-2", "etcd-10"]);
     }
 
     #[test]
     fn a_named_statefulset_must_exist_and_be_recognised() {
         let cat = Catalog::builtin();
-        let sel = |n: &str| Selection { name: Some(n.into()), ..Default::default() };
-        let e = select_clusters(&snap(), &cat, &sel("nope"), "db").unwrap_err().to_string();
-        assert!(e.contains("\"nope\" not found in namespace \"db\"") && e.contains("etcd, web"), "{e}");
-        let e = select_clusters(&snap(), &cat, &sel("web"), "db").unwrap_err().to_string();
-        assert!(e.contains("not a Raft system") && e.contains("kubectl-raft.io/health-path"), "{e}");
-        assert_eq!(select_clusters(&snap(), &cat, &sel("sts/etcd"), "db").unwrap().len(), 1);
+        let sel = |n: &str| Selection {
+            name: Some(n.into()),
+            ..Default::default()
+        };
+        let e = select_clusters(&snap(), &cat, &sel("nope"), "db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"nope\" not found in namespace \"db\"") && e.contains("etcd, web"),
+            "{e}"
+        );
+        let e = select_clusters(&snap(), &cat, &sel("web"), "db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not a Raft system") && e.contains("kubectl-raft.io/health-path"),
+            "{e}"
+        );
+        assert_eq!(
+            select_clusters(&snap(), &cat, &sel("sts/etcd"), "db")
+                .unwrap()
+                .len(),
+            1
+        );
         assert!(select_clusters(&snap(), &cat, &sel("deploy/etcd"), "db").is_err());
     }
 
     #[test]
     fn system_flag_and_annotations_override_recognition() {
         let cat = Catalog::builtin();
-        let sel = Selection { name: Some("web".into()), system: Some("zookeeper".into()), ..Default::default() };
-        assert_eq!(select_clusters(&snap(), &cat, &sel, "db").unwrap()[0].profile.name, "zookeeper");
+        let sel = Selection {
+            name: Some("web".into()),
+            system: Some("zookeeper".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            select_clusters(&snap(), &cat, &sel, "db").unwrap()[0]
+                .profile
+                .name,
+            "zookeeper"
+        );
         let mut s = snap();
-        s.statefulsets[1] = sts("web", "nginx", &[("kubectl-raft.io/port", "8080"), ("kubectl-raft.io/health-path", "/healthz")]);
+        s.statefulsets[1] = sts(
+            "web",
+            "nginx",
+            &[
+                ("kubectl-raft.io/port", "8080"),
+                ("kubectl-raft.io/health-path", "/healthz"),
+            ],
+        );
         let cs = select_clusters(&s, &cat, &Selection::default(), "db").unwrap();
         assert_eq!(cs.len(), 2);
-        let bad = Selection { system: Some("mongo".into()), ..Default::default() };
-        assert!(select_clusters(&snap(), &cat, &bad, "db").unwrap_err().to_string().contains("unknown system"));
+        let bad = Selection {
+            system: Some("mongo".into()),
+            ..Default::default()
+        };
+        assert!(select_clusters(&snap(), &cat, &bad, "db")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown system"));
     }
 
     #[test]
     fn node_filter_keeps_clusters_with_a_replica_there() {
         let cat = Catalog::builtin();
-        let on = |n: &str| Selection { node: Some(n.into()), ..Default::default() };
-        assert_eq!(select_clusters(&snap(), &cat, &on("n2"), "db").unwrap().len(), 1);
-        assert_eq!(select_clusters(&snap(), &cat, &on("n4"), "db").unwrap().len(), 0);
+        let on = |n: &str| Selection {
+            node: Some(n.into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            select_clusters(&snap(), &cat, &on("n2"), "db")
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            select_clusters(&snap(), &cat, &on("n4"), "db")
+                .unwrap()
+                .len(),
+            0
+        );
     }
 
     #[test]
     fn selector_groups_pods_and_needs_a_system() {
         let cat = Catalog::builtin();
         let mut s = snap();
-        s.pods.retain(|p| p.metadata.name.as_deref() == Some("web-0"));
-        let sel = Selection { selector: Some("app=web".into()), ..Default::default() };
-        assert!(select_clusters(&s, &cat, &sel, "db").unwrap_err().to_string().contains("--system"));
-        let sel = Selection { selector: Some("app=web".into()), system: Some("etcd".into()), ..Default::default() };
-        assert_eq!(select_clusters(&s, &cat, &sel, "db").unwrap()[0].owner_kind, "Selector");
+        s.pods
+            .retain(|p| p.metadata.name.as_deref() == Some("web-0"));
+        let sel = Selection {
+            selector: Some("app=web".into()),
+            ..Default::default()
+        };
+        assert!(select_clusters(&s, &cat, &sel, "db")
+            .unwrap_err()
+            .to_string()
+            .contains("--system"));
+        let sel = Selection {
+            selector: Some("app=web".into()),
+            system: Some("etcd".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            select_clusters(&s, &cat, &sel, "db").unwrap()[0].owner_kind,
+            "Selector"
+        );
         s.pods.clear();
-        assert!(select_clusters(&s, &cat, &sel, "db").unwrap_err().to_string().contains("no pods match"));
+        assert!(select_clusters(&s, &cat, &sel, "db")
+            .unwrap_err()
+            .to_string()
+            .contains("no pods match"));
     }
 
     #[test]
     fn label_selectors() {
-        let l = BTreeMap::from([("app".to_string(), "etcd".to_string()), ("tier".to_string(), "db".to_string())]);
+        let l = BTreeMap::from([
+            ("app".to_string(), "etcd".to_string()),
+            ("tier".to_string(), "db".to_string()),
+        ]);
         let req = |k: &str, op: &str, v: &[&str]| LabelSelectorRequirement {
             key: k.into(),
             operator: op.into(),
             values: Some(v.iter().map(|s| s.to_string()).collect()),
         };
-        let sel = |e: Vec<LabelSelectorRequirement>| LabelSelector { match_expressions: Some(e), ..Default::default() };
-        assert!(selector_matches(&sel(vec![req("app", "In", &["etcd", "x"])]), &l));
-        assert!(!selector_matches(&sel(vec![req("app", "NotIn", &["etcd"])]), &l));
+        let sel = |e: Vec<LabelSelectorRequirement>| LabelSelector {
+            match_expressions: Some(e),
+            ..Default::default()
+        };
+        assert!(selector_matches(
+            &sel(vec![req("app", "In", &["etcd", "x"])]),
+            &l
+        ));
+        assert!(!selector_matches(
+            &sel(vec![req("app", "NotIn", &["etcd"])]),
+            &l
+        ));
         assert!(selector_matches(&sel(vec![req("tier", "Exists", &[])]), &l));
-        assert!(!selector_matches(&sel(vec![req("tier", "DoesNotExist", &[])]), &l));
+        assert!(!selector_matches(
+            &sel(vec![req("tier", "DoesNotExist", &[])]),
+            &l
+        ));
         assert!(selector_matches(&LabelSelector::default(), &l));
     }
 }

@@ -20,7 +20,11 @@ pub fn is_forbidden(e: &kube::Error) -> bool {
 /// Wraps an API error with the verb and resource that failed; an RBAC refusal names the
 /// permission to grant, an unreachable API server says so.
 pub fn api_context(e: kube::Error, verb: &str, resource: &str, where_: &str) -> anyhow::Error {
-    let place = if where_.is_empty() { String::new() } else { format!(" {where_}") };
+    let place = if where_.is_empty() {
+        String::new()
+    } else {
+        format!(" {where_}")
+    };
     match status_of(&e) {
         Some(s) if s.code == 403 => anyhow!(
             "forbidden: cannot {verb} {resource}{place}: {}\n\

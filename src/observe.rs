@@ -29,12 +29,31 @@ pub struct ClusterObservation {
     pub members: Option<Result<Vec<Member>, String>>,
 }
 
-pub async fn observe_all(transport: &Transport, targets: Vec<ClusterTarget>, limit: Duration) -> Vec<ClusterObservation> {
-    join_all(targets.into_iter().map(|t| observe_cluster(transport, t, limit))).await
+pub async fn observe_all(
+    transport: &Transport,
+    targets: Vec<ClusterTarget>,
+    limit: Duration,
+) -> Vec<ClusterObservation> {
+    join_all(
+        targets
+            .into_iter()
+            .map(|t| observe_cluster(transport, t, limit)),
+    )
+    .await
 }
 
-pub async fn observe_cluster(transport: &Transport, target: ClusterTarget, limit: Duration) -> ClusterObservation {
-    let replicas = join_all(target.pods.iter().map(|p| observe_replica(transport, &target.profile, p, limit))).await;
+pub async fn observe_cluster(
+    transport: &Transport,
+    target: ClusterTarget,
+    limit: Duration,
+) -> ClusterObservation {
+    let replicas = join_all(
+        target
+            .pods
+            .iter()
+            .map(|p| observe_replica(transport, &target.profile, p, limit)),
+    )
+    .await;
     let members = match &target.profile.membership {
         None => None,
         Some(spec) => {
@@ -42,7 +61,11 @@ pub async fn observe_cluster(transport: &Transport, target: ClusterTarget, limit
             let asked = replicas
                 .iter()
                 .find(|r| r.facts.role == Some(Role::Leader))
-                .or_else(|| replicas.iter().find(|r| r.health.as_ref().is_ok_and(|c| c.ok)));
+                .or_else(|| {
+                    replicas
+                        .iter()
+                        .find(|r| r.health.as_ref().is_ok_and(|c| c.ok))
+                });
             match asked {
                 None => None,
                 Some(r) => Some(match endpoint(&target.profile, &r.pod, None) {
@@ -55,20 +78,40 @@ pub async fn observe_cluster(transport: &Transport, target: ClusterTarget, limit
             }
         }
     };
-    ClusterObservation { target, replicas, members }
+    ClusterObservation {
+        target,
+        replicas,
+        members,
+    }
 }
 
 /// Where a profile's request goes on this pod.
-pub fn endpoint(profile: &Profile, pod: &Pod, port: Option<&PortSpec>) -> Result<Endpoint, ProbeError> {
-    let spec = pod.spec.as_ref().ok_or_else(|| ProbeError::Other("the pod has no spec".into()))?;
+pub fn endpoint(
+    profile: &Profile,
+    pod: &Pod,
+    port: Option<&PortSpec>,
+) -> Result<Endpoint, ProbeError> {
+    let spec = pod
+        .spec
+        .as_ref()
+        .ok_or_else(|| ProbeError::Other("the pod has no spec".into()))?;
     let port_spec = port.unwrap_or(&profile.port);
     let port = resolve_port(spec, port_spec).ok_or_else(|| {
-        ProbeError::Other(format!("no container port named {:?} or numbered {:?}", port_spec.names, port_spec.numbers))
+        ProbeError::Other(format!(
+            "no container port named {:?} or numbered {:?}",
+            port_spec.names, port_spec.numbers
+        ))
     })?;
     let pod_ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
     if pod_ip.is_none() {
-        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Unknown".into());
-        return Err(ProbeError::Unreachable(format!("the pod has no IP (phase {phase})")));
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Unknown".into());
+        return Err(ProbeError::Unreachable(format!(
+            "the pod has no IP (phase {phase})"
+        )));
     }
     Ok(Endpoint {
         namespace: pod.metadata.namespace.clone().unwrap_or_default(),
@@ -79,13 +122,24 @@ pub fn endpoint(profile: &Profile, pod: &Pod, port: Option<&PortSpec>) -> Result
     })
 }
 
-async fn check(transport: &Transport, profile: &Profile, pod: &Pod, spec: &CheckSpec, limit: Duration) -> Result<CheckOutcome, ProbeError> {
+async fn check(
+    transport: &Transport,
+    profile: &Profile,
+    pod: &Pod,
+    spec: &CheckSpec,
+    limit: Duration,
+) -> Result<CheckOutcome, ProbeError> {
     let ep = endpoint(profile, pod, None)?;
     let ans = transport.call(&ep, &spec.request, limit).await?;
     Ok(extract::evaluate_check(spec, &ans))
 }
 
-pub async fn observe_replica(transport: &Transport, profile: &Profile, pod: &Pod, limit: Duration) -> ReplicaObservation {
+pub async fn observe_replica(
+    transport: &Transport,
+    profile: &Profile,
+    pod: &Pod,
+    limit: Duration,
+) -> ReplicaObservation {
     let health = check(transport, profile, pod, &profile.health, limit);
     let readiness = async {
         match &profile.ready {
@@ -112,5 +166,11 @@ pub async fn observe_replica(transport: &Transport, profile: &Profile, pod: &Pod
         }
     }
     extract::finish(profile, &mut facts);
-    ReplicaObservation { pod: pod.clone(), health, readiness, facts, errors }
+    ReplicaObservation {
+        pod: pod.clone(),
+        health,
+        readiness,
+        facts,
+        errors,
+    }
 }

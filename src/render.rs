@@ -14,7 +14,7 @@ pub fn human_duration(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 1000 {
         format!("{ms}ms")
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{:.2}s", d.as_secs_f64())
@@ -62,7 +62,16 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
     writeln!(
         out,
         "{}/{} ({}, {}): {} members, {}/{} voters healthy, quorum {}, {}, {}",
-        c.namespace, c.name, c.system, c.owner_kind, s.members, s.healthy_voters, s.voters, s.quorum, quorum, leader
+        c.namespace,
+        c.name,
+        c.system,
+        c.owner_kind,
+        s.members,
+        s.healthy_voters,
+        s.voters,
+        s.quorum,
+        quorum,
+        leader
     )?;
     if let Some(p) = &c.pdb {
         writeln!(
@@ -72,10 +81,20 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
         )?;
     }
     let mut t = Table::new();
-    t.load_preset(NOTHING).set_content_arrangement(ContentArrangement::Disabled);
-    let mut header = vec!["POD", "NODE", "STATUS", "READY", "RESTARTS", "HEALTH", "ROLE", "TERM", "INDEX", "LAG"];
+    t.load_preset(NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    let mut header = vec![
+        "POD", "NODE", "STATUS", "READY", "RESTARTS", "HEALTH", "ROLE", "TERM", "INDEX", "LAG",
+    ];
     if wide {
-        header.extend(["APPLIED", "IP", "MEMBER", "SEES LEADER", "READINESS PROBE", "VERSION"]);
+        header.extend([
+            "APPLIED",
+            "IP",
+            "MEMBER",
+            "SEES LEADER",
+            "READINESS PROBE",
+            "VERSION",
+        ]);
     }
     header.push("ENDPOINTS");
     t.set_header(header);
@@ -102,23 +121,43 @@ fn replica_row(r: &ReplicaReport, wide: bool) -> Vec<Cell> {
         (Some(n), _, _) => n.clone(),
         (None, _, _) => "-".into(),
     };
-    let status = if r.terminating { "Terminating".to_string() } else { r.phase.clone() };
+    let status = if r.terminating {
+        "Terminating".to_string()
+    } else {
+        r.phase.clone()
+    };
     let health = match &r.raft.readiness {
         Some(rd) if rd.state.as_str() != r.raft.health.state.as_str() => {
-            format!("{}/{}", r.raft.health.state.as_str(), if rd.state.as_str() == "ok" { "ready" } else { "not-ready" })
+            format!(
+                "{}/{}",
+                r.raft.health.state.as_str(),
+                if rd.state.as_str() == "ok" {
+                    "ready"
+                } else {
+                    "not-ready"
+                }
+            )
         }
         _ => r.raft.health.state.as_str().to_string(),
     };
     let endpoints = if r.endpoints.is_empty() {
         "-".to_string()
     } else {
-        r.endpoints.iter().map(|e| format!("{}:{}", e.service, e.short())).collect::<Vec<_>>().join(" ")
+        r.endpoints
+            .iter()
+            .map(|e| format!("{}:{}", e.service, e.short()))
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     let mut row = vec![
         r.pod.clone(),
         node,
         status,
-        if r.ready { "true".into() } else { "false".into() },
+        if r.ready {
+            "true".into()
+        } else {
+            "false".into()
+        },
         r.restarts.to_string(),
         health,
         r.raft.role.as_str().to_string(),

@@ -46,7 +46,9 @@ pub enum ProbeError {
 impl fmt::Display for ProbeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProbeError::Timeout(d) => write!(f, "no answer within {}", crate::render::human_duration(*d)),
+            ProbeError::Timeout(d) => {
+                write!(f, "no answer within {}", crate::render::human_duration(*d))
+            }
             ProbeError::Unreachable(m) => write!(f, "unreachable: {m}"),
             ProbeError::Forbidden(m) => write!(f, "forbidden: {m}"),
             ProbeError::TooLarge => write!(f, "answer larger than {} bytes", MAX_ANSWER_BYTES),
@@ -79,14 +81,23 @@ impl Transport {
         }
     }
 
-    pub async fn call(&self, ep: &Endpoint, req: &HttpRequest, limit: Duration) -> Result<HttpAnswer, ProbeError> {
+    pub async fn call(
+        &self,
+        ep: &Endpoint,
+        req: &HttpRequest,
+        limit: Duration,
+    ) -> Result<HttpAnswer, ProbeError> {
         match tokio::time::timeout(limit, self.call_unbounded(ep, req)).await {
             Ok(r) => r,
             Err(_) => Err(ProbeError::Timeout(limit)),
         }
     }
 
-    async fn call_unbounded(&self, ep: &Endpoint, req: &HttpRequest) -> Result<HttpAnswer, ProbeError> {
+    async fn call_unbounded(
+        &self,
+        ep: &Endpoint,
+        req: &HttpRequest,
+    ) -> Result<HttpAnswer, ProbeError> {
         let body = req.body.clone().unwrap_or_default();
         match self {
             Transport::Proxy(client) => {
@@ -94,25 +105,37 @@ impl Transport {
                     Scheme::Http => format!("{}:{}", ep.pod, ep.port),
                     Scheme::Https => format!("https:{}:{}", ep.pod, ep.port),
                 };
-                let uri = format!("/api/v1/namespaces/{}/pods/{}/proxy{}", ep.namespace, port, req.path);
+                let uri = format!(
+                    "/api/v1/namespaces/{}/pods/{}/proxy{}",
+                    ep.namespace, port, req.path
+                );
                 let request = build_request(&req.method, &uri, body.into_bytes())?;
                 let resp = client
                     .send(request.map(kube::client::Body::from))
                     .await
-                    .map_err(|e| ProbeError::Other(format!("the API server did not answer: {e}")))?;
+                    .map_err(|e| {
+                        ProbeError::Other(format!("the API server did not answer: {e}"))
+                    })?;
                 let status = resp.status().as_u16();
                 let body = read_capped(resp.into_body()).await?;
                 classify_proxy_answer(HttpAnswer { status, body }, &ep.pod)
             }
             Transport::Direct(client) => {
                 if ep.scheme == Scheme::Https {
-                    return Err(ProbeError::Other("--via direct speaks plain HTTP only; use --via proxy for HTTPS ports".into()));
+                    return Err(ProbeError::Other(
+                        "--via direct speaks plain HTTP only; use --via proxy for HTTPS ports"
+                            .into(),
+                    ));
                 }
                 let ip = ep
                     .pod_ip
                     .as_deref()
                     .ok_or_else(|| ProbeError::Unreachable("the pod has no IP yet".into()))?;
-                let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
+                let host = if ip.contains(':') {
+                    format!("[{ip}]")
+                } else {
+                    ip.to_string()
+                };
                 let uri = format!("http://{host}:{}{}", ep.port, req.path);
                 let request = build_request(&req.method, &uri, body.into_bytes())?;
                 let resp = client
@@ -127,12 +150,17 @@ impl Transport {
     }
 }
 
-fn build_request(method: &str, uri: &str, body: Vec<u8>) -> Result<http::Request<Vec<u8>>, ProbeError> {
+fn build_request(
+    method: &str,
+    uri: &str,
+    body: Vec<u8>,
+) -> Result<http::Request<Vec<u8>>, ProbeError> {
     let mut b = http::Request::builder().method(method).uri(uri);
     if !body.is_empty() {
         b = b.header(http::header::CONTENT_TYPE, "application/json");
     }
-    b.body(body).map_err(|e| ProbeError::Other(format!("bad request {method} {uri}: {e}")))
+    b.body(body)
+        .map_err(|e| ProbeError::Other(format!("bad request {method} {uri}: {e}")))
 }
 
 async fn read_capped<B>(body: B) -> Result<Vec<u8>, ProbeError>
@@ -143,7 +171,9 @@ where
     match Limited::new(body, MAX_ANSWER_BYTES).collect().await {
         Ok(c) => Ok(c.to_bytes().to_vec()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ProbeError::TooLarge),
-        Err(e) => Err(ProbeError::Unreachable(format!("the answer broke off: {e}"))),
+        Err(e) => Err(ProbeError::Unreachable(format!(
+            "the answer broke off: {e}"
+        ))),
     }
 }
 
@@ -194,7 +224,11 @@ pub fn classify_proxy_answer(ans: HttpAnswer, pod: &str) -> Result<HttpAnswer, P
 /// -> "connection refused (10.1.2.3:2379)"
 fn short_dial_error(msg: &str) -> String {
     let tail = msg.rsplit(": ").next().unwrap_or(msg);
-    match msg.split("dial tcp ").nth(1).and_then(|r| r.split(": ").next()) {
+    match msg
+        .split("dial tcp ")
+        .nth(1)
+        .and_then(|r| r.split(": ").next())
+    {
         Some(addr) => format!("{tail} ({addr})"),
         None => tail.to_string(),
     }
@@ -205,7 +239,10 @@ mod tests {
     use super::*;
 
     fn ans(status: u16, body: &str) -> HttpAnswer {
-        HttpAnswer { status, body: body.as_bytes().to_vec() }
+        HttpAnswer {
+            status,
+            body: body.as_bytes().to_vec(),
+        }
     }
 
     #[test]
@@ -225,8 +262,14 @@ mod tests {
         );
         let forbidden = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods \"etcd-0\" is forbidden: User \"x\" cannot get resource \"pods/proxy\" in API group \"\" in the namespace \"db\"","reason":"Forbidden","code":403}"#;
         let e = classify_proxy_answer(ans(403, forbidden), "etcd-0").unwrap_err();
-        assert!(matches!(e, ProbeError::Forbidden(ref m) if m.contains("pods/proxy")), "{e}");
+        assert!(
+            matches!(e, ProbeError::Forbidden(ref m) if m.contains("pods/proxy")),
+            "{e}"
+        );
         let gone = r#"{"kind":"Status","message":"pods \"etcd-0\" not found","reason":"NotFound","code":404}"#;
-        assert!(matches!(classify_proxy_answer(ans(404, gone), "etcd-0"), Err(ProbeError::Other(_))));
+        assert!(matches!(
+            classify_proxy_answer(ans(404, gone), "etcd-0"),
+            Err(ProbeError::Other(_))
+        ));
     }
 }

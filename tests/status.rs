@@ -39,7 +39,10 @@ fn status_shows_one_leader_terms_indices_endpoints_and_fault_tolerance_one() {
     assert_eq!(s["leader"], leader_pod.as_str());
     let replicas = c["replicas"].as_array().unwrap();
     assert_eq!(replicas.len(), 3);
-    let leaders: Vec<&Value> = replicas.iter().filter(|r| r["raft"]["role"] == "leader").collect();
+    let leaders: Vec<&Value> = replicas
+        .iter()
+        .filter(|r| r["raft"]["role"] == "leader")
+        .collect();
     assert_eq!(leaders.len(), 1, "exactly one leader");
     assert_eq!(leaders[0]["pod"], leader_pod.as_str());
     assert_eq!(leaders[0]["raft"]["memberId"], leader_id.as_str());
@@ -50,16 +53,28 @@ fn status_shows_one_leader_terms_indices_endpoints_and_fault_tolerance_one() {
         assert_eq!(r["raft"]["term"], term, "{}: term", r["pod"]);
         let idx = r["raft"]["commitIndex"].as_u64().expect("commit index");
         // Every /health check is a quorum read that moves the index, so compare loosely.
-        assert!(idx >= index && idx < index + 100, "{}: index {idx} near {index}", r["pod"]);
+        assert!(
+            idx >= index && idx < index + 100,
+            "{}: index {idx} near {index}",
+            r["pod"]
+        );
         assert!(r["raft"]["appliedIndex"].as_u64().is_some());
-        assert!(r["raft"]["lag"].as_u64().is_some_and(|l| l < 50), "{}: small lag", r["pod"]);
+        assert!(
+            r["raft"]["lag"].as_u64().is_some_and(|l| l < 50),
+            "{}: small lag",
+            r["pod"]
+        );
         assert_eq!(r["raft"]["health"]["state"], "ok");
         assert_eq!(r["raft"]["leaderPod"], leader_pod.as_str());
         assert_eq!(r["ready"], true);
         assert!(r["node"].as_str().is_some());
         let eps = r["endpoints"].as_array().unwrap();
         let names: Vec<&str> = eps.iter().map(|e| e["service"].as_str().unwrap()).collect();
-        assert_eq!(names.len(), 2, "both Services publish the replica: {names:?}");
+        assert_eq!(
+            names.len(),
+            2,
+            "both Services publish the replica: {names:?}"
+        );
         assert!(names.contains(&"etcd") && names.contains(&"etcd-client"));
         for e in eps {
             assert_eq!(e["listed"], true);
@@ -74,26 +89,46 @@ fn status_shows_one_leader_terms_indices_endpoints_and_fault_tolerance_one() {
     assert_eq!(headless["publishNotReadyAddresses"], true);
     assert_eq!(c["pdb"]["name"], "etcd");
     assert_eq!(c["pdb"]["disruptionsAllowed"], 1);
-    assert!(c["warnings"].as_array().unwrap().is_empty(), "a healthy cluster has no warnings: {}", c["warnings"]);
+    assert!(
+        c["warnings"].as_array().unwrap().is_empty(),
+        "a healthy cluster has no warnings: {}",
+        c["warnings"]
+    );
 
     // The table says the same.
     let out = raft(&["status", "-n", &ns.name]);
     assert!(out.status.success(), "{}", stderr(&out));
     let table = stdout(&out);
     assert!(table.contains("fault tolerance 1"), "{table}");
-    assert!(table.contains(&format!("leader {leader_pod} (term {term})")), "{table}");
+    assert!(
+        table.contains(&format!("leader {leader_pod} (term {term})")),
+        "{table}"
+    );
     let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("etcd-")).collect();
     assert_eq!(rows.len(), 3, "{table}");
-    assert_eq!(rows.iter().filter(|l| l.contains(" leader ")).count(), 1, "{table}");
+    assert_eq!(
+        rows.iter().filter(|l| l.contains(" leader ")).count(),
+        1,
+        "{table}"
+    );
     assert!(table.contains("etcd-client:ready"), "{table}");
     let wide = stdout(&raft(&["status", "etcd", "-n", &ns.name, "-o", "wide"]));
-    assert!(wide.contains("MEMBER") && wide.contains(&leader_id), "{wide}");
+    assert!(
+        wide.contains("MEMBER") && wide.contains(&leader_id),
+        "{wide}"
+    );
     // YAML carries the same schema.
     let yaml = stdout(&raft(&["status", "sts/etcd", "-n", &ns.name, "-o", "yaml"]));
-    assert!(yaml.contains("apiVersion: kubectl-raft/v1alpha1") && yaml.contains("faultTolerance: 1"), "{yaml}");
+    assert!(
+        yaml.contains("apiVersion: kubectl-raft/v1alpha1") && yaml.contains("faultTolerance: 1"),
+        "{yaml}"
+    );
     // Direct to pod IPs (as from inside the cluster) gives the same facts.
     let direct = status_json(&["-n", &ns.name, "--via", "direct"]);
-    assert_eq!(cluster(&direct, &ns.name)["summary"]["leader"], leader_pod.as_str());
+    assert_eq!(
+        cluster(&direct, &ns.name)["summary"]["leader"],
+        leader_pod.as_str()
+    );
 }
 
 /// A member that hangs (SIGSTOP): the table still returns promptly, marks it, shows fault
@@ -117,10 +152,19 @@ fn a_hung_member_is_marked_and_fault_tolerance_drops_to_zero() {
         let took = start.elapsed();
         assert!(out.status.success(), "{}", stderr(&out));
         let table = stdout(&out);
-        assert!(took < Duration::from_secs(20), "returned in {took:?}, not stuck on the hung member");
+        assert!(
+            took < Duration::from_secs(20),
+            "returned in {took:?}, not stuck on the hung member"
+        );
         assert!(table.contains("fault tolerance 0"), "{table}");
-        let row = table.lines().find(|l| l.trim_start().starts_with(&victim)).unwrap();
-        assert!(row.contains("unreachable"), "the hung member is marked: {row}");
+        let row = table
+            .lines()
+            .find(|l| l.trim_start().starts_with(&victim))
+            .unwrap();
+        assert!(
+            row.contains("unreachable"),
+            "the hung member is marked: {row}"
+        );
         assert!(table.contains("WARNING: fault tolerance is 0"), "{table}");
 
         let report = status_json(&["-n", &ns.name]);
@@ -129,14 +173,36 @@ fn a_hung_member_is_marked_and_fault_tolerance_drops_to_zero() {
         assert_eq!(c["summary"]["healthyVoters"], 2);
         assert_eq!(c["summary"]["hasQuorum"], true);
         assert_eq!(c["summary"]["leader"], leader_pod.as_str());
-        let r = c["replicas"].as_array().unwrap().iter().find(|r| r["pod"] == victim.as_str()).unwrap();
+        let r = c["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pod"] == victim.as_str())
+            .unwrap();
         assert_eq!(r["raft"]["health"]["state"], "unreachable");
-        assert!(r["raft"]["health"]["detail"].as_str().unwrap().contains("no answer within 2s"), "{}", r["raft"]["health"]);
-        let codes: Vec<&str> = c["warnings"].as_array().unwrap().iter().map(|w| w["code"].as_str().unwrap()).collect();
+        assert!(
+            r["raft"]["health"]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("no answer within 2s"),
+            "{}",
+            r["raft"]["health"]
+        );
+        let codes: Vec<&str> = c["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["code"].as_str().unwrap())
+            .collect();
         assert!(codes.contains(&"FaultToleranceZero"), "{codes:?}");
         // The pod still counts as Ready to Kubernetes until its probe fails twice; either
         // way the contradiction or the outage is reported.
-        assert!(codes.iter().any(|c| *c == "ReadyButUnhealthy" || *c == "Unreachable"), "{codes:?}");
+        assert!(
+            codes
+                .iter()
+                .any(|c| *c == "ReadyButUnhealthy" || *c == "Unreachable"),
+            "{codes:?}"
+        );
     });
     signal(pid, "CONT");
     if let Err(e) = result {
@@ -157,18 +223,33 @@ fn all_namespaces_and_node_filter() {
     let report = status_json(&["-A"]);
     cluster(&report, &a.name);
     cluster(&report, &b.name);
-    let node = etcd_pods(&a.name)[0]["spec"]["nodeName"].as_str().unwrap().to_string();
+    let node = etcd_pods(&a.name)[0]["spec"]["nodeName"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let on_node = status_json(&["-A", "--node", &node]);
     for c in on_node["clusters"].as_array().unwrap() {
-        let here = c["replicas"].as_array().unwrap().iter().any(|r| r["node"] == node.as_str());
-        assert!(here, "every listed cluster has a replica on {node}: {}", c["name"]);
+        let here = c["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["node"] == node.as_str());
+        assert!(
+            here,
+            "every listed cluster has a replica on {node}: {}",
+            c["name"]
+        );
     }
     cluster(&on_node, &a.name);
     // An empty namespace: a note on stderr, nothing on stdout, success.
     let empty = TestNamespace::new("status-empty");
     let out = raft(&["status", "-n", &empty.name]);
     assert!(out.status.success());
-    assert!(stderr(&out).contains("No Raft clusters found"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("No Raft clusters found"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -179,41 +260,84 @@ fn systems_the_tool_does_not_know_can_be_named_or_described() {
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
     let disguised = manifest
         .replace("quay.io/coreos/etcd:v3.4.23", "registry.local/kv-store:1")
-        .replace("[/usr/bin/etcd]", "[/bin/sh, -c, 'exec /usr/bin/etcd \"$@\"', kv]");
+        .replace(
+            "[/usr/bin/etcd]",
+            "[/bin/sh, -c, 'exec /usr/bin/etcd \"$@\"', kv]",
+        );
     let f = tempfile(&disguised);
     kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
     wait_etcd_ready(&ns.name, 3);
 
     let out = raft(&["status", "-n", &ns.name]);
     assert!(out.status.success());
-    assert!(stderr(&out).contains("No Raft clusters found"), "not recognised: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("No Raft clusters found"),
+        "not recognised: {}",
+        stderr(&out)
+    );
     let out = raft(&["status", "etcd", "-n", &ns.name]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.starts_with("error: ") && err.contains("kubectl-raft.io/health-path"), "says how to describe it: {err}");
+    assert!(
+        err.starts_with("error: ") && err.contains("kubectl-raft.io/health-path"),
+        "says how to describe it: {err}"
+    );
 
     let forced = status_json(&["etcd", "-n", &ns.name, "--system", "etcd"]);
     assert_eq!(cluster(&forced, &ns.name)["summary"]["faultTolerance"], 1);
 
     // Health from annotations alone: no role, but health, quorum and endpoints.
-    kubectl_ok(&["annotate", "sts", "etcd", "-n", &ns.name, "kubectl-raft.io/port=client", "kubectl-raft.io/health-path=/health"]);
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/port=client",
+        "kubectl-raft.io/health-path=/health",
+    ]);
     let described = status_json(&["-n", &ns.name]);
     let c = cluster(&described, &ns.name);
     assert_eq!(c["summary"]["healthyVoters"], 3);
-    assert!(c["replicas"].as_array().unwrap().iter().all(|r| r["raft"]["health"]["state"] == "ok"));
+    assert!(c["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["raft"]["health"]["state"] == "ok"));
 
-    kubectl_ok(&["annotate", "sts", "etcd", "-n", &ns.name, "--overwrite", "kubectl-raft.io/system=etcd", "kubectl-raft.io/health-path-"]);
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "--overwrite",
+        "kubectl-raft.io/system=etcd",
+        "kubectl-raft.io/health-path-",
+    ]);
     let named = status_json(&["-n", &ns.name]);
-    assert!(cluster(&named, &ns.name)["summary"]["leader"].as_str().is_some());
+    assert!(cluster(&named, &ns.name)["summary"]["leader"]
+        .as_str()
+        .is_some());
 }
 
 fn assert_fails(args: &[&str], expect: &[&str]) {
     let out = raft(args);
-    assert_eq!(out.status.code(), Some(1), "kubectl raft {} should fail; stdout: {}", args.join(" "), stdout(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "kubectl raft {} should fail; stdout: {}",
+        args.join(" "),
+        stdout(&out)
+    );
     let err = stderr(&out);
     assert!(err.starts_with("error: "), "one clear error line: {err}");
     for e in expect {
-        assert!(err.contains(e), "kubectl raft {}: {err:?} should mention {e:?}", args.join(" "));
+        assert!(
+            err.contains(e),
+            "kubectl raft {}: {err:?} should mention {e:?}",
+            args.join(" ")
+        );
     }
     assert!(stdout(&out).is_empty(), "nothing on stdout");
 }
@@ -222,19 +346,41 @@ fn assert_fails(args: &[&str], expect: &[&str]) {
 fn bad_input_gets_a_clear_error_and_a_nonzero_exit() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("status-bad");
-    assert_fails(&["status", "-n", "no-such-namespace"], &["namespace \"no-such-namespace\" not found"]);
-    assert_fails(&["status", "nope", "-n", &ns.name], &["statefulset \"nope\" not found"]);
-    assert_fails(&["status", "--node", "no-such-node"], &["node \"no-such-node\" not found"]);
-    assert_fails(&["status", "-n", &ns.name, "-l", "app=nothing-here"], &["no pods match"]);
-    assert_fails(&["status", "--system", "mongodb", "-n", &ns.name], &["unknown system \"mongodb\"", "etcd"]);
-    assert_fails(&["status", "deploy/x", "-n", &ns.name], &["only StatefulSets"]);
+    assert_fails(
+        &["status", "-n", "no-such-namespace"],
+        &["namespace \"no-such-namespace\" not found"],
+    );
+    assert_fails(
+        &["status", "nope", "-n", &ns.name],
+        &["statefulset \"nope\" not found"],
+    );
+    assert_fails(
+        &["status", "--node", "no-such-node"],
+        &["node \"no-such-node\" not found"],
+    );
+    assert_fails(
+        &["status", "-n", &ns.name, "-l", "app=nothing-here"],
+        &["no pods match"],
+    );
+    assert_fails(
+        &["status", "--system", "mongodb", "-n", &ns.name],
+        &["unknown system \"mongodb\"", "etcd"],
+    );
+    assert_fails(
+        &["status", "deploy/x", "-n", &ns.name],
+        &["only StatefulSets"],
+    );
     let garbage = tempfile("this: [is not a kubeconfig");
     let out = raft_with(std::path::Path::new(garbage.path_str()), &["status"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("kubeconfig"), "{}", stderr(&out));
     let out = raft(&["status", "--kubeconfig", "/nonexistent/kubeconfig"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("/nonexistent/kubeconfig"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("/nonexistent/kubeconfig"),
+        "{}",
+        stderr(&out)
+    );
     let out = raft(&["status", "--context", "no-such-context"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("no-such-context"), "{}", stderr(&out));
@@ -251,28 +397,73 @@ fn rbac_refusals_name_the_missing_permission() {
     deploy_etcd(&ns.name, 3);
     kubectl_ok(&["create", "serviceaccount", "viewer", "-n", &ns.name]);
     let kubeconfig_for = |sa: &str| {
-        let out = std::process::Command::new(world_dir().join("bin/kworld")).args(["kubeconfig-for", &ns.name, sa]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new(world_dir().join("bin/kworld"))
+            .args(["kubeconfig-for", &ns.name, sa])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
     let kc = kubeconfig_for("viewer");
     let out = raft_with(&kc, &["status"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("forbidden") && err.contains("list") && err.contains("statefulsets.apps"), "{err}");
+    assert!(
+        err.contains("forbidden") && err.contains("list") && err.contains("statefulsets.apps"),
+        "{err}"
+    );
 
     kubectl_ok(&["create", "role", "raft-reader", "-n", &ns.name, "--verb=get,list", "--resource=statefulsets,pods,services,endpointslices.discovery.k8s.io,poddisruptionbudgets.policy"]);
-    kubectl_ok(&["create", "rolebinding", "raft-reader", "-n", &ns.name, "--role=raft-reader", &format!("--serviceaccount={}:viewer", ns.name)]);
-    wait_until(Duration::from_secs(10), "the role to apply", || !stderr(&raft_with(&kc, &["status"])).contains("statefulsets.apps"));
+    kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "raft-reader",
+        "-n",
+        &ns.name,
+        "--role=raft-reader",
+        &format!("--serviceaccount={}:viewer", ns.name),
+    ]);
+    wait_until(Duration::from_secs(10), "the role to apply", || {
+        !stderr(&raft_with(&kc, &["status"])).contains("statefulsets.apps")
+    });
     let out = raft_with(&kc, &["status"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("forbidden") && err.contains("pods/proxy") && err.contains("--via direct"), "{err}");
+    assert!(
+        err.contains("forbidden") && err.contains("pods/proxy") && err.contains("--via direct"),
+        "{err}"
+    );
 
-    kubectl_ok(&["create", "role", "raft-proxy", "-n", &ns.name, "--verb=get,create", "--resource=pods/proxy"]);
-    kubectl_ok(&["create", "rolebinding", "raft-proxy", "-n", &ns.name, "--role=raft-proxy", &format!("--serviceaccount={}:viewer", ns.name)]);
-    wait_until(Duration::from_secs(10), "the proxy role to apply", || raft_with(&kc, &["status"]).status.success());
+    kubectl_ok(&[
+        "create",
+        "role",
+        "raft-proxy",
+        "-n",
+        &ns.name,
+        "--verb=get,create",
+        "--resource=pods/proxy",
+    ]);
+    kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "raft-proxy",
+        "-n",
+        &ns.name,
+        "--role=raft-proxy",
+        &format!("--serviceaccount={}:viewer", ns.name),
+    ]);
+    wait_until(Duration::from_secs(10), "the proxy role to apply", || {
+        raft_with(&kc, &["status"]).status.success()
+    });
     let out = raft_with(&kc, &["status", "-o", "json"]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(cluster(&report, &ns.name)["summary"]["faultTolerance"], 1, "least privilege is enough: get/list + pods/proxy");
+    assert_eq!(
+        cluster(&report, &ns.name)["summary"]["faultTolerance"],
+        1,
+        "least privilege is enough: get/list + pods/proxy"
+    );
 }

@@ -17,7 +17,11 @@ fn ready_nodes() -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|n| {
-            n["status"]["conditions"].as_array().unwrap().iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+            n["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
         })
         .map(|n| n["metadata"]["name"].as_str().unwrap().to_string())
         .collect()
@@ -28,7 +32,11 @@ fn nodes_are_ready_and_etcd_elects_exactly_one_leader() {
     let _nodes = shared_nodes();
     let ready = ready_nodes();
     assert!(ready.len() >= 4, "at least 4 nodes Ready, got {ready:?}");
-    assert_eq!(ready.len() as u32, NODES, "every registered node is Ready: {ready:?}");
+    assert_eq!(
+        ready.len() as u32,
+        NODES,
+        "every registered node is Ready: {ready:?}"
+    );
 
     let ns = TestNamespace::new("world-etcd");
     deploy_etcd(&ns.name, 3);
@@ -37,9 +45,12 @@ fn nodes_are_ready_and_etcd_elects_exactly_one_leader() {
     let mut claimants = 0;
     for p in etcd_pods(&ns.name) {
         let pod = p["metadata"]["name"].as_str().unwrap();
-        let st = etcd_status(&ns.name, pod).unwrap_or_else(|| panic!("{pod} answers /v3/maintenance/status"));
+        let st = etcd_status(&ns.name, pod)
+            .unwrap_or_else(|| panic!("{pod} answers /v3/maintenance/status"));
         let me = st["header"]["member_id"].as_str().unwrap();
-        let leader = st["leader"].as_str().expect("every member knows the leader");
+        let leader = st["leader"]
+            .as_str()
+            .expect("every member knows the leader");
         leaders_seen.push(leader.to_string());
         if me == leader {
             claimants += 1;
@@ -49,7 +60,10 @@ fn nodes_are_ready_and_etcd_elects_exactly_one_leader() {
     leaders_seen.dedup();
     assert_eq!(leaders_seen.len(), 1, "all members agree on the leader");
     // Every member on its own node (required anti-affinity).
-    let mut nodes: Vec<String> = etcd_pods(&ns.name).iter().map(|p| p["spec"]["nodeName"].as_str().unwrap().to_string()).collect();
+    let mut nodes: Vec<String> = etcd_pods(&ns.name)
+        .iter()
+        .map(|p| p["spec"]["nodeName"].as_str().unwrap().to_string())
+        .collect();
     nodes.sort();
     nodes.dedup();
     assert_eq!(nodes.len(), 3, "members on distinct nodes: {nodes:?}");
@@ -75,12 +89,26 @@ struct LeaderWatch {
 
 impl LeaderWatch {
     fn start(ns: &str) -> Self {
-        let (stop, samples, leaderless) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
-        let (s2, n2, l2, ns) = (stop.clone(), samples.clone(), leaderless.clone(), ns.to_string());
+        let (stop, samples, leaderless) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU32::new(0)),
+            Arc::new(AtomicU32::new(0)),
+        );
+        let (s2, n2, l2, ns) = (
+            stop.clone(),
+            samples.clone(),
+            leaderless.clone(),
+            ns.to_string(),
+        );
         let handle = std::thread::spawn(move || {
             while !s2.load(Ordering::SeqCst) {
-                let pods: Vec<String> = etcd_pods(&ns).iter().filter_map(|p| p["metadata"]["name"].as_str().map(String::from)).collect();
-                let knows_leader = pods.iter().any(|p| etcd_status(&ns, p).is_some_and(|st| st["leader"].as_str().is_some()));
+                let pods: Vec<String> = etcd_pods(&ns)
+                    .iter()
+                    .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+                    .collect();
+                let knows_leader = pods
+                    .iter()
+                    .any(|p| etcd_status(&ns, p).is_some_and(|st| st["leader"].as_str().is_some()));
                 n2.fetch_add(1, Ordering::SeqCst);
                 if !knows_leader {
                     l2.fetch_add(1, Ordering::SeqCst);
@@ -88,13 +116,21 @@ impl LeaderWatch {
                 std::thread::sleep(Duration::from_millis(200));
             }
         });
-        LeaderWatch { stop, samples, leaderless, handle: Some(handle) }
+        LeaderWatch {
+            stop,
+            samples,
+            leaderless,
+            handle: Some(handle),
+        }
     }
 
     fn finish(mut self) -> (u32, u32) {
         self.stop.store(true, Ordering::SeqCst);
         self.handle.take().unwrap().join().unwrap();
-        (self.samples.load(Ordering::SeqCst), self.leaderless.load(Ordering::SeqCst))
+        (
+            self.samples.load(Ordering::SeqCst),
+            self.leaderless.load(Ordering::SeqCst),
+        )
     }
 }
 
@@ -105,34 +141,78 @@ fn kubectl_drain_moves_a_follower_that_rejoins_with_its_data() {
     deploy_etcd(&ns.name, 3);
     let (leader_pod, _) = etcd_leader(&ns.name).expect("one leader");
     let pods = etcd_pods(&ns.name);
-    let follower = pods.iter().find(|p| p["metadata"]["name"] != leader_pod.as_str()).unwrap();
+    let follower = pods
+        .iter()
+        .find(|p| p["metadata"]["name"] != leader_pod.as_str())
+        .unwrap();
     let follower_pod = follower["metadata"]["name"].as_str().unwrap().to_string();
     let node = follower["spec"]["nodeName"].as_str().unwrap().to_string();
-    let member_before = etcd_status(&ns.name, &follower_pod).unwrap()["header"]["member_id"].as_str().unwrap().to_string();
+    let member_before = etcd_status(&ns.name, &follower_pod).unwrap()["header"]["member_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // A key written before the drain ("a2V5" = "key", "dmFsdWU=" = "value").
-    etcd_post(&ns.name, &leader_pod, "/v3/kv/put", r#"{"key":"a2V5","value":"dmFsdWU="}"#).expect("put");
+    etcd_post(
+        &ns.name,
+        &leader_pod,
+        "/v3/kv/put",
+        r#"{"key":"a2V5","value":"dmFsdWU="}"#,
+    )
+    .expect("put");
 
     let watch = LeaderWatch::start(&ns.name);
-    let out = kubectl(&["drain", &node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s"]);
+    let out = kubectl(&[
+        "drain",
+        &node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=120s",
+    ]);
     let drained = out.status.success();
     let stderr_text = stderr(&out);
     // The StatefulSet controller recreates the member on another node.
-    wait_until(Duration::from_secs(120), "the evicted member back on another node", || {
-        let p = kubectl_json(&["get", "pod", &follower_pod, "-n", &ns.name]);
-        let ready = p["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
-        ready && p["spec"]["nodeName"].as_str().is_some_and(|n| n != node)
-    });
+    wait_until(
+        Duration::from_secs(120),
+        "the evicted member back on another node",
+        || {
+            let p = kubectl_json(&["get", "pod", &follower_pod, "-n", &ns.name]);
+            let ready = p["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            ready && p["spec"]["nodeName"].as_str().is_some_and(|n| n != node)
+        },
+    );
     let (samples, leaderless) = watch.finish();
     kubectl_ok(&["uncordon", &node]);
     assert!(drained, "kubectl drain {node} failed: {stderr_text}");
 
     // Same member (its data directory came along), with the key written before.
     let st = etcd_status(&ns.name, &follower_pod).expect("the member answers");
-    assert_eq!(st["header"]["member_id"].as_str().unwrap(), member_before, "rejoined as the same member");
-    let range = etcd_post(&ns.name, &follower_pod, "/v3/kv/range", r#"{"key":"a2V5","serializable":true}"#).expect("range");
-    assert_eq!(range["kvs"][0]["value"], "dmFsdWU=", "the member kept its data: {range}");
-    assert!(samples > 3, "the leader was sampled during the drain ({samples} samples)");
-    assert_eq!(leaderless, 0, "etcd kept a leader throughout the drain ({leaderless} of {samples} samples without one)");
+    assert_eq!(
+        st["header"]["member_id"].as_str().unwrap(),
+        member_before,
+        "rejoined as the same member"
+    );
+    let range = etcd_post(
+        &ns.name,
+        &follower_pod,
+        "/v3/kv/range",
+        r#"{"key":"a2V5","serializable":true}"#,
+    )
+    .expect("range");
+    assert_eq!(
+        range["kvs"][0]["value"], "dmFsdWU=",
+        "the member kept its data: {range}"
+    );
+    assert!(
+        samples > 3,
+        "the leader was sampled during the drain ({samples} samples)"
+    );
+    assert_eq!(
+        leaderless, 0,
+        "etcd kept a leader throughout the drain ({leaderless} of {samples} samples without one)"
+    );
 }
 
 #[test]
@@ -149,7 +229,11 @@ fn deleting_the_leader_runs_its_prestop_hook_and_a_new_leader_is_elected() {
 
     let out = kubectl(&["delete", "pod", &leader_pod, "-n", &ns.name, "--wait=true"]);
     assert!(out.status.success(), "kubectl delete pod: {}", stderr(&out));
-    assert!(marker.exists(), "the preStop hook ran and wrote {}", marker.display());
+    assert!(
+        marker.exists(),
+        "the preStop hook ran and wrote {}",
+        marker.display()
+    );
 
     // A new leader, elected among the other members while the old one was gone.
     let mut new_leader = None;
@@ -158,7 +242,10 @@ fn deleting_the_leader_runs_its_prestop_hook_and_a_new_leader_is_elected() {
         new_leader.is_some()
     });
     let (new_pod, new_id) = new_leader.unwrap();
-    assert_ne!(new_id, leader_id, "leadership moved away from the deleted member (now {new_pod})");
+    assert_ne!(
+        new_id, leader_id,
+        "leadership moved away from the deleted member (now {new_pod})"
+    );
     wait_etcd_ready(&ns.name, 3);
 }
 
@@ -167,21 +254,46 @@ fn a_pdb_refusal_is_http_429_from_the_eviction_api() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("world-pdb");
     deploy_etcd(&ns.name, 3);
-    wait_until(Duration::from_secs(30), "the PDB to allow one disruption", || {
-        kubectl_json(&["get", "pdb", "etcd", "-n", &ns.name])["status"]["disruptionsAllowed"] == 1
-    });
+    wait_until(
+        Duration::from_secs(30),
+        "the PDB to allow one disruption",
+        || {
+            kubectl_json(&["get", "pdb", "etcd", "-n", &ns.name])["status"]["disruptionsAllowed"]
+                == 1
+        },
+    );
     let eviction = |pod: &str| {
-        let body = format!(r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"{pod}","namespace":"{}"}}}}"#, ns.name);
+        let body = format!(
+            r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"{pod}","namespace":"{}"}}}}"#,
+            ns.name
+        );
         let f = tempfile(&body);
-        kubectl(&["create", "--raw", &format!("/api/v1/namespaces/{}/pods/{pod}/eviction", ns.name), "-f", f.path_str(), "-v=6"])
+        kubectl(&[
+            "create",
+            "--raw",
+            &format!("/api/v1/namespaces/{}/pods/{pod}/eviction", ns.name),
+            "-f",
+            f.path_str(),
+            "-v=6",
+        ])
     };
     let first = eviction("etcd-0");
-    assert!(first.status.success(), "the first eviction is allowed: {}", stderr(&first));
+    assert!(
+        first.status.success(),
+        "the first eviction is allowed: {}",
+        stderr(&first)
+    );
     let second = eviction("etcd-1");
     assert!(!second.status.success(), "the second eviction is refused");
     let text = stderr(&second);
-    assert!(text.contains("429"), "HTTP 429 from the Eviction API: {text}");
-    assert!(text.contains("disruption budget"), "the PDB is named as the reason: {text}");
+    assert!(
+        text.contains("429"),
+        "HTTP 429 from the Eviction API: {text}"
+    );
+    assert!(
+        text.contains("disruption budget"),
+        "the PDB is named as the reason: {text}"
+    );
 }
 
 #[test]
@@ -190,16 +302,40 @@ fn a_node_whose_heartbeats_stop_turns_not_ready() {
     world();
     let node = format!("kworld-{NODES}");
     let kworld = world_dir().join("bin/kworld");
-    let pause = std::process::Command::new(&kworld).args(["node-pause", &node]).status().unwrap();
+    let pause = std::process::Command::new(&kworld)
+        .args(["node-pause", &node])
+        .status()
+        .unwrap();
     assert!(pause.success());
     let became_not_ready = std::panic::catch_unwind(|| {
-        wait_until(Duration::from_secs(90), "the node to turn NotReady", || !ready_nodes().contains(&node));
+        wait_until(Duration::from_secs(90), "the node to turn NotReady", || {
+            !ready_nodes().contains(&node)
+        });
     });
-    let resume = std::process::Command::new(&kworld).args(["node-resume", &node]).status().unwrap();
+    let resume = std::process::Command::new(&kworld)
+        .args(["node-resume", &node])
+        .status()
+        .unwrap();
     assert!(resume.success());
-    assert!(became_not_ready.is_ok(), "{node} turned NotReady once its heartbeats stopped");
+    assert!(
+        became_not_ready.is_ok(),
+        "{node} turned NotReady once its heartbeats stopped"
+    );
     let n = kubectl_json(&["get", "node", &node]);
-    let ready = n["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap().clone();
-    wait_until(Duration::from_secs(60), "the node to be Ready again", || ready_nodes().contains(&node));
-    assert_ne!(ready["status"], "True", "the Ready condition had left True: {ready}");
+    let ready = n["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    wait_until(
+        Duration::from_secs(60),
+        "the node to be Ready again",
+        || ready_nodes().contains(&node),
+    );
+    assert_ne!(
+        ready["status"], "True",
+        "the Ready condition had left True: {ready}"
+    );
 }

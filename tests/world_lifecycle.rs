@@ -19,7 +19,10 @@ fn sh(cmd: &str) -> String {
 fn leftovers(dir: &Path) -> Vec<String> {
     let mut found = vec![];
     let bin = dir.join("bin");
-    let procs = sh(&format!("ps -eo pid,args | grep -F '{}' | grep -v grep || true", bin.display()));
+    let procs = sh(&format!(
+        "ps -eo pid,args | grep -F '{}' | grep -v grep || true",
+        bin.display()
+    ));
     if !procs.is_empty() {
         found.push(format!("processes: {procs}"));
     }
@@ -39,7 +42,7 @@ fn leftovers(dir: &Path) -> Vec<String> {
     if !addrs.is_empty() {
         found.push(format!("addresses: {addrs}"));
     }
-    if sh("ls -d /etc/netns/kraft-* 2>/dev/null || true") != "" {
+    if !sh("ls -d /etc/netns/kraft-* 2>/dev/null || true").is_empty() {
         found.push("resolver files under /etc/netns".into());
     }
     if dir.join("run").exists() {
@@ -53,30 +56,75 @@ fn up_and_down_five_times_leak_nothing() {
     let dir = world_dir();
     let up = repo().join("tests/world/up.sh");
     let down = repo().join("tests/world/down.sh");
-    assert!(Command::new("bash").arg(&down).status().unwrap().success(), "initial down");
-    assert_eq!(leftovers(&dir), Vec::<String>::new(), "clean before the first round");
+    assert!(
+        Command::new("bash").arg(&down).status().unwrap().success(),
+        "initial down"
+    );
+    assert_eq!(
+        leftovers(&dir),
+        Vec::<String>::new(),
+        "clean before the first round"
+    );
     for round in 1..=5 {
-        let out = Command::new("bash").arg(&up).args(["--nodes", "4"]).output().unwrap();
-        assert!(out.status.success(), "round {round}: up failed: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("bash")
+            .arg(&up)
+            .args(["--nodes", "4"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "round {round}: up failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let kubeconfig = String::from_utf8_lossy(&out.stdout).trim().to_string();
         // A pod with a network namespace, a volume and a process, so down has work to do.
         let kubectl = |args: &[&str]| {
-            Command::new(kubectl_bin()).args(args).env("KUBECONFIG", &kubeconfig).output().unwrap()
+            Command::new(kubectl_bin())
+                .args(args)
+                .env("KUBECONFIG", &kubeconfig)
+                .output()
+                .unwrap()
         };
         let manifest = repo().join("tests/manifests/etcd-3.yaml");
-        assert!(kubectl(&["apply", "-n", "default", "-f", manifest.to_str().unwrap()]).status.success());
+        assert!(
+            kubectl(&["apply", "-n", "default", "-f", manifest.to_str().unwrap()])
+                .status
+                .success()
+        );
         let start = std::time::Instant::now();
         loop {
-            let o = kubectl(&["get", "sts", "etcd", "-n", "default", "-o", "jsonpath={.status.readyReplicas}"]);
+            let o = kubectl(&[
+                "get",
+                "sts",
+                "etcd",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status.readyReplicas}",
+            ]);
             if String::from_utf8_lossy(&o.stdout).trim() == "3" {
                 break;
             }
-            assert!(start.elapsed() < Duration::from_secs(120), "round {round}: etcd did not become Ready");
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "round {round}: etcd did not become Ready"
+            );
             std::thread::sleep(Duration::from_millis(300));
         }
-        assert!(!leftovers(&dir).is_empty(), "round {round}: the world shows up in the leak check while it runs");
+        assert!(
+            !leftovers(&dir).is_empty(),
+            "round {round}: the world shows up in the leak check while it runs"
+        );
         let out = Command::new("bash").arg(&down).output().unwrap();
-        assert!(out.status.success(), "round {round}: down failed: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(leftovers(&dir), Vec::<String>::new(), "round {round}: down left things behind");
+        assert!(
+            out.status.success(),
+            "round {round}: down failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            leftovers(&dir),
+            Vec::<String>::new(),
+            "round {round}: down left things behind"
+        );
     }
 }

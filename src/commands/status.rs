@@ -21,7 +21,10 @@ pub async fn run(g: &GlobalArgs, args: &StatusArgs, out: &mut dyn Write) -> Resu
         bail!("a StatefulSet NAME needs one namespace: use -n NAMESPACE instead of -A");
     }
     let conn = connect(g).await?;
-    let namespace = g.namespace.clone().unwrap_or_else(|| conn.default_namespace.clone());
+    let namespace = g
+        .namespace
+        .clone()
+        .unwrap_or_else(|| conn.default_namespace.clone());
     let scope = (!g.all_namespaces).then_some(namespace.as_str());
     let selection = Selection {
         name: args.name.clone(),
@@ -32,7 +35,11 @@ pub async fn run(g: &GlobalArgs, args: &StatusArgs, out: &mut dyn Write) -> Resu
     let snapshot = fetch(&conn.client, scope, &selection).await?;
     let targets = select_clusters(&snapshot, &catalog, &selection, &namespace)?;
     if targets.is_empty() {
-        let place = if g.all_namespaces { "any namespace".to_string() } else { format!("namespace {namespace:?}") };
+        let place = if g.all_namespaces {
+            "any namespace".to_string()
+        } else {
+            format!("namespace {namespace:?}")
+        };
         match &selection.node {
             Some(n) => eprintln!("No Raft cluster in {place} has a replica on node {n:?}."),
             None => eprintln!("No Raft clusters found in {place} (known systems: {}; see `kubectl raft systems`).", catalog.names().join(", ")),
@@ -60,14 +67,23 @@ pub async fn run(g: &GlobalArgs, args: &StatusArgs, out: &mut dyn Write) -> Resu
     }
     // Without pods/proxy rights nothing can be observed: that is an error, not a report.
     let all: Vec<_> = observations.iter().flat_map(|o| &o.replicas).collect();
-    if !all.is_empty() && all.iter().all(|r| matches!(r.health, Err(ProbeError::Forbidden(_)))) {
-        let Err(e) = &all[0].health else { unreachable!() };
+    if !all.is_empty()
+        && all
+            .iter()
+            .all(|r| matches!(r.health, Err(ProbeError::Forbidden(_))))
+    {
+        let Err(e) = &all[0].health else {
+            unreachable!()
+        };
         bail!("{e}");
     }
     let report = StatusReport {
         api_version: API_VERSION,
         kind: "StatusReport",
-        clusters: observations.iter().map(|o| assess::assess(o, &snapshot)).collect(),
+        clusters: observations
+            .iter()
+            .map(|o| assess::assess(o, &snapshot))
+            .collect(),
     };
     render::status(&report, args.output, out)
 }

@@ -10,15 +10,45 @@ use crate::profile::Catalog;
 pub fn run(args: &SystemsArgs, out: &mut dyn Write) -> Result<()> {
     let catalog = Catalog::load(args.profiles.as_deref())?;
     match args.output {
-        Output::Yaml => write!(out, "{}", serde_saphyr::to_string(&catalog.profiles).map_err(|e| anyhow::anyhow!("{e}"))?)?,
+        Output::Yaml => write!(
+            out,
+            "{}",
+            serde_saphyr::to_string(&catalog.profiles).map_err(|e| anyhow::anyhow!("{e}"))?
+        )?,
         Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&catalog.profiles)?)?,
         Output::Table | Output::Wide => {
             let mut t = Table::new();
-            t.load_preset(NOTHING).set_header(["SYSTEM", "PORT", "HEALTH", "RECOGNISED BY", "DESCRIPTION"]);
+            t.load_preset(NOTHING).set_header([
+                "SYSTEM",
+                "PORT",
+                "HEALTH",
+                "RECOGNISED BY",
+                "DESCRIPTION",
+            ]);
             for p in &catalog.profiles {
-                let port = p.port.names.iter().cloned().chain(p.port.numbers.iter().map(|n| n.to_string())).collect::<Vec<_>>().join("|");
-                let by = p.detect.images.iter().map(|i| format!("image *{i}*")).chain(p.detect.commands.iter().map(|c| format!("command {c}"))).collect::<Vec<_>>().join(", ");
-                t.add_row([p.name.clone(), port, p.health.request.path.clone(), by, p.description.clone()]);
+                let port = p
+                    .port
+                    .names
+                    .iter()
+                    .cloned()
+                    .chain(p.port.numbers.iter().map(|n| n.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("|");
+                let by = p
+                    .detect
+                    .images
+                    .iter()
+                    .map(|i| format!("image *{i}*"))
+                    .chain(p.detect.commands.iter().map(|c| format!("command {c}")))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                t.add_row([
+                    p.name.clone(),
+                    port,
+                    p.health.request.path.clone(),
+                    by,
+                    p.description.clone(),
+                ]);
             }
             for line in t.to_string().lines() {
                 writeln!(out, "{}", line.trim_end())?;

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 
-use super::{parse_profiles, CheckSpec, Fact, FieldSpec, HttpRequest, PortSpec, Profile, RequestSpec, Scheme};
+use super::{
+    parse_profiles, CheckSpec, Fact, FieldSpec, HttpRequest, PortSpec, Profile, RequestSpec, Scheme,
+};
 
 pub const PREFIX: &str = "kubectl-raft.io/";
 /// Names a built-in (or --profiles) system, skipping recognition.
@@ -39,7 +41,11 @@ pub enum Described {
 pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described> {
     let get = |k: &str| ann.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
     if let Some(yaml) = get(PROFILE) {
-        let text = if yaml.starts_with('-') { yaml.to_string() } else { format!("- {}", indent(yaml)) };
+        let text = if yaml.starts_with('-') {
+            yaml.to_string()
+        } else {
+            format!("- {}", indent(yaml))
+        };
         let mut ps = parse_profiles(&text).with_context(|| format!("annotation {PROFILE}"))?;
         if ps.len() != 1 {
             bail!("annotation {PROFILE} must hold exactly one profile");
@@ -55,10 +61,17 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         }
         return Ok(Described::Nothing);
     };
-    let port_value = get(PORT).with_context(|| format!("{HEALTH_PATH} needs {PORT} beside it (a port number or name)"))?;
+    let port_value = get(PORT)
+        .with_context(|| format!("{HEALTH_PATH} needs {PORT} beside it (a port number or name)"))?;
     let port = match port_value.parse::<i32>() {
-        Ok(n) => PortSpec { names: vec![], numbers: vec![n] },
-        Err(_) => PortSpec { names: vec![port_value.to_string()], numbers: vec![] },
+        Ok(n) => PortSpec {
+            names: vec![],
+            numbers: vec![n],
+        },
+        Err(_) => PortSpec {
+            names: vec![port_value.to_string()],
+            numbers: vec![],
+        },
     };
     let scheme = match get(SCHEME) {
         None | Some("http") => Scheme::Http,
@@ -66,22 +79,46 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         Some(other) => bail!("annotation {SCHEME}: {other:?} is neither http nor https"),
     };
     let check = |path: &str| CheckSpec {
-        request: HttpRequest { method: "GET".into(), path: path.into(), body: None },
+        request: HttpRequest {
+            method: "GET".into(),
+            path: path.into(),
+            body: None,
+        },
         ok_status: vec![200],
         ok_json: BTreeMap::new(),
     };
     let mut fields = BTreeMap::new();
-    let json = |p: &str| FieldSpec { json: Some(p.to_string()), ..Default::default() };
+    let json = |p: &str| FieldSpec {
+        json: Some(p.to_string()),
+        ..Default::default()
+    };
     if let Some(ptr) = get(ROLE_JSON) {
         let leader = get(LEADER_VALUE).unwrap_or("leader");
         let mut map = BTreeMap::new();
         map.insert(leader.to_string(), "leader".to_string());
-        fields.insert(Fact::Role, FieldSpec { map: Some(map), ..json(ptr) });
+        fields.insert(
+            Fact::Role,
+            FieldSpec {
+                map: Some(map),
+                ..json(ptr)
+            },
+        );
     } else if let Some(code) = get(LEADER_STATUS) {
-        code.parse::<u16>().with_context(|| format!("annotation {LEADER_STATUS}: {code:?} is not an HTTP status code"))?;
+        code.parse::<u16>().with_context(|| {
+            format!("annotation {LEADER_STATUS}: {code:?} is not an HTTP status code")
+        })?;
         // Any other answer means "not the leader".
-        let map = BTreeMap::from([(code.to_string(), "leader".to_string()), ("*".to_string(), "follower".to_string())]);
-        fields.insert(Fact::Role, FieldSpec { status: Some(map), ..Default::default() });
+        let map = BTreeMap::from([
+            (code.to_string(), "leader".to_string()),
+            ("*".to_string(), "follower".to_string()),
+        ]);
+        fields.insert(
+            Fact::Role,
+            FieldSpec {
+                status: Some(map),
+                ..Default::default()
+            },
+        );
     }
     for (key, fact) in [
         (LEADER_ID_JSON, Fact::LeaderId),
@@ -100,7 +137,11 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         requests.push(RequestSpec {
             name: "role".into(),
             port: None,
-            request: HttpRequest { method: "GET".into(), path: path.into(), body: None },
+            request: HttpRequest {
+                method: "GET".into(),
+                path: path.into(),
+                body: None,
+            },
             accept_status: if status_only { vec![] } else { vec![200] },
             optional: false,
             unwrap_json: None,
@@ -122,12 +163,24 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         leader_known_from_leader_id: get(LEADER_ID_JSON).is_some(),
         membership: None,
     };
-    profile.validate().context("the kubectl-raft.io/ annotations")?;
+    profile
+        .validate()
+        .context("the kubectl-raft.io/ annotations")?;
     Ok(Described::Profile(Box::new(profile)))
 }
 
 fn indent(s: &str) -> String {
-    s.lines().enumerate().map(|(i, l)| if i == 0 { l.to_string() } else { format!("  {l}") }).collect::<Vec<_>>().join("\n")
+    s.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == 0 {
+                l.to_string()
+            } else {
+                format!("  {l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
@@ -136,30 +189,54 @@ mod tests {
     use crate::profile::extract::{extract, finish, HttpAnswer, RaftFacts, Role};
 
     fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn no_annotations_means_nothing() {
-        assert_eq!(describe("x", &ann(&[("other/thing", "1")])).unwrap(), Described::Nothing);
+        assert_eq!(
+            describe("x", &ann(&[("other/thing", "1")])).unwrap(),
+            Described::Nothing
+        );
     }
 
     #[test]
     fn system_annotation_names_a_profile() {
-        assert_eq!(describe("x", &ann(&[(SYSTEM, "etcd")])).unwrap(), Described::System("etcd".into()));
+        assert_eq!(
+            describe("x", &ann(&[(SYSTEM, "etcd")])).unwrap(),
+            Described::System("etcd".into())
+        );
     }
 
     #[test]
     fn role_from_a_json_field() {
         let d = describe(
             "mydb",
-            &ann(&[(PORT, "8080"), (HEALTH_PATH, "/healthz"), (ROLE_PATH, "/raft"), (ROLE_JSON, "/state"), (LEADER_VALUE, "Leader"), (TERM_JSON, "/term")]),
+            &ann(&[
+                (PORT, "8080"),
+                (HEALTH_PATH, "/healthz"),
+                (ROLE_PATH, "/raft"),
+                (ROLE_JSON, "/state"),
+                (LEADER_VALUE, "Leader"),
+                (TERM_JSON, "/term"),
+            ]),
         )
         .unwrap();
         let Described::Profile(p) = d else { panic!() };
         assert_eq!(p.port.numbers, vec![8080]);
         let mut f = RaftFacts::default();
-        extract(&p.requests[0], &HttpAnswer { status: 200, body: br#"{"state":"Leader","term":4}"#.to_vec() }, &mut f).unwrap();
+        extract(
+            &p.requests[0],
+            &HttpAnswer {
+                status: 200,
+                body: br#"{"state":"Leader","term":4}"#.to_vec(),
+            },
+            &mut f,
+        )
+        .unwrap();
         finish(&p, &mut f);
         assert_eq!(f.role, Some(Role::Leader));
         assert_eq!(f.term, Some(4));
@@ -167,12 +244,33 @@ mod tests {
 
     #[test]
     fn role_from_a_status_code() {
-        let Described::Profile(p) = describe("x", &ann(&[(PORT, "http"), (HEALTH_PATH, "/h"), (ROLE_PATH, "/leader"), (LEADER_STATUS, "200")])).unwrap() else {
+        let Described::Profile(p) = describe(
+            "x",
+            &ann(&[
+                (PORT, "http"),
+                (HEALTH_PATH, "/h"),
+                (ROLE_PATH, "/leader"),
+                (LEADER_STATUS, "200"),
+            ]),
+        )
+        .unwrap() else {
             panic!()
         };
-        for (status, role) in [(200, Role::Leader), (503, Role::Follower), (404, Role::Follower)] {
+        for (status, role) in [
+            (200, Role::Leader),
+            (503, Role::Follower),
+            (404, Role::Follower),
+        ] {
             let mut f = RaftFacts::default();
-            extract(&p.requests[0], &HttpAnswer { status, body: vec![] }, &mut f).unwrap();
+            extract(
+                &p.requests[0],
+                &HttpAnswer {
+                    status,
+                    body: vec![],
+                },
+                &mut f,
+            )
+            .unwrap();
             assert_eq!(f.role, Some(role), "status {status}");
         }
     }
@@ -190,7 +288,9 @@ mod tests {
     #[test]
     fn a_whole_profile_in_one_annotation() {
         let yaml = "name: mine\nport: {numbers: [7000]}\nhealth: {request: {path: /ok}}\n";
-        let Described::Profile(p) = describe("x", &ann(&[(PROFILE, yaml)])).unwrap() else { panic!() };
+        let Described::Profile(p) = describe("x", &ann(&[(PROFILE, yaml)])).unwrap() else {
+            panic!()
+        };
         assert_eq!(p.name, "mine");
         assert_eq!(p.port.numbers, vec![7000]);
     }

@@ -105,7 +105,11 @@ pub fn evaluate_check(spec: &CheckSpec, ans: &HttpAnswer) -> CheckOutcome {
         let Ok(doc) = serde_json::from_slice::<Value>(&ans.body) else {
             return CheckOutcome {
                 ok: false,
-                detail: format!("HTTP {} with a body that is not JSON: {}", ans.status, ans.snippet()),
+                detail: format!(
+                    "HTTP {} with a body that is not JSON: {}",
+                    ans.status,
+                    ans.snippet()
+                ),
             };
         };
         for (ptr, want) in &spec.ok_json {
@@ -141,7 +145,12 @@ fn scalar(v: &Value) -> Option<String> {
 /// Reads the facts one request yields into `facts`. An error is a message for the user.
 pub fn extract(spec: &RequestSpec, ans: &HttpAnswer, facts: &mut RaftFacts) -> Result<(), String> {
     if !spec.accept_status.is_empty() && !spec.accept_status.contains(&ans.status) {
-        return Err(format!("{} answered HTTP {}: {}", spec.request.path, ans.status, ans.snippet()));
+        return Err(format!(
+            "{} answered HTTP {}: {}",
+            spec.request.path,
+            ans.status,
+            ans.snippet()
+        ));
     }
     // Facts read from the status code need no body at all.
     let needs_body = spec.fields.values().any(|f| f.status.is_none());
@@ -165,10 +174,12 @@ pub fn extract(spec: &RequestSpec, ans: &HttpAnswer, facts: &mut RaftFacts) -> R
             .collect()
     };
     for (fact, value) in values {
-        let value = value.map(|v| match spec.fields[&fact].map.as_ref().and_then(|m| m.get(&v)) {
-            Some(mapped) => mapped.clone(),
-            None => v,
-        });
+        let value = value.map(
+            |v| match spec.fields[&fact].map.as_ref().and_then(|m| m.get(&v)) {
+                Some(mapped) => mapped.clone(),
+                None => v,
+            },
+        );
         if let Some(v) = value {
             set_fact(facts, fact, &v).map_err(|e| format!("{}: {e}", spec.request.path))?;
         }
@@ -202,17 +213,25 @@ fn body_values(spec: &RequestSpec, ans: &HttpAnswer) -> Result<Body, String> {
     let mut text = ans.text();
     if spec.unwrap_json.is_some() || spec.format == Format::Json || spec.error_json.is_some() {
         let doc: Value = serde_json::from_slice(&ans.body).map_err(|_| {
-            format!("{path} answered HTTP {} with a body that is not JSON: {}", ans.status, ans.snippet())
+            format!(
+                "{path} answered HTTP {} with a body that is not JSON: {}",
+                ans.status,
+                ans.snippet()
+            )
         })?;
         if let Some(ptr) = &spec.error_json {
             if let Some(err) = doc.pointer(ptr).filter(|v| !v.is_null()) {
-                return Err(format!("{path} reported an error: {}", scalar(err).unwrap_or_else(|| err.to_string())));
+                return Err(format!(
+                    "{path} reported an error: {}",
+                    scalar(err).unwrap_or_else(|| err.to_string())
+                ));
             }
         }
         if let Some(ptr) = &spec.unwrap_json {
-            text = doc.pointer(ptr).and_then(scalar).ok_or_else(|| {
-                format!("{path}: no string at {ptr} in {}", ans.snippet())
-            })?;
+            text = doc
+                .pointer(ptr)
+                .and_then(scalar)
+                .ok_or_else(|| format!("{path}: no string at {ptr} in {}", ans.snippet()))?;
         } else if spec.format == Format::Json {
             return Ok(Body::Json(doc));
         }
@@ -251,7 +270,9 @@ fn set_fact(facts: &mut RaftFacts, fact: Fact, v: &str) -> Result<(), String> {
         Fact::Role => facts.role = Some(Role::parse(v)),
         Fact::IsLeader => {
             let leader = boolean(v)?;
-            facts.role.get_or_insert(if leader { Role::Leader } else { Role::Follower });
+            facts
+                .role
+                .get_or_insert(if leader { Role::Leader } else { Role::Follower });
         }
         Fact::MemberId => facts.member_id = Some(v.to_string()),
         Fact::LeaderId => facts.leader_id = Some(v.to_string()),
@@ -274,13 +295,20 @@ pub fn finish(profile: &Profile, facts: &mut RaftFacts) {
     }
     if facts.role.is_none() {
         if let (Some(me), Some(lead)) = (&facts.member_id, &facts.leader_id) {
-            facts.role = Some(if me == lead { Role::Leader } else { Role::Follower });
+            facts.role = Some(if me == lead {
+                Role::Leader
+            } else {
+                Role::Follower
+            });
         }
     }
     if facts.learner == Some(true) && facts.role != Some(Role::Leader) {
         facts.role = Some(Role::Learner);
     }
-    if facts.has_leader.is_none() && profile.leader_known_from_leader_id && facts.member_id.is_some() {
+    if facts.has_leader.is_none()
+        && profile.leader_known_from_leader_id
+        && facts.member_id.is_some()
+    {
         facts.has_leader = Some(facts.leader_id.is_some());
     }
     if facts.role == Some(Role::Leader) {
@@ -301,10 +329,20 @@ pub struct Member {
 
 pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<Member>, String> {
     if ans.status != 200 {
-        return Err(format!("{} answered HTTP {}: {}", spec.request.path, ans.status, ans.snippet()));
+        return Err(format!(
+            "{} answered HTTP {}: {}",
+            spec.request.path,
+            ans.status,
+            ans.snippet()
+        ));
     }
-    let doc: Value = serde_json::from_slice(&ans.body)
-        .map_err(|_| format!("{}: the answer is not JSON: {}", spec.request.path, ans.snippet()))?;
+    let doc: Value = serde_json::from_slice(&ans.body).map_err(|_| {
+        format!(
+            "{}: the answer is not JSON: {}",
+            spec.request.path,
+            ans.snippet()
+        )
+    })?;
     let list = doc
         .pointer(&spec.list)
         .and_then(Value::as_array)
@@ -315,7 +353,11 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
                 .pointer(&spec.id)
                 .and_then(scalar)
                 .ok_or_else(|| format!("{}: a member has no {}", spec.request.path, spec.id))?;
-            let name = spec.name.as_ref().and_then(|p| m.pointer(p)).and_then(scalar);
+            let name = spec
+                .name
+                .as_ref()
+                .and_then(|p| m.pointer(p))
+                .and_then(scalar);
             let learner = spec
                 .learner
                 .as_ref()
@@ -335,7 +377,10 @@ mod tests {
     use crate::profile::Catalog;
 
     fn ans(status: u16, body: &str) -> HttpAnswer {
-        HttpAnswer { status, body: body.as_bytes().to_vec() }
+        HttpAnswer {
+            status,
+            body: body.as_bytes().to_vec(),
+        }
     }
 
     fn facts_of(system: &str, answers: &[(&str, HttpAnswer)]) -> (RaftFacts, Vec<String>) {
@@ -406,7 +451,16 @@ mod tests {
     fn etcd_errors_and_garbage_are_reported_not_panicked_on() {
         let (_, e) = facts_of("etcd", &[("status", ans(200, "not json at all"))]);
         assert!(e[0].contains("not JSON"), "{e:?}");
-        let (_, e) = facts_of("etcd", &[("status", ans(412, r#"{"error":"etcdserver: not leader","message":"etcdserver: not leader","code":9}"#))]);
+        let (_, e) = facts_of(
+            "etcd",
+            &[(
+                "status",
+                ans(
+                    412,
+                    r#"{"error":"etcdserver: not leader","message":"etcdserver: not leader","code":9}"#,
+                ),
+            )],
+        );
         assert!(e[0].contains("412"), "{e:?}");
         let (_, e) = facts_of("etcd", &[("status", ans(200, r#"{"raftTerm":"banana"}"#))]);
         assert!(e[0].contains("not a number"), "{e:?}");
@@ -432,7 +486,13 @@ mod tests {
         let (f, e) = facts_of(
             "clickhouse-keeper",
             &[
-                ("ready", ans(200, r#"{"details":{"role":"follower","hasLeader":true},"status":"ok"}"#)),
+                (
+                    "ready",
+                    ans(
+                        200,
+                        r#"{"details":{"role":"follower","hasLeader":true},"status":"ok"}"#,
+                    ),
+                ),
                 ("mntr", ans(200, mntr)),
                 ("lgif", ans(200, lgif)),
             ],
@@ -450,16 +510,37 @@ mod tests {
         let (f, e) = facts_of(
             "clickhouse-keeper",
             &[
-                ("ready", ans(503, r#"{"details":{"role":"follower","hasLeader":false},"status":"fail"}"#)),
+                (
+                    "ready",
+                    ans(
+                        503,
+                        r#"{"details":{"role":"follower","hasLeader":false},"status":"fail"}"#,
+                    ),
+                ),
                 // Keeper before the commands API: 404; the older handler refuses non-allow-listed words with 403.
                 ("mntr", ans(404, "Not found")),
-                ("lgif", ans(403, r#"{"message":"Command is disabled. Check server settings."}"#)),
+                (
+                    "lgif",
+                    ans(
+                        403,
+                        r#"{"message":"Command is disabled. Check server settings."}"#,
+                    ),
+                ),
             ],
         );
         assert_eq!(f.role, Some(Role::Follower));
         assert_eq!(f.has_leader, Some(false));
         assert_eq!(e.len(), 2, "{e:?}");
-        let (f, _) = facts_of("clickhouse-keeper", &[("ready", ans(200, r#"{"details":{"role":"standalone","hasLeader":true},"status":"ok"}"#))]);
+        let (f, _) = facts_of(
+            "clickhouse-keeper",
+            &[(
+                "ready",
+                ans(
+                    200,
+                    r#"{"details":{"role":"standalone","hasLeader":true},"status":"ok"}"#,
+                ),
+            )],
+        );
         assert_eq!(f.role, Some(Role::Leader));
     }
 
@@ -468,9 +549,27 @@ mod tests {
         let (f, e) = facts_of(
             "zookeeper",
             &[
-                ("leader", ans(200, r#"{"is_leader":false,"leader_id":2,"leader_ip":"zk-1.zk","command":"leader","error":null}"#)),
-                ("zabstate", ans(200, r#"{"myid":1,"is_leader":false,"voting":true,"last_zxid":"0x100000012","zab_epoch":1,"zab_counter":18,"zabstate":"broadcast","command":"zabstate","error":null}"#)),
-                ("mntr", ans(200, r#"{"version":"3.8.4-abc","server_state":"follower","command":"mntr","error":null}"#)),
+                (
+                    "leader",
+                    ans(
+                        200,
+                        r#"{"is_leader":false,"leader_id":2,"leader_ip":"zk-1.zk","command":"leader","error":null}"#,
+                    ),
+                ),
+                (
+                    "zabstate",
+                    ans(
+                        200,
+                        r#"{"myid":1,"is_leader":false,"voting":true,"last_zxid":"0x100000012","zab_epoch":1,"zab_counter":18,"zabstate":"broadcast","command":"zabstate","error":null}"#,
+                    ),
+                ),
+                (
+                    "mntr",
+                    ans(
+                        200,
+                        r#"{"version":"3.8.4-abc","server_state":"follower","command":"mntr","error":null}"#,
+                    ),
+                ),
             ],
         );
         assert!(e.is_empty(), "{e:?}");
@@ -480,7 +579,13 @@ mod tests {
         assert_eq!(f.has_leader, Some(true));
         let (_, e) = facts_of(
             "zookeeper",
-            &[("leader", ans(200, r#"{"command":"leader","error":"This ZooKeeper instance is not currently serving requests"}"#))],
+            &[(
+                "leader",
+                ans(
+                    200,
+                    r#"{"command":"leader","error":"This ZooKeeper instance is not currently serving requests"}"#,
+                ),
+            )],
         );
         assert!(e[0].contains("not currently serving"), "{e:?}");
     }
@@ -490,7 +595,10 @@ mod tests {
         let (f, e) = facts_of("spurctld", &[("metrics", ans(503, "not the Raft leader"))]);
         assert!(e.is_empty(), "{e:?}");
         assert_eq!(f.role, Some(Role::Follower));
-        let (f, _) = facts_of("spurctld", &[("metrics", ans(200, "# HELP spur_jobs ...\n"))]);
+        let (f, _) = facts_of(
+            "spurctld",
+            &[("metrics", ans(200, "# HELP spur_jobs ...\n"))],
+        );
         assert_eq!(f.role, Some(Role::Leader));
         let p = Catalog::builtin().get("spurctld").unwrap().clone();
         assert!(evaluate_check(&p.health, &ans(200, "ok")).ok);

@@ -223,7 +223,9 @@ impl Catalog {
     }
 
     pub fn get(&self, name: &str) -> Option<&Profile> {
-        self.profiles.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+        self.profiles
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
     }
 
     pub fn names(&self) -> Vec<&str> {
@@ -247,7 +249,8 @@ impl Catalog {
 }
 
 pub fn parse_profiles(text: &str) -> Result<Vec<Profile>> {
-    let profiles: Vec<Profile> = serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let profiles: Vec<Profile> =
+        serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
     for p in &profiles {
         p.validate()?;
     }
@@ -271,7 +274,8 @@ impl Profile {
         }
         for r in &self.requests {
             for (fact, f) in &r.fields {
-                let ways = f.json.is_some() as u8 + f.key.is_some() as u8 + f.status.is_some() as u8;
+                let ways =
+                    f.json.is_some() as u8 + f.key.is_some() as u8 + f.status.is_some() as u8;
                 if ways != 1 {
                     bail!(
                         "profile {}: request {}: field {fact:?} needs exactly one of json, key, status",
@@ -291,7 +295,10 @@ impl Profile {
     pub fn matches_container(&self, c: &Container) -> bool {
         let d = &self.detect;
         let image = image_name(c.image.as_deref().unwrap_or_default()).to_ascii_lowercase();
-        if d.images.iter().any(|i| image.contains(&i.to_ascii_lowercase())) {
+        if d.images
+            .iter()
+            .any(|i| image.contains(&i.to_ascii_lowercase()))
+        {
             return true;
         }
         let cmd = c
@@ -306,12 +313,7 @@ impl Profile {
             }
         }
         if d.images.is_empty() && d.commands.is_empty() && !d.ports.is_empty() {
-            let exposed: Vec<i32> = c
-                .ports
-                .iter()
-                .flatten()
-                .map(|p| p.container_port)
-                .collect();
+            let exposed: Vec<i32> = c.ports.iter().flatten().map(|p| p.container_port).collect();
             return d.ports.iter().all(|p| exposed.contains(p));
         }
         false
@@ -328,9 +330,15 @@ pub fn image_name(image: &str) -> &str {
 /// Which container port a spec names on a pod: by name first, then by number; the first
 /// number is used even when the pod spec does not declare it (ports need not be declared).
 pub fn resolve_port(spec: &PodSpec, port: &PortSpec) -> Option<u16> {
-    let declared = spec.containers.iter().flat_map(|c| c.ports.iter().flatten());
+    let declared = spec
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten());
     for name in &port.names {
-        if let Some(p) = declared.clone().find(|p| p.name.as_deref() == Some(name.as_str())) {
+        if let Some(p) = declared
+            .clone()
+            .find(|p| p.name.as_deref() == Some(name.as_str()))
+        {
             return u16::try_from(p.container_port).ok();
         }
     }
@@ -372,13 +380,20 @@ mod tests {
     #[test]
     fn builtin_profiles_parse_and_validate() {
         let cat = Catalog::builtin();
-        assert_eq!(cat.names(), ["etcd", "clickhouse-keeper", "zookeeper", "spurctld"]);
+        assert_eq!(
+            cat.names(),
+            ["etcd", "clickhouse-keeper", "zookeeper", "spurctld"]
+        );
     }
 
     #[test]
     fn recognises_systems_by_image_and_command() {
         let cat = Catalog::builtin();
-        let etcd = pod("quay.io/coreos/etcd:v3.4.23", &["/usr/bin/etcd"], &[("client", 2379)]);
+        let etcd = pod(
+            "quay.io/coreos/etcd:v3.4.23",
+            &["/usr/bin/etcd"],
+            &[("client", 2379)],
+        );
         assert_eq!(cat.detect(&etcd).unwrap().name, "etcd");
         let keeper = pod("clickhouse/clickhouse-keeper:26.3", &[], &[]);
         assert_eq!(cat.detect(&keeper).unwrap().name, "clickhouse-keeper");
@@ -391,7 +406,11 @@ mod tests {
     #[test]
     fn port_resolution_prefers_names_then_numbers() {
         let spec = pod("x", &[], &[("http-control", 9182), ("client", 2181)]);
-        let keeper = Catalog::builtin().get("clickhouse-keeper").unwrap().port.clone();
+        let keeper = Catalog::builtin()
+            .get("clickhouse-keeper")
+            .unwrap()
+            .port
+            .clone();
         assert_eq!(resolve_port(&spec, &keeper), Some(9182));
         let undeclared = pod("x", &[], &[]);
         assert_eq!(resolve_port(&undeclared, &keeper), Some(9123));
@@ -406,8 +425,12 @@ mod tests {
     #[test]
     fn user_profiles_replace_builtins_of_the_same_name_and_bad_ones_are_refused() {
         let bad = "- name: x\n  port: {}\n  health: {request: {path: /h}}\n";
-        assert!(parse_profiles(bad).unwrap_err().to_string().contains("port"));
-        let unknown_field = "- name: x\n  port: {numbers: [1]}\n  health: {request: {path: /h}}\n  colour: red\n";
+        assert!(parse_profiles(bad)
+            .unwrap_err()
+            .to_string()
+            .contains("port"));
+        let unknown_field =
+            "- name: x\n  port: {numbers: [1]}\n  health: {request: {path: /h}}\n  colour: red\n";
         assert!(parse_profiles(unknown_field).is_err());
     }
 }

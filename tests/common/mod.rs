@@ -38,13 +38,22 @@ pub fn world() -> &'static World {
             .output()
             .map_err(|e| format!("cannot run tests/world/up.sh: {e}"))?;
         if !out.status.success() {
-            return Err(format!("tests/world/up.sh failed ({}); see its output above and the logs in {}/run/logs", out.status, world_dir().display()));
+            return Err(format!(
+                "tests/world/up.sh failed ({}); see its output above and the logs in {}/run/logs",
+                out.status,
+                world_dir().display()
+            ));
         }
         let kubeconfig = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
         if !kubeconfig.exists() {
-            return Err(format!("tests/world/up.sh printed {kubeconfig:?}, which does not exist"));
+            return Err(format!(
+                "tests/world/up.sh printed {kubeconfig:?}, which does not exist"
+            ));
         }
-        Ok(World { kubeconfig, dir: world_dir() })
+        Ok(World {
+            kubeconfig,
+            dir: world_dir(),
+        })
     });
     match w {
         Ok(w) => w,
@@ -94,7 +103,11 @@ fn run(mut cmd: Command, what: &str, limit: Duration) -> Output {
 pub fn kubectl(args: &[&str]) -> Output {
     let mut c = Command::new(kubectl_bin());
     c.args(args).env("KUBECONFIG", &world().kubeconfig);
-    run(c, &format!("kubectl {}", args.join(" ")), Duration::from_secs(180))
+    run(
+        c,
+        &format!("kubectl {}", args.join(" ")),
+        Duration::from_secs(180),
+    )
 }
 
 /// kubectl that must succeed; returns stdout.
@@ -120,7 +133,11 @@ pub fn kubectl_json(args: &[&str]) -> Value {
 pub fn raft_with(kubeconfig: &Path, args: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"));
     c.args(args).env("KUBECONFIG", kubeconfig);
-    run(c, &format!("kubectl raft {}", args.join(" ")), Duration::from_secs(60))
+    run(
+        c,
+        &format!("kubectl raft {}", args.join(" ")),
+        Duration::from_secs(60),
+    )
 }
 
 pub fn raft(args: &[&str]) -> Output {
@@ -146,7 +163,11 @@ impl TestNamespace {
         let name = format!("{prefix}-{}", unique());
         kubectl_ok(&["create", "namespace", &name]);
         // The ServiceAccount admission needs the namespace's default ServiceAccount.
-        wait_until(Duration::from_secs(30), "default ServiceAccount", || kubectl(&["get", "sa", "default", "-n", &name]).status.success());
+        wait_until(Duration::from_secs(30), "default ServiceAccount", || {
+            kubectl(&["get", "sa", "default", "-n", &name])
+                .status
+                .success()
+        });
         TestNamespace { name }
     }
 }
@@ -160,14 +181,21 @@ impl Drop for TestNamespace {
 fn unique() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() % 100_000;
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        % 100_000;
     format!("{t}{}", N.fetch_add(1, Ordering::SeqCst))
 }
 
 pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
 }
@@ -180,10 +208,14 @@ pub fn deploy_etcd(ns: &str, members: u32) {
 }
 
 pub fn wait_etcd_ready(ns: &str, members: u32) {
-    wait_until(Duration::from_secs(180), &format!("{members} etcd members Ready in {ns}"), || {
-        let sts = kubectl_json(&["get", "sts", "etcd", "-n", ns]);
-        sts["status"]["readyReplicas"].as_u64() == Some(members as u64)
-    });
+    wait_until(
+        Duration::from_secs(180),
+        &format!("{members} etcd members Ready in {ns}"),
+        || {
+            let sts = kubectl_json(&["get", "sts", "etcd", "-n", ns]);
+            sts["status"]["readyReplicas"].as_u64() == Some(members as u64)
+        },
+    );
 }
 
 /// etcd's own POST /v3/maintenance/status on one member, through pods/proxy.
@@ -194,7 +226,14 @@ pub fn etcd_status(ns: &str, pod: &str) -> Option<Value> {
 pub fn etcd_post(ns: &str, pod: &str, path: &str, body: &str) -> Option<Value> {
     let f = tempfile(body);
     let uri = format!("/api/v1/namespaces/{ns}/pods/{pod}:2379/proxy{path}");
-    let out = kubectl(&["create", "--raw", &uri, "-f", f.path_str(), "--request-timeout=3s"]);
+    let out = kubectl(&[
+        "create",
+        "--raw",
+        &uri,
+        "-f",
+        f.path_str(),
+        "--request-timeout=3s",
+    ]);
     if !out.status.success() {
         return None;
     }
@@ -231,7 +270,10 @@ pub fn etcd_leader(ns: &str) -> Option<(String, String)> {
     for p in etcd_pods(ns) {
         let name = p["metadata"]["name"].as_str()?.to_string();
         if let Some(st) = etcd_status(ns, &name) {
-            let me = st["header"]["member_id"].as_str().unwrap_or_default().to_string();
+            let me = st["header"]["member_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             if !me.is_empty() && st["leader"].as_str() == Some(me.as_str()) {
                 leaders.push((name, me));
             }
@@ -243,12 +285,21 @@ pub fn etcd_leader(ns: &str) -> Option<(String, String)> {
 /// The host process id of a pod's first container (the agent reports kworld://PID).
 pub fn container_pid(ns: &str, pod: &str) -> i32 {
     let p = kubectl_json(&["get", "pod", pod, "-n", ns]);
-    let id = p["status"]["containerStatuses"][0]["containerID"].as_str().expect("containerID").to_string();
-    id.trim_start_matches("kworld://").parse().expect("kworld://PID")
+    let id = p["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .expect("containerID")
+        .to_string();
+    id.trim_start_matches("kworld://")
+        .parse()
+        .expect("kworld://PID")
 }
 
 pub fn signal(pid: i32, sig: &str) {
-    let ok = Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status().expect("kill").success();
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
     assert!(ok, "kill -{sig} {pid} failed");
 }
 
@@ -258,6 +309,12 @@ pub fn status_json(args: &[&str]) -> Value {
     a.extend_from_slice(args);
     a.extend(["-o", "json"]);
     let out = raft(&a);
-    assert!(out.status.success(), "kubectl raft {} failed: {}", a.join(" "), stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(&out)))
+    assert!(
+        out.status.success(),
+        "kubectl raft {} failed: {}",
+        a.join(" "),
+        stderr(&out)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(&out)))
 }

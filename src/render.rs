@@ -80,6 +80,19 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
             p.name, p.disruptions_allowed, p.current_healthy, p.desired_healthy
         )?;
     }
+    if !c.services.is_empty() {
+        let svcs: Vec<String> = c
+            .services
+            .iter()
+            .map(|s| match (s.headless, s.publish_not_ready_addresses) {
+                (true, true) => format!("{} (headless, publishes not-ready)", s.name),
+                (true, false) => format!("{} (headless)", s.name),
+                (false, true) => format!("{} (publishes not-ready)", s.name),
+                (false, false) => s.name.clone(),
+            })
+            .collect();
+        writeln!(out, "Services: {}", svcs.join(", "))?;
+    }
     let mut t = Table::new();
     t.load_preset(NOTHING)
         .set_content_arrangement(ContentArrangement::Disabled);

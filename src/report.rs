@@ -166,6 +166,7 @@ impl EndpointReport {
             return "absent";
         }
         match (self.ready, self.serving, self.terminating) {
+            (_, Some(true), Some(true)) => "terminating(serving)",
             (_, _, Some(true)) => "terminating",
             (Some(false), _, _) => "not-ready",
             _ => "ready",

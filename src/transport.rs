@@ -239,10 +239,7 @@ mod tests {
     use super::*;
 
     fn ans(status: u16, body: &str) -> HttpAnswer {
-        HttpAnswer {
-            status,
-            body: body.as_bytes().to_vec(),
-        }
+        HttpAnswer::new(status, body)
     }
 
     #[test]

@@ -417,16 +417,32 @@ fn rbac_refusals_name_the_missing_permission() {
         "{err}"
     );
 
-    kubectl_ok(&["create", "role", "raft-reader", "-n", &ns.name, "--verb=get,list", "--resource=statefulsets,pods,services,endpointslices.discovery.k8s.io,poddisruptionbudgets.policy"]);
-    kubectl_ok(&[
-        "create",
-        "rolebinding",
+    let grant = |role: &str, verbs: &str, resources: &str| {
+        kubectl_ok(&[
+            "create",
+            "role",
+            role,
+            "-n",
+            &ns.name,
+            &format!("--verb={verbs}"),
+            &format!("--resource={resources}"),
+        ]);
+        let binding = [
+            "create".to_string(),
+            "rolebinding".into(),
+            role.into(),
+            "-n".into(),
+            ns.name.clone(),
+            format!("--role={role}"),
+            format!("--serviceaccount={}:viewer", ns.name),
+        ];
+        kubectl_ok(&binding.iter().map(String::as_str).collect::<Vec<_>>());
+    };
+    grant(
         "raft-reader",
-        "-n",
-        &ns.name,
-        "--role=raft-reader",
-        &format!("--serviceaccount={}:viewer", ns.name),
-    ]);
+        "get,list",
+        "statefulsets,pods,services,endpointslices.discovery.k8s.io,poddisruptionbudgets.policy",
+    );
     wait_until(Duration::from_secs(10), "the role to apply", || {
         !stderr(&raft_with(&kc, &["status"])).contains("statefulsets.apps")
     });
@@ -438,24 +454,7 @@ fn rbac_refusals_name_the_missing_permission() {
         "{err}"
     );
 
-    kubectl_ok(&[
-        "create",
-        "role",
-        "raft-proxy",
-        "-n",
-        &ns.name,
-        "--verb=get,create",
-        "--resource=pods/proxy",
-    ]);
-    kubectl_ok(&[
-        "create",
-        "rolebinding",
-        "raft-proxy",
-        "-n",
-        &ns.name,
-        "--role=raft-proxy",
-        &format!("--serviceaccount={}:viewer", ns.name),
-    ]);
+    grant("raft-proxy", "get,create", "pods/proxy");
     wait_until(Duration::from_secs(10), "the proxy role to apply", || {
         raft_with(&kc, &["status"]).status.success()
     });

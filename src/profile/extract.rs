@@ -15,6 +15,14 @@ pub struct HttpAnswer {
 }
 
 impl HttpAnswer {
+    #[cfg(test)]
+    pub fn new(status: u16, body: &str) -> Self {
+        HttpAnswer {
+            status,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
@@ -377,10 +385,7 @@ mod tests {
     use crate::profile::Catalog;
 
     fn ans(status: u16, body: &str) -> HttpAnswer {
-        HttpAnswer {
-            status,
-            body: body.as_bytes().to_vec(),
-        }
+        HttpAnswer::new(status, body)
     }
 
     fn facts_of(system: &str, answers: &[(&str, HttpAnswer)]) -> (RaftFacts, Vec<String>) {

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The main job: bring up the local test world (a Kubernetes control plane built from source,
+# pods as processes), deploy a 3-member etcd StatefulSet, install kubectl-raft and run it the
+# way a user does, as `kubectl raft`.
+# Usage: bash tests/demo.sh        (as root; leaves the world running: tests/world/down.sh stops it)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
+say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+
+echo "== building and starting the test world (cold: ~6 min, warm: ~10 s)" >&2
+KUBECONFIG=$(bash tests/world/up.sh --nodes 4)
+export KUBECONFIG
+# The world's kubectl (built from the same Kubernetes source) and the plugin, on PATH.
+cargo build --release -q
+export PATH="$root/target/release:$KWORLD_DIR/bin:$PATH"
+
+ns=demo
+kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -n "$ns" -f tests/manifests/etcd-3.yaml >/dev/null
+echo "== waiting for the 3 etcd members to be Ready" >&2
+until [ "$(kubectl get sts etcd -n "$ns" -o jsonpath='{.status.readyReplicas}')" = 3 ]; do sleep 1; done
+
+say "kubectl get nodes"
+kubectl get nodes
+say "kubectl get pods -n $ns -o wide"
+kubectl get pods -n "$ns" -o wide
+say "kubectl plugin list"
+kubectl plugin list 2>/dev/null | grep kubectl-raft || true
+say "kubectl raft status -n $ns"
+kubectl raft status -n "$ns"
+say "kubectl raft status -n $ns -o wide"
+kubectl raft status -n "$ns" -o wide
+
+leader=$(kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusters"][0]["summary"]["leader"])')
+follower=$(kubectl get pods -n "$ns" -l app=etcd -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$" | head -1)
+pid=$(kubectl get pod "$follower" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+echo
+echo "== freezing $follower's etcd process with SIGSTOP: it hangs, but its pod still looks fine to Kubernetes" >&2
+kill -STOP "$pid"
+say "kubectl raft status -n $ns"
+kubectl raft status -n "$ns" || true
+kill -CONT "$pid"
+echo
+echo "== $follower resumed. The world keeps running: KUBECONFIG=$KUBECONFIG; stop it with tests/world/down.sh" >&2

@@ -12,9 +12,12 @@ say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 echo "== building and starting the test world (cold: ~6 min, warm: ~10 s)" >&2
 KUBECONFIG=$(bash tests/world/up.sh --nodes 4)
 export KUBECONFIG
-# The world's kubectl (built from the same Kubernetes source) and the plugin, on PATH.
+# The world's kubectl (built from the same Kubernetes source) and the plugin, on PATH,
+# installed into a directory of its own as `cargo install` would.
 cargo build --release -q
-export PATH="$root/target/release:$KWORLD_DIR/bin:$PATH"
+mkdir -p "$KWORLD_DIR/plugins"
+install -m 0755 target/release/kubectl-raft "$KWORLD_DIR/plugins/kubectl-raft"
+export PATH="$KWORLD_DIR/plugins:$KWORLD_DIR/bin:$PATH"
 
 ns=demo
 kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null

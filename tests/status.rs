@@ -305,6 +305,64 @@ fn systems_the_tool_does_not_know_can_be_named_or_described() {
         .iter()
         .all(|r| r["raft"]["health"]["state"] == "ok"));
 
+    // Garbage and 404s are shown as such, per replica, and never stop the report.
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "--overwrite",
+        "kubectl-raft.io/role-path=/metrics",
+        "kubectl-raft.io/role-json-pointer=/role",
+    ]);
+    let garbage = status_json(&["-n", &ns.name]);
+    for r in cluster(&garbage, &ns.name)["replicas"].as_array().unwrap() {
+        assert_eq!(r["raft"]["role"], "unknown");
+        let errors = r["raft"]["errors"].to_string();
+        assert!(
+            errors.contains("/metrics") && errors.contains("not JSON"),
+            "{errors}"
+        );
+    }
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "--overwrite",
+        "kubectl-raft.io/health-path=/no-such-path",
+    ]);
+    let missing = status_json(&["-n", &ns.name]);
+    let c = cluster(&missing, &ns.name);
+    assert_eq!(
+        c["summary"]["hasQuorum"], false,
+        "no replica passes a health check that 404s"
+    );
+    for r in c["replicas"].as_array().unwrap() {
+        assert_eq!(r["raft"]["health"]["state"], "failing");
+        assert!(
+            r["raft"]["health"]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("HTTP 404"),
+            "{}",
+            r["raft"]["health"]
+        );
+    }
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/role-path-",
+        "kubectl-raft.io/role-json-pointer-",
+        "--overwrite",
+        "kubectl-raft.io/health-path=/health",
+    ]);
+
     kubectl_ok(&[
         "annotate",
         "sts",

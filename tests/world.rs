@@ -106,12 +106,17 @@ impl LeaderWatch {
                     .iter()
                     .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
                     .collect();
-                let knows_leader = pods
+                // Only members that answered count: an API hiccup is not a leaderless moment.
+                let views: Vec<bool> = pods
                     .iter()
-                    .any(|p| etcd_status(&ns, p).is_some_and(|st| st["leader"].as_str().is_some()));
-                n2.fetch_add(1, Ordering::SeqCst);
-                if !knows_leader {
-                    l2.fetch_add(1, Ordering::SeqCst);
+                    .filter_map(|p| etcd_status(&ns, p))
+                    .map(|st| st["leader"].as_str().is_some())
+                    .collect();
+                if !views.is_empty() {
+                    n2.fetch_add(1, Ordering::SeqCst);
+                    if !views.contains(&true) {
+                        l2.fetch_add(1, Ordering::SeqCst);
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
@@ -337,5 +342,149 @@ fn a_node_whose_heartbeats_stop_turns_not_ready() {
     assert_ne!(
         ready["status"], "True",
         "the Ready condition had left True: {ready}"
+    );
+}
+
+fn pod_json(ns: &str, name: &str) -> serde_json::Value {
+    kubectl_json(&["get", "pod", name, "-n", ns])
+}
+
+fn container_state(p: &serde_json::Value) -> &serde_json::Value {
+    &p["status"]["containerStatuses"][0]
+}
+
+/// The agent behaves like a kubelet for what the tool and its tests rely on: env expansion
+/// and the downward API, emptyDir, exec/tcpSocket/httpGet probes, restarts with back-off,
+/// and a pod it cannot run stays Pending with an event that says why.
+#[test]
+fn the_agent_runs_pods_like_a_kubelet() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("world-agent");
+    let manifest = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: env, labels: {team: raft}}
+spec:
+  containers:
+  - name: main
+    image: example/shell
+    command: [/bin/sh, -c]
+    args: ["echo \"$(POD_NAME) $(POD_NS) $(GREETING) $(TEAM)\" '$$(LITERAL)' > /scratch/out; hostname >> /scratch/out; exec sleep 600"]
+    env:
+    - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+    - {name: POD_NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+    - {name: TEAM, valueFrom: {fieldRef: {fieldPath: "metadata.labels['team']"}}}
+    - {name: GREETING, value: "hello-$(POD_NAME)"}
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+    startupProbe: {exec: {command: [test, -s, /scratch/out]}, periodSeconds: 1, failureThreshold: 30}
+    readinessProbe: {exec: {command: [grep, -q, env, /scratch/out]}, periodSeconds: 1}
+  volumes: [{name: scratch, emptyDir: {}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: server}
+spec:
+  containers:
+  - name: etcd
+    image: quay.io/coreos/etcd:v3.4.23
+    command: [/usr/bin/etcd, --data-dir=/data/etcd, "--listen-client-urls=http://$(POD_IP):2379", "--advertise-client-urls=http://$(POD_IP):2379", --log-level=error]
+    env: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]
+    ports: [{name: client, containerPort: 2379}]
+    startupProbe: {httpGet: {path: /health, port: client}, periodSeconds: 1, failureThreshold: 30}
+    livenessProbe: {httpGet: {path: /health, port: 2379}, periodSeconds: 1, timeoutSeconds: 1}
+    readinessProbe: {tcpSocket: {port: client}, periodSeconds: 1}
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes: [{name: data, emptyDir: {}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: crasher}
+spec:
+  containers:
+  - {name: main, image: example/shell, command: [/bin/sh, -c, "exit 3"]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: missing}
+spec:
+  containers:
+  - {name: main, image: example/none, command: [/nonexistent/server]}
+"#;
+    let f = tempfile(manifest);
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
+    for pod in ["env", "server"] {
+        wait_until(Duration::from_secs(60), &format!("pod {pod} Ready"), || {
+            let p = pod_json(&ns.name, pod);
+            p["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+        });
+    }
+    // Env: downward API, $(VAR) expansion of earlier vars, $$ escaping; the pod's hostname.
+    let env = pod_json(&ns.name, "env");
+    let uid = env["metadata"]["uid"].as_str().unwrap();
+    let scratch = world_dir().join(format!(
+        "run/agent/pods/{}_env_{uid}/volumes/scratch",
+        ns.name
+    ));
+    let out = std::fs::read_to_string(scratch.join("out"))
+        .expect("the container wrote into its emptyDir");
+    assert_eq!(
+        out,
+        format!("env {} hello-env raft $(LITERAL)\nenv\n", ns.name)
+    );
+    assert_eq!(container_state(&env)["started"], true);
+    // The server answers through pods/proxy, as the plugin reaches replicas.
+    let health = kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!(
+            "/api/v1/namespaces/{}/pods/server:2379/proxy/health",
+            ns.name
+        ),
+    ]);
+    assert!(health.contains("true"), "{health}");
+
+    // A crashing container is restarted with back-off and its last exit is recorded.
+    wait_until(
+        Duration::from_secs(60),
+        "two restarts of the crasher",
+        || container_state(&pod_json(&ns.name, "crasher"))["restartCount"].as_u64() >= Some(2),
+    );
+    let c = pod_json(&ns.name, "crasher");
+    assert_eq!(
+        container_state(&c)["lastState"]["terminated"]["exitCode"],
+        3
+    );
+
+    // A pod that cannot run stays Pending, with a Warning event naming the missing executable.
+    wait_until(Duration::from_secs(30), "the Failed event", || {
+        kubectl_ok(&[
+            "get",
+            "events",
+            "-n",
+            &ns.name,
+            "--field-selector",
+            "involvedObject.name=missing,type=Warning",
+        ])
+        .contains("/nonexistent/server")
+    });
+    assert_eq!(pod_json(&ns.name, "missing")["status"]["phase"], "Pending");
+
+    // A liveness failure (the server frozen: TCP still connects, HTTP never answers) gets
+    // the container killed and restarted.
+    let pid = container_pid(&ns.name, "server");
+    signal(pid, "STOP");
+    wait_until(Duration::from_secs(60), "the liveness restart", || {
+        container_state(&pod_json(&ns.name, "server"))["restartCount"].as_u64() >= Some(1)
+    });
+
+    // emptyDir lives and dies with the pod.
+    kubectl_ok(&["delete", "pod", "env", "-n", &ns.name, "--grace-period=1"]);
+    assert!(
+        !scratch.exists(),
+        "the emptyDir went with the pod: {}",
+        scratch.display()
     );
 }

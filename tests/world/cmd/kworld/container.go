@@ -105,14 +105,18 @@ func (c *containerRunner) loop() {
 		if c.isStopping() || !c.willRestartAfterExit(err) {
 			return
 		}
-		c.set(func() {
-			c.restarts++
-			if c.state.Terminated != nil {
-				c.lastState = c.state
-			}
-			c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
-				Message: fmt.Sprintf("back-off %v restarting failed container %s", backoff, c.spec.Name)}}
-		})
+		// A process that never started is not a restart: the pod stays Pending, as with the
+		// kubelet, and the container keeps its RunContainerError reason.
+		if err == nil {
+			c.set(func() {
+				c.restarts++
+				if c.state.Terminated != nil {
+					c.lastState = c.state
+				}
+				c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+					Message: fmt.Sprintf("back-off %v restarting failed container %s", backoff, c.spec.Name)}}
+			})
+		}
 		select {
 		case <-time.After(backoff):
 		case <-c.w.stopNow:

@@ -73,8 +73,11 @@ func cmdUp(args []string) error {
 			return fmt.Errorf("missing %s: build the world first (tests/world/build.sh)", l.bin(b))
 		}
 	}
-	prev, _ := os.ReadFile(l.run("nodes"))
-	if running(l, "kube-apiserver") && running(l, "agent") && strings.TrimSpace(string(prev)) == strconv.Itoa(*nodes) {
+	// A running world is reused only if it is the one asked for: same node count, same
+	// binaries (a rebuilt agent must replace the running one).
+	want := worldID(l, *nodes)
+	prev, _ := os.ReadFile(l.run("world-id"))
+	if running(l, "kube-apiserver") && running(l, "agent") && string(prev) == want {
 		if err := waitReady(l, *nodes, *timeout); err != nil {
 			return fmt.Errorf("a world is running but not ready (%v); run `kworld down` and try again", err)
 		}
@@ -92,7 +95,7 @@ func cmdUp(args []string) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(l.run("nodes"), []byte(strconv.Itoa(*nodes)), 0o644); err != nil {
+	if err := os.WriteFile(l.run("world-id"), []byte(want), 0o644); err != nil {
 		return err
 	}
 	if err := writePKI(l); err != nil {
@@ -158,6 +161,17 @@ func cmdUp(args []string) error {
 	}
 	fmt.Println(l.adminKubeconfig())
 	return nil
+}
+
+// worldID names a world by its node count and the identity of every binary it runs.
+func worldID(l layout, nodes int) string {
+	id := fmt.Sprintf("nodes=%d", nodes)
+	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kworld"} {
+		if st, err := os.Stat(l.bin(b)); err == nil {
+			id += fmt.Sprintf(" %s=%d/%d", b, st.Size(), st.ModTime().UnixNano())
+		}
+	}
+	return id
 }
 
 func writePKI(l layout) error {

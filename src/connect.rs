@@ -36,11 +36,9 @@ pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
     let timeout = (!g.request_timeout.is_zero()).then_some(g.request_timeout);
     config.read_timeout = timeout;
     config.write_timeout = timeout;
-    config.connect_timeout = Some(
-        g.request_timeout
-            .min(std::time::Duration::from_secs(10))
-            .max(std::time::Duration::from_secs(1)),
-    );
+    // Connecting never waits longer than 10 s, even with --request-timeout 0 (no limit).
+    let ten = std::time::Duration::from_secs(10);
+    config.connect_timeout = Some(timeout.map_or(ten, |t| t.min(ten)));
     let default_namespace = config.default_namespace.clone();
     let client =
         Client::try_from(config).context("cannot build a Kubernetes client from the kubeconfig")?;

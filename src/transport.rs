@@ -69,8 +69,8 @@ impl Transport {
     }
 
     pub fn direct() -> Self {
-        let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        connector.set_connect_timeout(Some(Duration::from_secs(2)));
+        // No connect timeout of its own: every call is bounded by --probe-timeout.
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         Transport::Direct(HyperClient::builder(TokioExecutor::new()).build(connector))
     }
 

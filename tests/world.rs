@@ -382,11 +382,13 @@ spec:
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: server}
+metadata: {name: server, labels: {app: server}}
 spec:
   containers:
   - name: etcd
     image: quay.io/coreos/etcd:v3.4.23
+    lifecycle:
+      preStop: {httpGet: {path: /no-such-hook, port: client}}
     command: [/usr/bin/etcd, --data-dir=/data/etcd, "--listen-client-urls=http://$(POD_IP):2379", "--advertise-client-urls=http://$(POD_IP):2379", --log-level=error]
     env: [{name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}]
     ports: [{name: client, containerPort: 2379}]
@@ -395,6 +397,13 @@ spec:
     readinessProbe: {tcpSocket: {port: client}, periodSeconds: 1}
     volumeMounts: [{name: data, mountPath: /data}]
   volumes: [{name: data, emptyDir: {}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: server}
+spec:
+  selector: {app: server}
+  ports: [{port: 2379}]
 ---
 apiVersion: v1
 kind: Pod
@@ -480,11 +489,64 @@ spec:
         container_state(&pod_json(&ns.name, "server"))["restartCount"].as_u64() >= Some(1)
     });
 
+    // Cluster DNS inside a pod: a Service name resolves to its ready endpoints.
+    let server_ip = pod_json(&ns.name, "server")["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let env_pid = container_pid(&ns.name, "env");
+    let netns = std::process::Command::new("ip")
+        .args(["netns", "identify", &env_pid.to_string()])
+        .output()
+        .unwrap();
+    let netns = String::from_utf8_lossy(&netns.stdout).trim().to_string();
+    assert!(
+        netns.starts_with("kraft-"),
+        "the pod has a network namespace of its own: {netns:?}"
+    );
+    let name = format!("server.{}.svc.cluster.local", ns.name);
+    let mut resolved = String::new();
+    wait_until(
+        Duration::from_secs(30),
+        "the Service name to resolve",
+        || {
+            let out = std::process::Command::new("ip")
+                .args(["netns", "exec", &netns, "getent", "hosts", &name])
+                .output()
+                .unwrap();
+            resolved = String::from_utf8_lossy(&out.stdout).into_owned();
+            resolved.contains(&server_ip)
+        },
+    );
+    assert!(resolved.starts_with(&server_ip), "{resolved}");
+
     // emptyDir lives and dies with the pod.
     kubectl_ok(&["delete", "pod", "env", "-n", &ns.name, "--grace-period=1"]);
     assert!(
         !scratch.exists(),
         "the emptyDir went with the pod: {}",
         scratch.display()
+    );
+
+    // An httpGet preStop hook runs on deletion; this one 404s, which the kubelet reports.
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "server",
+        "-n",
+        &ns.name,
+        "--grace-period=5",
+    ]);
+    let events = kubectl_ok(&[
+        "get",
+        "events",
+        "-n",
+        &ns.name,
+        "--field-selector",
+        "involvedObject.name=server,reason=FailedPreStopHook",
+    ]);
+    assert!(
+        events.contains("404"),
+        "the preStop httpGet ran and its 404 was reported: {events}"
     );
 }

@@ -589,8 +589,11 @@ fn pdb_looser_than_raft(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warnin
             "DisruptionBudgetTooLoose",
             None,
             format!(
-                "PodDisruptionBudget {} allows {} disruptions but Raft tolerates {}: evictions it allows can break quorum",
-                pdb.name, pdb.disruptions_allowed, s.fault_tolerance
+                "PodDisruptionBudget {} allows {} disruption{} but Raft tolerates {}: evictions it allows can break quorum",
+                pdb.name,
+                pdb.disruptions_allowed,
+                if pdb.disruptions_allowed == 1 { "" } else { "s" },
+                s.fault_tolerance
             ),
         )];
     }

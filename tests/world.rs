@@ -166,13 +166,17 @@ fn kubectl_drain_moves_a_follower_that_rejoins_with_its_data() {
     .expect("put");
 
     let watch = LeaderWatch::start(&ns.name);
-    let out = kubectl(&[
-        "drain",
-        &node,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--timeout=120s",
-    ]);
+    // The machine's own kubectl, as an operator would run it.
+    let out = kubectl_with(
+        &machine_kubectl_bin(),
+        &[
+            "drain",
+            &node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=120s",
+        ],
+    );
     let drained = out.status.success();
     let stderr_text = stderr(&out);
     // The StatefulSet controller recreates the member on another node.

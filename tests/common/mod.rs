@@ -100,8 +100,22 @@ fn run(mut cmd: Command, what: &str, limit: Duration) -> Output {
     }
 }
 
+/// The kubectl a user of this machine has (its own install), else the world's.
+pub fn machine_kubectl_bin() -> PathBuf {
+    let installed = PathBuf::from("/usr/bin/kubectl");
+    if installed.exists() {
+        installed
+    } else {
+        kubectl_bin()
+    }
+}
+
 pub fn kubectl(args: &[&str]) -> Output {
-    let mut c = Command::new(kubectl_bin());
+    kubectl_with(&kubectl_bin(), args)
+}
+
+pub fn kubectl_with(bin: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(bin);
     c.args(args).env("KUBECONFIG", &world().kubeconfig);
     run(
         c,

@@ -256,6 +256,11 @@ fn all_namespaces_and_node_filter() {
 fn systems_the_tool_does_not_know_can_be_named_or_described() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("status-custom");
+    let annotate = |changes: &[&str]| {
+        let mut args = vec!["annotate", "sts", "etcd", "-n", &ns.name, "--overwrite"];
+        args.extend_from_slice(changes);
+        kubectl_ok(&args);
+    };
     // The same etcd under an image name nobody recognises.
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
     let disguised = manifest
@@ -287,12 +292,7 @@ fn systems_the_tool_does_not_know_can_be_named_or_described() {
     assert_eq!(cluster(&forced, &ns.name)["summary"]["faultTolerance"], 1);
 
     // Health from annotations alone: no role, but health, quorum and endpoints.
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "etcd",
-        "-n",
-        &ns.name,
+    annotate(&[
         "kubectl-raft.io/port=client",
         "kubectl-raft.io/health-path=/health",
     ]);
@@ -306,13 +306,7 @@ fn systems_the_tool_does_not_know_can_be_named_or_described() {
         .all(|r| r["raft"]["health"]["state"] == "ok"));
 
     // Garbage and 404s are shown as such, per replica, and never stop the report.
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "etcd",
-        "-n",
-        &ns.name,
-        "--overwrite",
+    annotate(&[
         "kubectl-raft.io/role-path=/metrics",
         "kubectl-raft.io/role-json-pointer=/role",
     ]);
@@ -325,15 +319,7 @@ fn systems_the_tool_does_not_know_can_be_named_or_described() {
             "{errors}"
         );
     }
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "etcd",
-        "-n",
-        &ns.name,
-        "--overwrite",
-        "kubectl-raft.io/health-path=/no-such-path",
-    ]);
+    annotate(&["kubectl-raft.io/health-path=/no-such-path"]);
     let missing = status_json(&["-n", &ns.name]);
     let c = cluster(&missing, &ns.name);
     assert_eq!(
@@ -351,25 +337,13 @@ fn systems_the_tool_does_not_know_can_be_named_or_described() {
             r["raft"]["health"]
         );
     }
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "etcd",
-        "-n",
-        &ns.name,
+    annotate(&[
         "kubectl-raft.io/role-path-",
         "kubectl-raft.io/role-json-pointer-",
-        "--overwrite",
         "kubectl-raft.io/health-path=/health",
     ]);
 
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "etcd",
-        "-n",
-        &ns.name,
-        "--overwrite",
+    annotate(&[
         "kubectl-raft.io/system=etcd",
         "kubectl-raft.io/health-path-",
     ]);

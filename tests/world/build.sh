@@ -18,6 +18,7 @@ missing=()
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v nsenter >/dev/null || missing+=(util-linux)
+command -v ps >/dev/null || missing+=(procps)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "build.sh: installing ${missing[*]}" >&2
   apt-get update -qq >/dev/null

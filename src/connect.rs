@@ -13,6 +13,14 @@ pub struct Connection {
     pub default_namespace: String,
 }
 
+/// Whether kubectl would find a kubeconfig file without --kubeconfig.
+fn kubeconfig_present() -> bool {
+    if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
+        return true;
+    }
+    std::env::var_os("HOME").is_some_and(|h| std::path::Path::new(&h).join(".kube/config").exists())
+}
+
 pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
     let options = KubeConfigOptions {
         context: g.context.clone(),
@@ -26,12 +34,13 @@ pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
                 .await
                 .with_context(|| format!("cannot use kubeconfig {}", path.display()))?
         }
-        None if g.context.is_some() => Config::from_kubeconfig(&options)
+        None if g.context.is_some() || kubeconfig_present() => Config::from_kubeconfig(&options)
             .await
             .context("cannot load the kubeconfig ($KUBECONFIG or ~/.kube/config)")?,
-        None => Config::infer()
-            .await
-            .context("cannot find a cluster: no kubeconfig ($KUBECONFIG or ~/.kube/config) and not running in a pod")?,
+        None => Config::incluster().context(
+            "cannot find a cluster: no kubeconfig ($KUBECONFIG or ~/.kube/config) and not running in a pod; \
+             pass --kubeconfig PATH",
+        )?,
     };
     let timeout = (!g.request_timeout.is_zero()).then_some(g.request_timeout);
     config.read_timeout = timeout;

@@ -45,10 +45,23 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // kubectl's style: one line "error: what: why: why", hints on their own lines.
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The cause chain on one line, without the repeats some libraries produce when an error
+/// already quotes its source ("read x: No such file: No such file").
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = vec![];
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        if !parts.last().is_some_and(|prev| prev.ends_with(&msg)) {
+            parts.push(msg);
+        }
+    }
+    parts.join(": ")
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -56,4 +69,24 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_chains_read_as_one_line_without_repeats() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = anyhow::Error::new(io)
+            .context("read x: No such file")
+            .context("cannot load the kubeconfig");
+        assert_eq!(
+            error_chain(&e),
+            "cannot load the kubeconfig: read x: No such file"
+        );
+        let broken = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("writing");
+        assert!(is_broken_pipe(&broken));
+    }
 }

@@ -27,8 +27,8 @@ pub fn api_context(e: kube::Error, verb: &str, resource: &str, where_: &str) -> 
     };
     match status_of(&e) {
         Some(s) if s.code == 403 => anyhow!(
-            "forbidden: cannot {verb} {resource}{place}: {}\n\
-             hint: grant `{verb}` on `{resource}` to this user (kubectl auth can-i {verb} {resource})",
+            "forbidden: cannot {verb} {resource}{place} ({}); grant `{verb}` on `{resource}` to this user \
+             (check with `kubectl auth can-i {verb} {resource}`)",
             s.message
         ),
         Some(s) if s.code == 401 => anyhow!(

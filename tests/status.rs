@@ -364,6 +364,7 @@ fn assert_fails(args: &[&str], expect: &[&str]) {
     );
     let err = stderr(&out);
     assert!(err.starts_with("error: "), "one clear error line: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     for e in expect {
         assert!(
             err.contains(e),
@@ -444,6 +445,7 @@ fn rbac_refusals_name_the_missing_permission() {
     let out = raft_with(&kc, &["status"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert!(
         err.contains("forbidden") && err.contains("list") && err.contains("statefulsets.apps"),
         "{err}"

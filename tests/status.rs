@@ -500,3 +500,109 @@ fn rbac_refusals_name_the_missing_permission() {
         "least privilege is enough: get/list + pods/proxy"
     );
 }
+
+/// A second real system: ZooKeeper 3.8, read through its AdminServer. Its chart-style TCP
+/// readiness probe is exactly what the tool warns about; a frozen follower is caught by the
+/// tool while Kubernetes, probing TCP, still calls it Ready.
+#[test]
+fn zookeeper_ensemble_is_read_through_its_admin_server() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("status-zk");
+    let manifest = repo().join("tests/manifests/zookeeper-3.yaml");
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", manifest.to_str().unwrap()]);
+    let mut report = Value::Null;
+    wait_until(
+        Duration::from_secs(120),
+        "the ensemble to elect a leader",
+        || {
+            let out = raft(&["status", "-n", &ns.name, "-o", "json"]);
+            report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            report["clusters"][0]["summary"]["leader"].is_string()
+                && report["clusters"][0]["summary"]["healthyVoters"] == 3
+        },
+    );
+    let c = cluster(&report, &ns.name);
+    assert_eq!(c["system"], "zookeeper");
+    assert_eq!(c["summary"]["faultTolerance"], 1);
+    let leader = c["summary"]["leader"].as_str().unwrap().to_string();
+    let replicas = c["replicas"].as_array().unwrap();
+    assert_eq!(
+        replicas
+            .iter()
+            .filter(|r| r["raft"]["role"] == "leader")
+            .count(),
+        1
+    );
+    for r in replicas {
+        assert_eq!(
+            r["raft"]["leaderPod"],
+            leader.as_str(),
+            "{}: every server names the same leader",
+            r["pod"]
+        );
+        assert!(r["raft"]["memberId"].as_str().is_some());
+        assert!(
+            r["raft"]["version"].as_str().unwrap().starts_with("3.8"),
+            "{}",
+            r["raft"]["version"]
+        );
+    }
+    let codes: Vec<&str> = c["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        ["WeakReadinessProbe"],
+        "only the TCP probe is wrong with this ensemble"
+    );
+
+    // Freeze a follower: TCP still connects, so Kubernetes keeps it Ready; the tool does not.
+    let follower = replicas
+        .iter()
+        .find(|r| r["raft"]["role"] == "follower")
+        .unwrap()["pod"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pid = container_pid(&ns.name, &follower);
+    signal(pid, "STOP");
+    let result = std::panic::catch_unwind(|| {
+        std::thread::sleep(Duration::from_secs(5)); // several readiness periods
+        let report = status_json(&["-n", &ns.name]);
+        let c = cluster(&report, &ns.name);
+        let r = c["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pod"] == follower.as_str())
+            .unwrap()
+            .clone();
+        assert_eq!(
+            r["ready"], true,
+            "a TCP probe keeps the frozen server Ready"
+        );
+        assert_eq!(r["raft"]["health"]["state"], "unreachable");
+        assert_eq!(c["summary"]["faultTolerance"], 0);
+        let codes: Vec<&str> = c["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["code"].as_str().unwrap())
+            .collect();
+        for want in [
+            "ReadyButUnhealthy",
+            "ServiceRoutesToUnready",
+            "FaultToleranceZero",
+            "WeakReadinessProbe",
+        ] {
+            assert!(codes.contains(&want), "{want} in {codes:?}");
+        }
+    });
+    signal(pid, "CONT");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

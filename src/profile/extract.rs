@@ -290,7 +290,13 @@ fn set_fact(facts: &mut RaftFacts, fact: Fact, v: &str) -> Result<(), String> {
         Fact::AppliedIndex => facts.applied_index = Some(num(v)?),
         Fact::LeaderCommitIndex => facts.leader_commit_index = Some(num(v)?),
         Fact::Learner => facts.learner = Some(boolean(v)?),
-        Fact::Version => facts.version = Some(v.to_string()),
+        // "3.8.0-abc, built on ..." -> "3.8.0-abc": the build details are noise in a table.
+        Fact::Version => {
+            facts.version = v
+                .split_whitespace()
+                .next()
+                .map(|t| t.trim_end_matches(',').to_string())
+        }
     }
     Ok(())
 }
@@ -549,39 +555,53 @@ mod tests {
         assert_eq!(f.role, Some(Role::Leader));
     }
 
+    // Recorded from Debian's ZooKeeper 3.8.0 in a 3-server ensemble in the test world
+    // (AdminServer pretty-prints; quorum/election address blocks of zabstate trimmed).
+    const ZK_LEADER_FOLLOWER: &str = "{\n  \"is_leader\" : false,\n  \"leader_id\" : 3,\n  \"leader_ip\" : \"zk-2.zk.zk2.svc.cluster.local\",\n  \"command\" : \"leader\",\n  \"error\" : null\n}";
+    const ZK_ZABSTATE: &str = "{\n  \"myid\" : 1,\n  \"is_leader\" : false,\n  \"client_address\" : \"0.0.0.0:2181\",\n  \"voting\" : true,\n  \"last_zxid\" : \"0x100000000\",\n  \"zab_epoch\" : 1,\n  \"zab_counter\" : 0,\n  \"zabstate\" : \"broadcast\",\n  \"command\" : \"zabstate\",\n  \"error\" : null\n}";
+    const ZK_MNTR: &str = "{\n  \"version\" : \"3.8.0-${mvngit.commit.id}, built on 2024-12-29 17:54 UTC\",\n  \"server_state\" : \"follower\",\n  \"peer_state\" : \"following - broadcast\",\n  \"ephemerals_count\" : 0,\n  \"num_alive_connections\" : 0,\n  \"avg_latency\" : 0.0,\n  \"command\" : \"mntr\",\n  \"error\" : null\n}";
+
     #[test]
     fn zookeeper_admin_server() {
         let (f, e) = facts_of(
             "zookeeper",
             &[
-                (
-                    "leader",
-                    ans(
-                        200,
-                        r#"{"is_leader":false,"leader_id":2,"leader_ip":"zk-1.zk","command":"leader","error":null}"#,
-                    ),
-                ),
-                (
-                    "zabstate",
-                    ans(
-                        200,
-                        r#"{"myid":1,"is_leader":false,"voting":true,"last_zxid":"0x100000012","zab_epoch":1,"zab_counter":18,"zabstate":"broadcast","command":"zabstate","error":null}"#,
-                    ),
-                ),
-                (
-                    "mntr",
-                    ans(
-                        200,
-                        r#"{"version":"3.8.4-abc","server_state":"follower","command":"mntr","error":null}"#,
-                    ),
-                ),
+                ("leader", ans(200, ZK_LEADER_FOLLOWER)),
+                ("zabstate", ans(200, ZK_ZABSTATE)),
+                ("mntr", ans(200, ZK_MNTR)),
             ],
         );
         assert!(e.is_empty(), "{e:?}");
         assert_eq!(f.role, Some(Role::Follower));
         assert_eq!(f.member_id.as_deref(), Some("1"));
-        assert_eq!(f.leader_id.as_deref(), Some("2"));
+        assert_eq!(f.leader_id.as_deref(), Some("3"));
         assert_eq!(f.has_leader, Some(true));
+        assert_eq!(f.version.as_deref(), Some("3.8.0-${mvngit.commit.id}"));
+        let health = Catalog::builtin().get("zookeeper").unwrap().health.clone();
+        assert!(
+            evaluate_check(
+                &health,
+                &ans(200, "{\n  \"command\" : \"ruok\",\n  \"error\" : null\n}")
+            )
+            .ok
+        );
+    }
+
+    #[test]
+    fn zookeeper_errors_come_with_http_200() {
+        // A standalone or not yet elected server: recorded from the same build.
+        let (f, e) = facts_of(
+            "zookeeper",
+            &[("leader", ans(200, "{\n  \"error\" : \"server is not initialized\",\n  \"command\" : \"leader\"\n}"))],
+        );
+        assert!(e[0].contains("server is not initialized"), "{e:?}");
+        assert_eq!(f.role, None);
+        let health = Catalog::builtin().get("zookeeper").unwrap().health.clone();
+        let unknown = ans(
+            200,
+            "{\n  \"command\" : \"nonsense\",\n  \"error\" : \"Unknown command: nonsense\"\n}",
+        );
+        assert!(!evaluate_check(&health, &unknown).ok);
         let (_, e) = facts_of(
             "zookeeper",
             &[(

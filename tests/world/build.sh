@@ -19,6 +19,9 @@ command -v etcd >/dev/null || missing+=(etcd-server)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v nsenter >/dev/null || missing+=(util-linux)
 command -v ps >/dev/null || missing+=(procps)
+# ZooKeeper 3.8 for the ZooKeeper workload; the servlet API lets its AdminServer (Jetty) start.
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+[ -f /usr/share/java/servlet-api.jar ] || missing+=(libservlet-api-java)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "build.sh: installing ${missing[*]}" >&2
   apt-get update -qq >/dev/null

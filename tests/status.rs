@@ -24,7 +24,7 @@ fn status_shows_one_leader_terms_indices_endpoints_and_fault_tolerance_one() {
     let (leader_pod, leader_id) = etcd_leader(&ns.name).expect("one leader");
     let truth = etcd_status(&ns.name, &leader_pod).unwrap();
 
-    let report = status_json(&["-n", &ns.name]);
+    let report = status_json(&["-n", &ns.name, "--probe-timeout", "5s"]);
     assert_eq!(report["apiVersion"], "kubectl-raft/v1alpha1");
     let c = cluster(&report, &ns.name);
     assert_eq!(c["name"], "etcd");
@@ -96,7 +96,7 @@ fn status_shows_one_leader_terms_indices_endpoints_and_fault_tolerance_one() {
     );
 
     // The table says the same.
-    let out = raft(&["status", "-n", &ns.name]);
+    let out = raft(&["status", "-n", &ns.name, "--probe-timeout", "5s"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let table = stdout(&out);
     assert!(table.contains("fault tolerance 1"), "{table}");
@@ -209,7 +209,7 @@ fn a_hung_member_is_marked_and_fault_tolerance_drops_to_zero() {
         std::panic::resume_unwind(e);
     }
     wait_etcd_ready(&ns.name, 3);
-    let after = status_json(&["-n", &ns.name]);
+    let after = status_json(&["-n", &ns.name, "--probe-timeout", "5s"]);
     assert_eq!(cluster(&after, &ns.name)["summary"]["faultTolerance"], 1);
 }
 

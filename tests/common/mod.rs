@@ -230,8 +230,35 @@ pub fn wait_etcd_ready(ns: &str, members: u32) {
             sts["status"]["readyReplicas"].as_u64() == Some(members as u64)
         },
     );
+    // The EndpointSlice controller follows pod readiness asynchronously; tests that read
+    // Services start from a settled state.
+    for service in ["etcd", "etcd-client"] {
+        wait_until(
+            Duration::from_secs(60),
+            &format!("Service {service} to publish {members} ready endpoints"),
+            || ready_endpoints(ns, service) == members as usize,
+        );
+    }
 }
 
+/// Endpoints with ready=true across a Service's EndpointSlices.
+pub fn ready_endpoints(ns: &str, service: &str) -> usize {
+    let slices = kubectl_json(&[
+        "get",
+        "endpointslices",
+        "-n",
+        ns,
+        "-l",
+        &format!("kubernetes.io/service-name={service}"),
+    ]);
+    slices["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] == true)
+        .count()
+}
 /// etcd's own POST /v3/maintenance/status on one member, through pods/proxy.
 pub fn etcd_status(ns: &str, pod: &str) -> Option<Value> {
     etcd_post(ns, pod, "/v3/maintenance/status", "{}")

@@ -105,10 +105,10 @@ fn up_and_down_five_times_leak_nothing() {
             if String::from_utf8_lossy(&o.stdout).trim() == "3" {
                 break;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "round {round}: etcd did not become Ready"
-            );
+            if start.elapsed() > Duration::from_secs(120) {
+                let why = diagnose(std::path::Path::new(&kubeconfig), "default");
+                panic!("round {round}: etcd did not become Ready\n{why}");
+            }
             std::thread::sleep(Duration::from_millis(300));
         }
         assert!(

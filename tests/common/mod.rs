@@ -214,6 +214,52 @@ pub fn wait_until(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// What the world looks like in a namespace, for a failure message: nodes, pods, claims,
+/// events, EndpointSlices, and the end of the agent's log.
+pub fn diagnose(kubeconfig: &Path, ns: &str) -> String {
+    let run = |args: &[&str]| {
+        let out = Command::new(kubectl_bin())
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .output();
+        match out {
+            Ok(o) => format!(
+                "$ kubectl {}\n{}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => format!("kubectl {}: {e}\n", args.join(" ")),
+        }
+    };
+    let agent_log =
+        std::fs::read_to_string(world_dir().join("run/logs/agent.log")).unwrap_or_default();
+    let mut tail: Vec<&str> = agent_log.lines().rev().take(30).collect();
+    tail.reverse();
+    format!(
+        "{}{}{}{}--- agent.log (last lines)\n{}",
+        run(&["get", "nodes"]),
+        run(&["get", "pods,pvc", "-o", "wide", "-n", ns]),
+        run(&["get", "events", "-n", ns, "--sort-by=.lastTimestamp"]),
+        run(&["get", "endpointslices", "-n", ns]),
+        tail.join("\n")
+    )
+}
+
+/// Like wait_until, but a timeout reports the state of the namespace.
+pub fn wait_in(ns: &str, limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        if start.elapsed() > limit {
+            panic!(
+                "timed out after {limit:?} waiting for {what}\n{}",
+                diagnose(&world().kubeconfig, ns)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// Applies tests/manifests/etcd-N.yaml and waits until every member is Ready.
 pub fn deploy_etcd(ns: &str, members: u32) {
     let manifest = repo().join(format!("tests/manifests/etcd-{members}.yaml"));
@@ -222,7 +268,8 @@ pub fn deploy_etcd(ns: &str, members: u32) {
 }
 
 pub fn wait_etcd_ready(ns: &str, members: u32) {
-    wait_until(
+    wait_in(
+        ns,
         Duration::from_secs(180),
         &format!("{members} etcd members Ready in {ns}"),
         || {
@@ -233,7 +280,8 @@ pub fn wait_etcd_ready(ns: &str, members: u32) {
     // The EndpointSlice controller follows pod readiness asynchronously; tests that read
     // Services start from a settled state.
     for service in ["etcd", "etcd-client"] {
-        wait_until(
+        wait_in(
+            ns,
             Duration::from_secs(60),
             &format!("Service {service} to publish {members} ready endpoints"),
             || ready_endpoints(ns, service) == members as usize,

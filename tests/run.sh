@@ -34,4 +34,4 @@ tests/world/build.sh
 echo "world built or reused in $(( $(date +%s) - t0 ))s" >&2
 
 step "cargo test (unit tests, then end-to-end tests in the real world)"
-cargo test --all-targets
+cargo test --all-targets --no-fail-fast

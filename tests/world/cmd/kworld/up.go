@@ -388,7 +388,9 @@ func worldReady(ctx context.Context, cs *kubernetes.Clientset, nodes int) (bool,
 }
 
 func ensureStorageClass(ctx context.Context, cs *kubernetes.Clientset) error {
-	mode := storagev1.VolumeBindingImmediate
+	// WaitForFirstConsumer: the scheduler places the pod and waits for the claim to bind,
+	// instead of rejecting pods whose claims are not bound yet and relying on a requeue.
+	mode := storagev1.VolumeBindingWaitForFirstConsumer
 	reclaim := corev1.PersistentVolumeReclaimDelete
 	sc := &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{Name: storageClass, Annotations: map[string]string{

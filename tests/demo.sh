@@ -6,11 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
-for d in "$HOME/.cargo/bin" /usr/local/go/bin; do
-  case ":$PATH:" in *":$d:"*) ;; *) [ -d "$d" ] && PATH="$d:$PATH" ;; esac
-done
-export PATH
+. "$root/tests/world/env.sh"
 say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
 echo "== building and starting the test world (cold: ~6 min, warm: ~10 s)" >&2

@@ -5,12 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
-# Toolchains where their installers put them, in case this shell's PATH lacks them.
-for d in "$HOME/.cargo/bin" /usr/local/go/bin; do
-  case ":$PATH:" in *":$d:"*) ;; *) [ -d "$d" ] && PATH="$d:$PATH" ;; esac
-done
-export PATH
+. "$root/tests/world/env.sh"
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
 step() { printf '\n== %s\n' "$*" >&2; }

@@ -7,6 +7,15 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
+fn warning_codes(c: &Value) -> Vec<&str> {
+    c["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect()
+}
+
 fn cluster<'a>(report: &'a Value, ns: &str) -> &'a Value {
     report["clusters"]
         .as_array()
@@ -145,8 +154,7 @@ fn a_hung_member_is_marked_and_fault_tolerance_drops_to_zero() {
         .find(|p| *p != leader_pod)
         .unwrap();
     let pid = container_pid(&ns.name, &victim);
-    signal(pid, "STOP");
-    let result = std::panic::catch_unwind(|| {
+    while_frozen(pid, || {
         let start = Instant::now();
         let out = raft(&["status", "-n", &ns.name, "--probe-timeout", "2s"]);
         let took = start.elapsed();
@@ -188,12 +196,7 @@ fn a_hung_member_is_marked_and_fault_tolerance_drops_to_zero() {
             "{}",
             r["raft"]["health"]
         );
-        let codes: Vec<&str> = c["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w["code"].as_str().unwrap())
-            .collect();
+        let codes = warning_codes(c);
         assert!(codes.contains(&"FaultToleranceZero"), "{codes:?}");
         // The pod still counts as Ready to Kubernetes until its probe fails twice; either
         // way the contradiction or the outage is reported.
@@ -204,10 +207,6 @@ fn a_hung_member_is_marked_and_fault_tolerance_drops_to_zero() {
             "{codes:?}"
         );
     });
-    signal(pid, "CONT");
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
     wait_etcd_ready(&ns.name, 3);
     let after = status_json(&["-n", &ns.name, "--probe-timeout", "5s"]);
     assert_eq!(cluster(&after, &ns.name)["summary"]["faultTolerance"], 1);
@@ -547,12 +546,7 @@ fn zookeeper_ensemble_is_read_through_its_admin_server() {
             r["raft"]["version"]
         );
     }
-    let codes: Vec<&str> = c["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["code"].as_str().unwrap())
-        .collect();
+    let codes = warning_codes(c);
     assert_eq!(
         codes,
         ["WeakReadinessProbe"],
@@ -568,8 +562,7 @@ fn zookeeper_ensemble_is_read_through_its_admin_server() {
         .unwrap()
         .to_string();
     let pid = container_pid(&ns.name, &follower);
-    signal(pid, "STOP");
-    let result = std::panic::catch_unwind(|| {
+    while_frozen(pid, || {
         std::thread::sleep(Duration::from_secs(5)); // several readiness periods
         let report = status_json(&["-n", &ns.name]);
         let c = cluster(&report, &ns.name);
@@ -586,12 +579,7 @@ fn zookeeper_ensemble_is_read_through_its_admin_server() {
         );
         assert_eq!(r["raft"]["health"]["state"], "unreachable");
         assert_eq!(c["summary"]["faultTolerance"], 0);
-        let codes: Vec<&str> = c["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w["code"].as_str().unwrap())
-            .collect();
+        let codes = warning_codes(c);
         for want in [
             "ReadyButUnhealthy",
             "ServiceRoutesToUnready",
@@ -601,8 +589,4 @@ fn zookeeper_ensemble_is_read_through_its_admin_server() {
             assert!(codes.contains(&want), "{want} in {codes:?}");
         }
     });
-    signal(pid, "CONT");
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
 }

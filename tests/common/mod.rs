@@ -392,6 +392,15 @@ pub fn signal(pid: i32, sig: &str) {
     assert!(ok, "kill -{sig} {pid} failed");
 }
 
+/// Runs `f` while the process is stopped with SIGSTOP (it hangs: TCP still connects, nothing
+/// answers); the process is continued whatever `f` does, then `f`'s panic, if any, goes on.
+pub fn while_frozen<T>(pid: i32, f: impl FnOnce() -> T + std::panic::UnwindSafe) -> T {
+    signal(pid, "STOP");
+    let result = std::panic::catch_unwind(f);
+    signal(pid, "CONT");
+    result.unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
 /// Runs the plugin with `-o json` and parses the report.
 pub fn status_json(args: &[&str]) -> Value {
     let mut a = vec!["status"];

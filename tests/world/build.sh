@@ -5,11 +5,7 @@
 # binaries are rebuilt only when their sources change; Go's build cache does the rest.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
-for d in "$HOME/.cargo/bin" /usr/local/go/bin; do
-  case ":$PATH:" in *":$d:"*) ;; *) [ -d "$d" ] && PATH="$d:$PATH" ;; esac
-done
-export PATH
+. "$here/env.sh"
 bin="$KWORLD_DIR/bin"
 mkdir -p "$bin"
 

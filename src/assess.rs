@@ -284,11 +284,15 @@ fn to_check(r: &Result<CheckOutcome, ProbeError>) -> Check {
     }
 }
 
-pub fn describe_probe(p: &Probe) -> String {
-    let port = |p: &IntOrString| match p {
+fn int_or_string(v: &IntOrString) -> String {
+    match v {
         IntOrString::Int(i) => i.to_string(),
         IntOrString::String(s) => s.clone(),
-    };
+    }
+}
+
+pub fn describe_probe(p: &Probe) -> String {
+    let port = int_or_string;
     if let Some(h) = &p.http_get {
         format!(
             "http-get :{}{}",
@@ -347,10 +351,7 @@ fn endpoint_report(svc: &Service, slices: &[EndpointSlice], pod: &str) -> Endpoi
 }
 
 fn pdb_report(p: &PodDisruptionBudget) -> PdbReport {
-    let s = |v: &IntOrString| match v {
-        IntOrString::Int(i) => i.to_string(),
-        IntOrString::String(s) => s.clone(),
-    };
+    let s = int_or_string;
     let spec = p.spec.as_ref();
     let st = p.status.as_ref();
     PdbReport {

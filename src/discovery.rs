@@ -62,28 +62,11 @@ where
     }
 }
 
-/// Reads everything in one round of concurrent LISTs.
+/// Reads everything in one round of concurrent requests.
 pub async fn fetch(client: &Client, ns: Option<&str>, sel: &Selection) -> Result<Snapshot> {
     let where_ = ns
         .map(|n| format!("in namespace {n:?}"))
         .unwrap_or_else(|| "in any namespace".into());
-    if let Some(n) = ns {
-        // A missing namespace would otherwise look like an empty one.
-        match Api::<Namespace>::all(client.clone()).get(n).await {
-            Err(e) if is_not_found(&e) => {
-                bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)")
-            }
-            _ => {}
-        }
-    }
-    if let Some(node) = &sel.node {
-        match Api::<Node>::all(client.clone()).get(node).await {
-            Err(e) if is_not_found(&e) => {
-                bail!("node {node:?} not found (list them with `kubectl get nodes`)")
-            }
-            _ => {}
-        }
-    }
     let pod_params = match &sel.selector {
         Some(s) => ListParams::default().labels(s),
         None => ListParams::default(),
@@ -99,7 +82,16 @@ pub async fn fetch(client: &Client, ns: Option<&str>, sel: &Selection) -> Result
         api::<PodDisruptionBudget>(client, ns),
         Api::<Node>::all(client.clone()),
     );
-    let (statefulsets, pods, services, slices, pdbs, nodes) = tokio::join!(
+    // A missing namespace would otherwise look like an empty one; asked alongside the LISTs.
+    let ns_api = Api::<Namespace>::all(client.clone());
+    let namespace = async {
+        match ns {
+            Some(n) => Some(ns_api.get(n).await),
+            None => None,
+        }
+    };
+    let (namespace, statefulsets, pods, services, slices, pdbs, nodes) = tokio::join!(
+        namespace,
         sts_api.list(&all),
         pod_api.list(&pod_params),
         svc_api.list(&all),
@@ -107,11 +99,25 @@ pub async fn fetch(client: &Client, ns: Option<&str>, sel: &Selection) -> Result
         pdb_api.list(&all),
         node_api.list(&all),
     );
+    if let (Some(n), Some(Err(e))) = (ns, &namespace) {
+        if is_not_found(e) {
+            bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)");
+        }
+    }
     let nodes = match nodes {
         Ok(l) => Some(l.items),
         Err(e) if is_forbidden(&e) => None,
         Err(e) => return Err(api_context(e, "list", "nodes", "")),
     };
+    // The node list answers --node too; without the right to list nodes it cannot be checked.
+    if let (Some(node), Some(list)) = (&sel.node, &nodes) {
+        if !list
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some(node.as_str()))
+        {
+            bail!("node {node:?} not found (list them with `kubectl get nodes`)");
+        }
+    }
     Ok(Snapshot {
         statefulsets: statefulsets
             .map_err(|e| api_context(e, "list", "statefulsets.apps", &where_))?

@@ -9,11 +9,12 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::discovery::{labels, pod_node, selector_matches, service_selects, Snapshot};
-use crate::observe::{ClusterObservation, ReplicaObservation};
-use crate::profile::extract::{CheckOutcome, Role};
+use crate::model::{
+    labels, pod_node, pod_ready, CheckOutcome, ClusterObservation, ProbeError, ReplicaObservation,
+    Role, Snapshot,
+};
 use crate::report::*;
-use crate::transport::ProbeError;
+use crate::select::{selector_matches, service_selects};
 
 /// Votes needed among `voters`: a strict majority.
 pub fn quorum(voters: u32) -> u32 {
@@ -152,7 +153,7 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
     let mut report = ClusterReport {
         namespace: t.namespace.clone(),
         name: t.name.clone(),
-        owner_kind: t.owner_kind.to_string(),
+        owner_kind: t.owner_kind,
         system: t.profile.name.clone(),
         summary,
         pdb,
@@ -180,10 +181,7 @@ fn replica_report(
     let status = pod.status.as_ref();
     let node_name = pod_node(pod).map(str::to_string);
     let node = node_name.as_deref().and_then(|n| nodes.get(n));
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True");
+    let ready = pod_ready(pod);
     let restarts = status
         .and_then(|s| s.container_statuses.as_ref())
         .map(|cs| cs.iter().map(|c| c.restart_count).sum())
@@ -387,7 +385,7 @@ pub fn warnings(r: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
     RULES.iter().flat_map(|rule| rule(r, obs)).collect()
 }
 
-fn w(code: &'static str, pod: Option<&str>, message: String) -> Warning {
+fn w(code: WarningCode, pod: Option<&str>, message: String) -> Warning {
     Warning {
         code,
         pod: pod.map(str::to_string),
@@ -401,7 +399,7 @@ fn quorum_lost(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
         return vec![];
     }
     vec![w(
-        "QuorumLost",
+        WarningCode::QuorumLost,
         None,
         format!("only {} of {} voters are healthy and {} are needed: the cluster cannot elect a leader or commit writes", s.healthy_voters, s.voters, s.quorum),
     )]
@@ -417,7 +415,7 @@ fn no_leader(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
         return vec![];
     }
     vec![w(
-        "NoLeader",
+        WarningCode::NoLeader,
         None,
         "no replica reports itself leader: writes fail until an election completes".into(),
     )]
@@ -437,7 +435,7 @@ fn several_leaders(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
         return vec![];
     }
     vec![w(
-        "MultipleLeaders",
+        WarningCode::MultipleLeaders,
         None,
         format!("{} replicas claim leadership: {}; a stale leader in an older term may still serve reads", claims.len(), claims.join(", ")),
     )]
@@ -449,7 +447,7 @@ fn fault_tolerance_zero(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warnin
         return vec![];
     }
     vec![w(
-        "FaultToleranceZero",
+        WarningCode::FaultToleranceZero,
         None,
         format!("fault tolerance is 0: {} of {} voters are healthy and {} are needed, so losing one more replica (a drain, a crash, a rollout) stops the cluster", s.healthy_voters, s.voters, s.quorum),
     )]
@@ -458,16 +456,10 @@ fn fault_tolerance_zero(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warnin
 fn ready_but_raft_dead(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
     r.replicas
         .iter()
-        .filter(|x| {
-            x.ready
-                && matches!(
-                    x.raft.health.state,
-                    CheckState::Failing | CheckState::Unreachable
-                )
-        })
+        .filter(|x| x.ready && x.raft.health.state != CheckState::Ok)
         .map(|x| {
             w(
-                "ReadyButUnhealthy",
+                WarningCode::ReadyButUnhealthy,
                 Some(&x.pod),
                 format!(
                     "pod {} is Ready but its {} check is {}: {}",
@@ -485,7 +477,7 @@ fn ready_without_leader(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warnin
     r.replicas
         .iter()
         .filter(|x| x.ready && x.raft.has_leader == Some(false))
-        .map(|x| w("ReadyWithoutLeader", Some(&x.pod), format!("pod {} is Ready but knows no leader: it cannot serve a linearizable read or a write", x.pod)))
+        .map(|x| w(WarningCode::ReadyWithoutLeader, Some(&x.pod), format!("pod {} is Ready but knows no leader: it cannot serve a linearizable read or a write", x.pod)))
         .collect()
 }
 
@@ -495,7 +487,7 @@ fn unreachable_replica(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning
         .filter(|x| !x.ready && x.raft.health.state == CheckState::Unreachable)
         .map(|x| {
             w(
-                "Unreachable",
+                WarningCode::Unreachable,
                 Some(&x.pod),
                 format!("pod {}: {}", x.pod, x.raft.health.detail),
             )
@@ -522,7 +514,7 @@ fn client_service_routes_unready(r: &ClusterReport, _: &ClusterObservation) -> V
             let is_client = client_services.iter().any(|s| s.name == e.service);
             if is_client && e.listed && e.ready != Some(false) && e.terminating != Some(true) {
                 out.push(w(
-                    "ServiceRoutesToUnready",
+                    WarningCode::ServiceRoutesToUnready,
                     Some(&x.pod),
                     format!(
                         "Service {} routes clients to {}, which is not ready by {}'s own account",
@@ -560,7 +552,7 @@ fn tcp_only_readiness(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning>
         None => "there is no readiness probe".to_string(),
     };
     vec![w(
-        "WeakReadinessProbe",
+        WarningCode::WeakReadinessProbe,
         None,
         format!("{what} on {}: a replica whose Raft core has died stays Ready; probe the system's health endpoint instead", weak.join(", ")),
     )]
@@ -572,7 +564,7 @@ fn leader_on_cordoned_node(r: &ClusterReport, _: &ClusterObservation) -> Vec<War
         .filter(|x| x.raft.role == Role::Leader && x.node_unschedulable)
         .map(|x| {
             w(
-                "LeaderOnCordonedNode",
+                WarningCode::LeaderOnCordonedNode,
                 Some(&x.pod),
                 format!("leader {} runs on cordoned node {}: a drain will evict it; move leadership first", x.pod, x.node.as_deref().unwrap_or("?")),
             )
@@ -582,12 +574,12 @@ fn leader_on_cordoned_node(r: &ClusterReport, _: &ClusterObservation) -> Vec<War
 
 fn pdb_looser_than_raft(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warning> {
     let Some(pdb) = &r.pdb else {
-        return vec![w("NoPodDisruptionBudget", None, "no PodDisruptionBudget covers these pods: kubectl drain may evict several voters at once".into())];
+        return vec![w(WarningCode::NoPodDisruptionBudget, None, "no PodDisruptionBudget covers these pods: kubectl drain may evict several voters at once".into())];
     };
     let s = &r.summary;
     if s.has_quorum && pdb.disruptions_allowed > s.fault_tolerance as i32 {
         return vec![w(
-            "DisruptionBudgetTooLoose",
+            WarningCode::DisruptionBudgetTooLoose,
             None,
             format!(
                 "PodDisruptionBudget {} allows {} disruption{} but Raft tolerates {}: evictions it allows can break quorum",
@@ -603,7 +595,7 @@ fn pdb_looser_than_raft(r: &ClusterReport, _: &ClusterObservation) -> Vec<Warnin
 
 fn membership_unknown(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
     match &obs.members {
-        Some(Err(e)) => vec![w("MembershipUnknown", None, format!("could not read the Raft member list ({e}); counting the StatefulSet's replicas instead"))],
+        Some(Err(e)) => vec![w(WarningCode::MembershipUnknown, None, format!("could not read the Raft member list ({e}); counting the StatefulSet's replicas instead"))],
         _ => vec![],
     }
 }

@@ -47,10 +47,6 @@ pub struct GlobalArgs {
     #[arg(short = 'n', long, global = true, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
 
-    /// Look in every namespace.
-    #[arg(short = 'A', long, global = true)]
-    pub all_namespaces: bool,
-
     /// How long to wait for one API server request, e.g. 10s, 1m (0 = no limit).
     #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
@@ -68,8 +64,72 @@ pub enum Command {
         Exit status: 0 when the report was produced (even with warnings), 1 on an error.")]
     Status(StatusArgs),
 
+    /// Hand Raft leadership to a healthy, caught-up member and wait until it has really happened.
+    #[command(after_help = "Examples:\n  \
+        kubectl raft yield etcd                    # to the best member, and wait\n  \
+        kubectl raft yield etcd-1 --to etcd-2      # any replica names the cluster; --to picks the target\n  \
+        kubectl raft yield sts/etcd --dry-run      # who leads, who would take over and why, the request\n  \
+        kubectl raft yield zk --allow-election     # ZooKeeper cannot transfer: delete the leader, wait\n  \
+        kubectl-raft yield --local --system etcd   # in a preStop hook: hand over if this replica leads\n\n\
+        Exit status: 0 when leadership moved as asked (or, with --local, this replica does not lead);\n\
+        1 when it refused, failed, went elsewhere or timed out (the last observations are printed).")]
+    Yield(YieldArgs),
+
     /// List the Raft systems kubectl raft recognises (built-in profiles plus --profiles FILE).
     Systems(SystemsArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct YieldArgs {
+    /// The cluster: a StatefulSet (NAME or sts/NAME) or any of its pods.
+    #[arg(value_name = "NAME", conflicts_with_all = ["selector", "all_namespaces"], required_unless_present_any = ["selector", "local"])]
+    pub name: Option<String>,
+
+    /// The member to hand leadership to (a pod of the cluster); default: the healthy voter
+    /// with the least lag, preferring a schedulable, Ready node.
+    #[arg(long, value_name = "POD")]
+    pub to: Option<String>,
+
+    /// A target may be at most this many log entries behind the leader.
+    #[arg(long, value_name = "ENTRIES", default_value_t = 1000)]
+    pub max_lag: u64,
+
+    /// Go ahead despite a refusal that can be overridden (several claimants, fault tolerance
+    /// 0, a target that is unhealthy, lagging or unreachable).
+    #[arg(long)]
+    pub force: bool,
+
+    /// How long to wait for the handover to complete, e.g. 30s.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Print the leader, the chosen target and why, and the exact request; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// For systems that cannot transfer (ZooKeeper): delete the leader pod (honouring its
+    /// grace period) and wait for a new leader, reporting the leaderless window.
+    #[arg(long)]
+    pub allow_election: bool,
+
+    /// In-pod handover for a preStop hook: talk to this replica on localhost (and its peers
+    /// from its member list); no Kubernetes API. Exits 0 at once when it does not lead.
+    #[arg(long, conflicts_with_all = ["name", "selector", "allow_election"], requires = "system")]
+    pub local: bool,
+
+    /// With --local: the replica's port (default: the profile's first port number).
+    #[arg(long, value_name = "PORT", requires = "local")]
+    pub port: Option<u16>,
+
+    #[command(flatten)]
+    pub select: SelectArgs,
+
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+
+    /// Output format: a summary line (table), or the documented report (docs/yield-schema.md).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -86,7 +146,7 @@ pub struct SystemsArgs {
 #[derive(Debug, Args, Clone)]
 pub struct StatusArgs {
     /// A StatefulSet name (NAME or sts/NAME); all recognised Raft clusters when omitted.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", conflicts_with_all = ["selector", "all_namespaces"])]
     pub name: Option<String>,
 
     #[command(flatten)]
@@ -100,9 +160,14 @@ pub struct StatusArgs {
     pub output: Output,
 }
 
-/// Which replicas form the clusters to act on.
+/// Which replicas form the clusters to act on. Every verb that takes a NAME flattens this,
+/// and its NAME conflicts with `-l` and `-A` (a name needs one namespace).
 #[derive(Debug, Args, Clone, Default)]
 pub struct SelectArgs {
+    /// Look in every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+
     /// Only clusters with a replica on this node.
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
@@ -130,7 +195,14 @@ pub struct ProbeArgs {
     /// Time limit for one request to one replica.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub probe_timeout: Duration,
+
+    /// Requests to replicas in flight at once, across all clusters (the API server limits
+    /// the requests it serves at once, for every client).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INFLIGHT, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_inflight: u16,
 }
+
+pub const DEFAULT_MAX_INFLIGHT: u16 = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Via {

@@ -8,7 +8,12 @@ use kube::{Client, Config};
 use crate::cli::GlobalArgs;
 
 pub struct Connection {
+    /// For the API: retries what kube-rs retries (429, 503, 504) with backoff.
     pub client: Client,
+    /// For requests to replicas through pods/proxy: no retries of its own, because a 503
+    /// there is usually the replica's own answer ("no leader") or the API server saying it
+    /// could not reach the pod, and either must be shown at once, not retried into a timeout.
+    pub probe_client: Client,
     /// The namespace to use when neither -n nor -A is given.
     pub default_namespace: String,
 }
@@ -49,10 +54,15 @@ pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
     let ten = std::time::Duration::from_secs(10);
     config.connect_timeout = Some(timeout.map_or(ten, |t| t.min(ten)));
     let default_namespace = config.default_namespace.clone();
+    let mut probe_config = config.clone();
+    probe_config.default_retry = false;
     let client =
         Client::try_from(config).context("cannot build a Kubernetes client from the kubeconfig")?;
+    let probe_client = Client::try_from(probe_config)
+        .context("cannot build a Kubernetes client from the kubeconfig")?;
     Ok(Connection {
         client,
+        probe_client,
         default_namespace,
     })
 }

@@ -1,6 +1,50 @@
 //! Turning Kubernetes API failures into messages that say what happened and what to do.
 
+use std::error::Error;
+
 use anyhow::anyhow;
+
+/// An error the command has already explained on stderr: exit 1, print nothing more.
+#[derive(Debug)]
+pub struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reported")
+    }
+}
+
+impl Error for Reported {}
+
+/// A cause chain on one line, without the repeats some libraries produce when an error
+/// already quotes its source ("read x: No such file: No such file"). The one formatter for
+/// every error the plugin prints.
+pub fn join_causes<'a>(causes: impl Iterator<Item = &'a (dyn Error + 'static)>) -> String {
+    let mut parts: Vec<String> = vec![];
+    for cause in causes {
+        let msg = cause.to_string();
+        if !parts.last().is_some_and(|prev| prev.ends_with(&msg)) {
+            parts.push(msg);
+        }
+    }
+    parts.join(": ")
+}
+
+/// `join_causes` over an error and its sources.
+pub fn chain(e: &(dyn Error + 'static)) -> String {
+    let mut causes = vec![e];
+    let mut cur = e;
+    while let Some(c) = cur.source() {
+        causes.push(c);
+        cur = c;
+    }
+    join_causes(causes.into_iter())
+}
+
+/// `join_causes` over an anyhow error's context chain.
+pub fn anyhow_chain(e: &anyhow::Error) -> String {
+    join_causes(e.chain())
+}
 
 pub fn status_of(e: &kube::Error) -> Option<&kube::core::Status> {
     match e {
@@ -39,5 +83,22 @@ pub fn api_context(e: kube::Error, verb: &str, resource: &str, where_: &str) -> 
         None => anyhow::Error::new(e).context(format!(
             "cannot {verb} {resource}{place}: the API server did not answer (check --context, --kubeconfig and the network)"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_chains_read_as_one_line_without_repeats() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = anyhow::Error::new(io)
+            .context("read x: No such file")
+            .context("cannot load the kubeconfig");
+        assert_eq!(
+            anyhow_chain(&e),
+            "cannot load the kubeconfig: read x: No such file"
+        );
     }
 }

@@ -4,12 +4,16 @@ mod assess;
 mod cli;
 mod commands;
 mod connect;
-mod discovery;
 mod errors;
+mod handover;
+mod model;
 mod observe;
+mod plan;
 mod profile;
 mod render;
 mod report;
+mod select;
+mod survey;
 mod transport;
 
 use std::io::Write;
@@ -35,7 +39,12 @@ fn main() -> ExitCode {
     let mut out = stdout.lock();
     let result = runtime.block_on(async {
         match &cli.command {
-            Command::Status(args) => commands::status::run(&cli.global, args, &mut out).await,
+            Command::Status(args) => {
+                commands::status::run(&cli.global, args, &mut out, &mut std::io::stderr()).await
+            }
+            Command::Yield(args) => {
+                commands::yield_::run(&cli.global, args, &mut out, &mut std::io::stderr()).await
+            }
             Command::Systems(args) => commands::systems::run(args, &mut out),
         }
     });
@@ -43,25 +52,13 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if e.is::<errors::Reported>() => ExitCode::FAILURE,
         Err(e) => {
             // kubectl's style: one line "error: what: why: why", hints on their own lines.
-            eprintln!("error: {}", error_chain(&e));
+            eprintln!("error: {}", errors::anyhow_chain(&e));
             ExitCode::FAILURE
         }
     }
-}
-
-/// The cause chain on one line, without the repeats some libraries produce when an error
-/// already quotes its source ("read x: No such file: No such file").
-fn error_chain(e: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = vec![];
-    for cause in e.chain() {
-        let msg = cause.to_string();
-        if !parts.last().is_some_and(|prev| prev.ends_with(&msg)) {
-            parts.push(msg);
-        }
-    }
-    parts.join(": ")
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -76,15 +73,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn error_chains_read_as_one_line_without_repeats() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
-        let e = anyhow::Error::new(io)
-            .context("read x: No such file")
-            .context("cannot load the kubeconfig");
-        assert_eq!(
-            error_chain(&e),
-            "cannot load the kubeconfig: read x: No such file"
-        );
+    fn broken_pipes_are_recognised_through_context() {
         let broken = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
             .context("writing");
         assert!(is_broken_pipe(&broken));

@@ -1,46 +1,22 @@
-//! Observation: ask every replica of every cluster, all at once, what it knows about Raft.
-//! One slow or dead replica costs at most one probe timeout and never hides the others.
+//! Observation: ask every replica of every cluster what it knows about Raft, concurrently
+//! within the transport's in-flight bound. One slow or dead replica costs at most one probe
+//! timeout and never hides the others.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 
-use crate::discovery::ClusterTarget;
-use crate::profile::extract::{self, CheckOutcome, Member, RaftFacts, Role};
+use crate::model::{
+    CheckOutcome, ClusterObservation, ClusterTarget, Endpoint, ProbeError, RaftFacts,
+    ReplicaObservation, Role,
+};
+use crate::plan::ReplicaView;
+use crate::profile::extract;
 use crate::profile::{resolve_port, CheckSpec, PortSpec, Profile};
-use crate::transport::{Endpoint, ProbeError, Transport};
-
-#[derive(Debug, Clone)]
-pub struct ReplicaObservation {
-    pub pod: Pod,
-    pub health: Result<CheckOutcome, ProbeError>,
-    pub readiness: Option<Result<CheckOutcome, ProbeError>>,
-    pub facts: RaftFacts,
-    /// Failed requests, one message each (optional requests are left out).
-    pub errors: Vec<String>,
-}
-
-#[derive(Debug, Clone)]
-pub struct ClusterObservation {
-    pub target: ClusterTarget,
-    pub replicas: Vec<ReplicaObservation>,
-    /// The Raft membership as one member lists it, where the profile knows how to ask.
-    pub members: Option<Result<Vec<Member>, String>>,
-}
-
-pub async fn observe_all(
-    transport: &Transport,
-    targets: Vec<ClusterTarget>,
-    limit: Duration,
-) -> Vec<ClusterObservation> {
-    join_all(
-        targets
-            .into_iter()
-            .map(|t| observe_cluster(transport, t, limit)),
-    )
-    .await
-}
+use crate::transport::Transport;
 
 pub async fn observe_cluster(
     transport: &Transport,
@@ -61,11 +37,7 @@ pub async fn observe_cluster(
             let asked = replicas
                 .iter()
                 .find(|r| r.facts.role == Some(Role::Leader))
-                .or_else(|| {
-                    replicas
-                        .iter()
-                        .find(|r| r.health.as_ref().is_ok_and(|c| c.ok))
-                });
+                .or_else(|| replicas.iter().find(|r| r.healthy()));
             match asked {
                 None => None,
                 Some(r) => Some(match endpoint(&target.profile, &r.pod, None) {
@@ -147,12 +119,34 @@ pub async fn observe_replica(
             None => None,
         }
     };
-    let requests = join_all(profile.requests.iter().map(|r| async move {
+    let (health, readiness, (facts, errors)) = tokio::join!(
+        health,
+        readiness,
+        read_facts(transport, profile, pod, limit)
+    );
+    ReplicaObservation {
+        pod: pod.clone(),
+        health,
+        readiness,
+        facts,
+        errors,
+    }
+}
+
+/// The profile's fact requests on one replica (no health check, no member list): what a
+/// waiting loop needs, as often as it needs it. Failed requests come back one message each
+/// (optional ones left out); `answered` is false when no request got an answer at all.
+pub async fn read_facts(
+    transport: &Transport,
+    profile: &Profile,
+    pod: &Pod,
+    limit: Duration,
+) -> (RaftFacts, Vec<String>) {
+    let answers = join_all(profile.requests.iter().map(|r| async move {
         let ep = endpoint(profile, pod, r.port.as_ref())?;
         transport.call(&ep, &r.request, limit).await
-    }));
-    let (health, readiness, answers) = tokio::join!(health, readiness, requests);
-
+    }))
+    .await;
     let mut facts = RaftFacts::default();
     let mut errors = vec![];
     for (spec, answer) in profile.requests.iter().zip(answers) {
@@ -166,11 +160,42 @@ pub async fn observe_replica(
         }
     }
     extract::finish(profile, &mut facts);
-    ReplicaObservation {
-        pod: pod.clone(),
-        health,
-        readiness,
-        facts,
-        errors,
+    (facts, errors)
+}
+
+/// One replica in a waiting loop: its role, the leader it names (as a pod, through
+/// `pod_of_member`) and its term.
+pub async fn poll_view(
+    transport: &Transport,
+    profile: &Profile,
+    pod: &Pod,
+    pod_of_member: &BTreeMap<String, String>,
+    limit: Duration,
+) -> ReplicaView {
+    let name = pod.name_any();
+    let (f, errors) = read_facts(transport, profile, pod, limit).await;
+    let answered = f.role.is_some() || f.term.is_some() || f.leader_id.is_some();
+    if !answered {
+        return ReplicaView {
+            pod: name,
+            role: None,
+            leader: None,
+            has_leader: None,
+            term: None,
+            error: Some(errors.join("; ")),
+        };
+    }
+    let leader = f
+        .leader_id
+        .as_ref()
+        .and_then(|id| pod_of_member.get(id).cloned())
+        .or_else(|| (f.role == Some(Role::Leader)).then(|| name.clone()));
+    ReplicaView {
+        pod: name,
+        role: Some(f.role.unwrap_or(Role::Unknown)),
+        leader,
+        has_leader: f.has_leader,
+        term: f.term,
+        error: None,
     }
 }

@@ -1,7 +1,6 @@
 //! Rendering: tables for people, JSON and YAML for programs.
 
 use std::io::Write;
-use std::time::Duration;
 
 use anyhow::Result;
 use comfy_table::presets::NOTHING;
@@ -9,17 +8,6 @@ use comfy_table::{Cell, ContentArrangement, Table};
 
 use crate::cli::Output;
 use crate::report::{ClusterReport, ReplicaReport, StatusReport};
-
-pub fn human_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{:.2}s", d.as_secs_f64())
-    }
-}
 
 pub fn status(report: &StatusReport, output: Output, out: &mut dyn Write) -> Result<()> {
     match output {
@@ -65,7 +53,7 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
         c.namespace,
         c.name,
         c.system,
-        c.owner_kind,
+        c.owner_kind.as_str(),
         s.members,
         s.healthy_voters,
         s.voters,
@@ -190,16 +178,4 @@ fn replica_row(r: &ReplicaReport, wide: bool) -> Vec<Cell> {
     }
     row.push(endpoints);
     row.into_iter().map(Cell::new).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
-        assert_eq!(human_duration(Duration::from_secs(2)), "2s");
-        assert_eq!(human_duration(Duration::from_millis(1500)), "1.50s");
-    }
 }

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::profile::extract::Role;
+use crate::model::{OwnerKind, Role};
 
 pub const API_VERSION: &str = "kubectl-raft/v1alpha1";
 
@@ -22,7 +22,7 @@ pub struct ClusterReport {
     pub namespace: String,
     pub name: String,
     /// "StatefulSet", or "Selector" for pods chosen with -l.
-    pub owner_kind: String,
+    pub owner_kind: OwnerKind,
     pub system: String,
     pub summary: Summary,
     pub pdb: Option<PdbReport>,
@@ -178,7 +178,90 @@ impl EndpointReport {
 #[serde(rename_all = "camelCase")]
 pub struct Warning {
     /// A stable machine-readable code, e.g. `NoLeader`.
-    pub code: &'static str,
+    pub code: WarningCode,
     pub pod: Option<String>,
     pub message: String,
+}
+
+/// Every warning `status` can give, serialised as its name (docs/status-schema.md lists them;
+/// a test keeps the two the same).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WarningCode {
+    QuorumLost,
+    NoLeader,
+    MultipleLeaders,
+    FaultToleranceZero,
+    ReadyButUnhealthy,
+    ReadyWithoutLeader,
+    Unreachable,
+    ServiceRoutesToUnready,
+    WeakReadinessProbe,
+    LeaderOnCordonedNode,
+    NoPodDisruptionBudget,
+    DisruptionBudgetTooLoose,
+    MembershipUnknown,
+}
+
+#[cfg(test)]
+impl WarningCode {
+    pub const ALL: &'static [WarningCode] = &[
+        WarningCode::QuorumLost,
+        WarningCode::NoLeader,
+        WarningCode::MultipleLeaders,
+        WarningCode::FaultToleranceZero,
+        WarningCode::ReadyButUnhealthy,
+        WarningCode::ReadyWithoutLeader,
+        WarningCode::Unreachable,
+        WarningCode::ServiceRoutesToUnready,
+        WarningCode::WeakReadinessProbe,
+        WarningCode::LeaderOnCordonedNode,
+        WarningCode::NoPodDisruptionBudget,
+        WarningCode::DisruptionBudgetTooLoose,
+        WarningCode::MembershipUnknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WarningCode::QuorumLost => "QuorumLost",
+            WarningCode::NoLeader => "NoLeader",
+            WarningCode::MultipleLeaders => "MultipleLeaders",
+            WarningCode::FaultToleranceZero => "FaultToleranceZero",
+            WarningCode::ReadyButUnhealthy => "ReadyButUnhealthy",
+            WarningCode::ReadyWithoutLeader => "ReadyWithoutLeader",
+            WarningCode::Unreachable => "Unreachable",
+            WarningCode::ServiceRoutesToUnready => "ServiceRoutesToUnready",
+            WarningCode::WeakReadinessProbe => "WeakReadinessProbe",
+            WarningCode::LeaderOnCordonedNode => "LeaderOnCordonedNode",
+            WarningCode::NoPodDisruptionBudget => "NoPodDisruptionBudget",
+            WarningCode::DisruptionBudgetTooLoose => "DisruptionBudgetTooLoose",
+            WarningCode::MembershipUnknown => "MembershipUnknown",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/status-schema.md lists every warning code, and nothing else.
+    #[test]
+    fn the_documented_warning_codes_are_the_codes() {
+        let doc = include_str!("../docs/status-schema.md");
+        let mut documented: Vec<&str> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once('`').map(|(code, _)| code))
+            .collect();
+        documented.sort();
+        let mut codes: Vec<&str> = WarningCode::ALL.iter().map(|c| c.as_str()).collect();
+        codes.sort();
+        assert_eq!(documented, codes);
+        for c in WarningCode::ALL {
+            assert_eq!(
+                serde_json::to_value(c).unwrap(),
+                serde_json::Value::String(c.as_str().into()),
+                "serialised as its name"
+            );
+        }
+    }
 }

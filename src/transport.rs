@@ -4,7 +4,7 @@
 //! Every request has its own time limit and a cap on the answer's size, and every failure
 //! becomes a `ProbeError` the user can act on; nothing here panics or blocks other replicas.
 
-use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,84 +12,87 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
+use tokio::sync::Semaphore;
 
-use crate::profile::extract::HttpAnswer;
+use crate::model::{Endpoint, HttpAnswer, ProbeError, MAX_ANSWER_BYTES};
 use crate::profile::{HttpRequest, Scheme};
 
-/// Answers larger than this are cut off and reported: health endpoints answer in bytes.
-pub const MAX_ANSWER_BYTES: usize = 1 << 20;
-
-/// Where one request goes.
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    pub namespace: String,
-    pub pod: String,
-    pub pod_ip: Option<String>,
-    pub port: u16,
-    pub scheme: Scheme,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProbeError {
-    /// No answer within the time limit (a hung or stopped process).
-    Timeout(Duration),
-    /// The connection was refused or could not be made.
-    Unreachable(String),
-    /// RBAC refused the proxy request.
-    Forbidden(String),
-    /// The answer exceeded MAX_ANSWER_BYTES.
-    TooLarge,
-    /// Anything else: the API server failed, the pod has no IP, ...
-    Other(String),
-}
-
-impl fmt::Display for ProbeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProbeError::Timeout(d) => {
-                write!(f, "no answer within {}", crate::render::human_duration(*d))
-            }
-            ProbeError::Unreachable(m) => write!(f, "unreachable: {m}"),
-            ProbeError::Forbidden(m) => write!(f, "forbidden: {m}"),
-            ProbeError::TooLarge => write!(f, "answer larger than {} bytes", MAX_ANSWER_BYTES),
-            ProbeError::Other(m) => write!(f, "{m}"),
-        }
-    }
-}
+/// How often a probe refused by the API server for load (429) is tried again.
+const THROTTLE_RETRIES: u32 = 5;
 
 #[derive(Clone)]
-pub enum Transport {
+enum Via {
     Proxy(kube::Client),
     Direct(HyperClient<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>),
 }
 
+/// Requests to replicas, at most `max_inflight` at once, whatever the number of callers.
+#[derive(Clone)]
+pub struct Transport {
+    via: Via,
+    inflight: Arc<Semaphore>,
+}
+
 impl Transport {
-    pub fn proxy(client: kube::Client) -> Self {
-        Transport::Proxy(client)
+    /// Through the API server's pods/proxy. The client must not retry on its own (see
+    /// `connect::Connection::probe_client`): a replica's 503 is an answer, not a hiccup.
+    pub fn proxy(client: kube::Client, max_inflight: usize) -> Self {
+        Self::new(Via::Proxy(client), max_inflight)
     }
 
-    pub fn direct() -> Self {
+    pub fn direct(max_inflight: usize) -> Self {
         // No connect timeout of its own: every call is bounded by --probe-timeout.
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        Transport::Direct(HyperClient::builder(TokioExecutor::new()).build(connector))
+        Self::new(
+            Via::Direct(HyperClient::builder(TokioExecutor::new()).build(connector)),
+            max_inflight,
+        )
     }
 
-    pub fn describe(&self) -> &'static str {
-        match self {
-            Transport::Proxy(_) => "pods/proxy",
-            Transport::Direct(_) => "direct",
+    fn new(via: Via, max_inflight: usize) -> Self {
+        Transport {
+            via,
+            inflight: Arc::new(Semaphore::new(max_inflight.max(1))),
         }
     }
 
+    pub fn describe(&self) -> &'static str {
+        match self.via {
+            Via::Proxy(_) => "pods/proxy",
+            Via::Direct(_) => "direct",
+        }
+    }
+
+    /// One request, bounded by `limit` once it is under way (waiting for a free slot under
+    /// the in-flight bound does not count against the replica). An API server that refuses
+    /// the request for load (HTTP 429) is asked again with backoff, up to a few times.
     pub async fn call(
         &self,
         ep: &Endpoint,
         req: &HttpRequest,
         limit: Duration,
     ) -> Result<HttpAnswer, ProbeError> {
-        match tokio::time::timeout(limit, self.call_unbounded(ep, req)).await {
-            Ok(r) => r,
-            Err(_) => Err(ProbeError::Timeout(limit)),
+        let mut backoff = Duration::from_millis(50);
+        let mut attempt = 0;
+        loop {
+            let result = {
+                let _permit = self.inflight.acquire().await.expect("never closed");
+                match tokio::time::timeout(limit, self.call_unbounded(ep, req)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(ProbeError::Timeout(limit)),
+                }
+            };
+            match result {
+                Err(ProbeError::Throttled(m)) if attempt < THROTTLE_RETRIES => {
+                    attempt += 1;
+                    let wait = retry_after(&m)
+                        .unwrap_or(backoff)
+                        .min(Duration::from_secs(2));
+                    tokio::time::sleep(wait).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+                other => return other,
+            }
         }
     }
 
@@ -99,8 +102,8 @@ impl Transport {
         req: &HttpRequest,
     ) -> Result<HttpAnswer, ProbeError> {
         let body = req.body.clone().unwrap_or_default();
-        match self {
-            Transport::Proxy(client) => {
+        match &self.via {
+            Via::Proxy(client) => {
                 let port = match ep.scheme {
                     Scheme::Http => format!("{}:{}", ep.pod, ep.port),
                     Scheme::Https => format!("https:{}:{}", ep.pod, ep.port),
@@ -117,10 +120,22 @@ impl Transport {
                         ProbeError::Other(format!("the API server did not answer: {e}"))
                     })?;
                 let status = resp.status().as_u16();
+                let retry = resp
+                    .headers()
+                    .get(http::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
                 let body = read_capped(resp.into_body()).await?;
-                classify_proxy_answer(HttpAnswer { status, body }, &ep.pod)
+                classify_proxy_answer(HttpAnswer { status, body }, &ep.pod).map_err(|e| match e {
+                    // Carry the server's Retry-After to the retry loop.
+                    ProbeError::Throttled(m) => ProbeError::Throttled(match retry {
+                        Some(s) => format!("{m} (retry after {s}s)"),
+                        None => m,
+                    }),
+                    e => e,
+                })
             }
-            Transport::Direct(client) => {
+            Via::Direct(client) => {
                 if ep.scheme == Scheme::Https {
                     return Err(ProbeError::Other(
                         "--via direct speaks plain HTTP only; use --via proxy for HTTPS ports"
@@ -141,7 +156,7 @@ impl Transport {
                 let resp = client
                     .request(request.map(|b| Full::new(Bytes::from(b))))
                     .await
-                    .map_err(|e| ProbeError::Unreachable(error_chain(&e)))?;
+                    .map_err(|e| ProbeError::Unreachable(crate::errors::chain(&e)))?;
                 let status = resp.status().as_u16();
                 let body = read_capped(resp.into_body()).await?;
                 Ok(HttpAnswer { status, body })
@@ -177,15 +192,10 @@ where
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+/// The Retry-After the API server sent, as carried in a Throttled message.
+fn retry_after(msg: &str) -> Option<Duration> {
+    let secs = msg.rsplit_once("(retry after ")?.1.strip_suffix("s)")?;
+    secs.parse().ok().map(Duration::from_secs)
 }
 
 #[derive(Deserialize)]
@@ -198,7 +208,7 @@ struct ApiStatus {
 /// Tells the API server's own failures (it could not reach the pod, RBAC refused, the pod
 /// is gone) from the replica's answers, which pass through unchanged.
 pub fn classify_proxy_answer(ans: HttpAnswer, pod: &str) -> Result<HttpAnswer, ProbeError> {
-    if !matches!(ans.status, 403 | 404 | 500 | 502 | 503) {
+    if !matches!(ans.status, 403 | 404 | 429 | 500 | 502 | 503) {
         return Ok(ans);
     }
     let Ok(st) = serde_json::from_slice::<ApiStatus>(&ans.body) else {
@@ -213,6 +223,8 @@ pub fn classify_proxy_answer(ans: HttpAnswer, pod: &str) -> Result<HttpAnswer, P
             "{msg} (the plugin needs `get` on `pods/proxy`, or use --via direct from inside the cluster)"
         ))),
         (404, Some("NotFound")) => Err(ProbeError::Other(format!("pod {pod} is gone: {msg}"))),
+        // API Priority and Fairness (or --max-requests-inflight) refused it: not the replica's fault.
+        (429, _) => Err(ProbeError::Throttled(msg)),
         (500 | 502 | 503, _) if msg.contains("error trying to reach service") || msg.contains("dial tcp") => {
             Err(ProbeError::Unreachable(short_dial_error(&msg)))
         }
@@ -221,9 +233,13 @@ pub fn classify_proxy_answer(ans: HttpAnswer, pod: &str) -> Result<HttpAnswer, P
 }
 
 /// "error trying to reach service: dial tcp 10.1.2.3:2379: connect: connection refused"
-/// -> "connection refused (10.1.2.3:2379)"
+/// -> "connection refused (10.1.2.3:2379)";
+/// "error trying to reach service: EOF" -> "the connection was closed without an answer (EOF)"
 fn short_dial_error(msg: &str) -> String {
     let tail = msg.rsplit(": ").next().unwrap_or(msg);
+    if tail == "EOF" || tail.contains("connection reset by peer") {
+        return format!("the connection was closed without an answer ({tail})");
+    }
     match msg
         .split("dial tcp ")
         .nth(1)

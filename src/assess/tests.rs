@@ -11,8 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use proptest::prelude::*;
 
 use super::*;
-use crate::discovery::ClusterTarget;
-use crate::profile::extract::RaftFacts;
+use crate::model::{ClusterTarget, OwnerKind, RaftFacts};
 use crate::profile::Catalog;
 
 fn app() -> BTreeMap<String, String> {
@@ -128,7 +127,7 @@ fn observe(rs: &[R], tcp_probe: bool) -> ClusterObservation {
     let target = ClusterTarget {
         namespace: "db".into(),
         name: "etcd".into(),
-        owner_kind: "StatefulSet",
+        owner_kind: OwnerKind::StatefulSet,
         profile,
         desired_replicas: rs.len() as u32,
         pods,
@@ -230,7 +229,7 @@ fn world(obs: &ClusterObservation, disruptions_allowed: Option<i32>) -> Snapshot
 }
 
 fn codes(r: &ClusterReport) -> Vec<&'static str> {
-    r.warnings.iter().map(|w| w.code).collect()
+    r.warnings.iter().map(|w| w.code.as_str()).collect()
 }
 
 #[test]
@@ -340,7 +339,7 @@ fn two_claimants_a_weak_probe_and_a_cordoned_leader_are_warned_about() {
     let w = r
         .warnings
         .iter()
-        .find(|w| w.code == "MultipleLeaders")
+        .find(|w| w.code == WarningCode::MultipleLeaders)
         .unwrap();
     assert!(w.message.contains("etcd-0 (term 1)"), "{}", w.message);
 }
@@ -398,11 +397,11 @@ proptest! {
             prop_assert_eq!(s.fault_tolerance + s.quorum, s.healthy_voters);
         } else {
             prop_assert_eq!(s.fault_tolerance, 0);
-            prop_assert!(s.voters == 0 || r.warnings.iter().any(|w| w.code == "QuorumLost"));
+            prop_assert!(s.voters == 0 || r.warnings.iter().any(|w| w.code == WarningCode::QuorumLost));
         }
         let claimants: Vec<&str> = r.replicas.iter().filter(|x| x.raft.role == Role::Leader).map(|x| x.pod.as_str()).collect();
         prop_assert_eq!(s.leader.is_some(), claimants.len() == 1);
-        prop_assert_eq!(claimants.len() > 1, r.warnings.iter().any(|w| w.code == "MultipleLeaders"));
+        prop_assert_eq!(claimants.len() > 1, r.warnings.iter().any(|w| w.code == WarningCode::MultipleLeaders));
         // An unreachable replica never claims a role.
         for x in &r.replicas {
             if x.raft.health.state == CheckState::Unreachable {
@@ -410,4 +409,276 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_ready_replica_whose_answer_is_too_large_is_warned_about() {
+    let mut obs = observe(
+        &[
+            healthy(Role::Leader),
+            healthy(Role::Follower),
+            healthy(Role::Follower),
+        ],
+        false,
+    );
+    obs.replicas[2].health = Err(ProbeError::TooLarge);
+    let r = assess(&obs, &world(&obs, Some(1)));
+    assert_eq!(r.replicas[2].raft.health.state, CheckState::Unknown);
+    let w: Vec<&Warning> = r
+        .warnings
+        .iter()
+        .filter(|w| w.code == WarningCode::ReadyButUnhealthy)
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", r.warnings);
+    assert_eq!(w[0].pod.as_deref(), Some("etcd-2"));
+    assert!(w[0].message.contains("larger than"), "{}", w[0].message);
+}
+
+#[test]
+fn a_ready_replica_that_knows_no_leader_is_warned_about() {
+    let mut obs = observe(
+        &[
+            healthy(Role::Leader),
+            healthy(Role::Follower),
+            healthy(Role::Follower),
+        ],
+        false,
+    );
+    obs.replicas[1].facts.has_leader = Some(false);
+    let r = assess(&obs, &world(&obs, Some(1)));
+    let w: Vec<&Warning> = r
+        .warnings
+        .iter()
+        .filter(|w| w.code == WarningCode::ReadyWithoutLeader)
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", r.warnings);
+    assert_eq!(w[0].pod.as_deref(), Some("etcd-1"));
+}
+
+#[test]
+fn an_unreadable_member_list_is_warned_about_and_replicas_are_counted_instead() {
+    let mut obs = observe(
+        &[
+            healthy(Role::Leader),
+            healthy(Role::Follower),
+            healthy(Role::Follower),
+        ],
+        false,
+    );
+    obs.members = Some(Err("etcd-0 /v3/cluster/member/list: HTTP 500".into()));
+    let r = assess(&obs, &world(&obs, Some(1)));
+    assert!(codes(&r).contains(&"MembershipUnknown"), "{:?}", codes(&r));
+    assert_eq!(r.summary.members, 3);
+}
+
+#[test]
+fn a_member_list_with_a_learner_sets_the_voters() {
+    let mut obs = observe(
+        &[
+            healthy(Role::Leader),
+            healthy(Role::Follower),
+            healthy(Role::Follower),
+        ],
+        false,
+    );
+    let member = |id: &str, learner| crate::model::Member {
+        id: id.into(),
+        name: Some(format!("etcd-{id}")),
+        learner,
+        url: None,
+    };
+    obs.members = Some(Ok(vec![
+        member("0", false),
+        member("1", false),
+        member("2", false),
+        member("3", true),
+    ]));
+    let r = assess(&obs, &world(&obs, Some(1)));
+    assert_eq!((r.summary.members, r.summary.voters), (4, 3));
+    assert!(!codes(&r).contains(&"MembershipUnknown"));
+}
+
+/// One replica's health, in every form an observation can take.
+fn health_of(kind: u8) -> Result<CheckOutcome, ProbeError> {
+    let ok = |ok| {
+        Ok(CheckOutcome {
+            ok,
+            detail: "x".into(),
+        })
+    };
+    match kind {
+        0 => ok(true),
+        1 => ok(false),
+        2 => Err(ProbeError::Timeout(std::time::Duration::from_secs(2))),
+        3 => Err(ProbeError::Unreachable("connection refused".into())),
+        4 => Err(ProbeError::TooLarge),
+        5 => Err(ProbeError::Throttled("too many requests".into())),
+        _ => Err(ProbeError::Other("pod is gone".into())),
+    }
+}
+
+const ROLES: [Role; 6] = [
+    Role::Leader,
+    Role::Follower,
+    Role::Candidate,
+    Role::Learner,
+    Role::Observer,
+    Role::Unknown,
+];
+
+/// A cluster of replicas with the given (ready, health kind, role) each.
+fn cluster_of(states: &[(bool, u8, u8)]) -> ClusterObservation {
+    let rs: Vec<R> = states
+        .iter()
+        .map(|(ready, _, role)| R {
+            ready: *ready,
+            health: Some(true),
+            role: Some(ROLES[*role as usize]),
+            term: 3,
+            index: 10,
+        })
+        .collect();
+    let mut obs = observe(&rs, false);
+    for (r, (_, h, _)) in obs.replicas.iter_mut().zip(states) {
+        r.health = health_of(*h);
+    }
+    obs
+}
+
+proptest! {
+    /// The fault tolerance never exceeds voters − quorum, whatever the replicas say.
+    #[test]
+    fn fault_tolerance_never_exceeds_voters_minus_quorum(
+        states in prop::collection::vec((any::<bool>(), 0u8..7, 0u8..6), 1..9)
+    ) {
+        let obs = cluster_of(&states);
+        let s = assess(&obs, &world(&obs, Some(1))).summary;
+        prop_assert!(s.fault_tolerance <= s.voters.saturating_sub(s.quorum));
+    }
+
+    /// A replica whose own check is not ok (failing, unreachable, too large, throttled, ...)
+    /// is never counted healthy: healthy voters are at most the ok voters.
+    #[test]
+    fn a_replica_that_is_not_ok_is_never_counted_healthy(
+        states in prop::collection::vec((any::<bool>(), 0u8..7, 0u8..6), 1..9)
+    ) {
+        let obs = cluster_of(&states);
+        let r = assess(&obs, &world(&obs, Some(1)));
+        let ok_voters = states
+            .iter()
+            .filter(|(_, h, role)| *h == 0 && ROLES[*role as usize].is_voter())
+            .count() as u32;
+        prop_assert!(r.summary.healthy_voters <= ok_voters);
+        for (x, (ready, h, _)) in r.replicas.iter().zip(&states) {
+            prop_assert_eq!(x.raft.health.state == CheckState::Ok, *h == 0);
+            // Every Ready replica that is not ok gets its warning.
+            let warned = r.warnings.iter().any(|w| {
+                w.code == WarningCode::ReadyButUnhealthy && w.pod.as_deref() == Some(x.pod.as_str())
+            });
+            prop_assert_eq!(warned, *ready && *h != 0);
+        }
+    }
+
+    /// Reordering the replicas changes no summary and no warning.
+    #[test]
+    fn reordering_replicas_changes_no_summary(
+        (states, order) in prop::collection::vec((any::<bool>(), 0u8..7, 0u8..6), 1..9)
+            .prop_flat_map(|v| {
+                let n = v.len();
+                (Just(v), Just((0..n).collect::<Vec<usize>>()).prop_shuffle())
+            })
+    ) {
+        let obs = cluster_of(&states);
+        let snap = world(&obs, Some(1));
+        let mut shuffled = obs.clone();
+        shuffled.replicas = order.iter().map(|&i| obs.replicas[i].clone()).collect();
+        shuffled.target.pods = order.iter().map(|&i| obs.target.pods[i].clone()).collect();
+        let a = assess(&obs, &snap);
+        let b = assess(&shuffled, &snap);
+        prop_assert_eq!(&a.summary, &b.summary);
+        let mut wa: Vec<_> = a.warnings.iter().map(|w| (w.code, w.pod.clone())).collect();
+        let mut wb: Vec<_> = b.warnings.iter().map(|w| (w.code, w.pod.clone())).collect();
+        wa.sort();
+        wb.sort();
+        prop_assert_eq!(wa, wb);
+    }
+}
+
+/// The `-o json` schema is a promise (docs/status-schema.md): a fixed report renders to the
+/// same bytes as `tests/golden/status.json`. To change it on purpose, run the test with
+/// UPDATE_GOLDEN=1 and review the diff.
+#[test]
+fn the_json_report_matches_the_golden_file() {
+    let hung = R {
+        health: None,
+        ..healthy(Role::Follower)
+    };
+    let obs = observe(
+        &[hung, healthy(Role::Leader), healthy(Role::Follower)],
+        false,
+    );
+    let report = StatusReport {
+        api_version: API_VERSION,
+        kind: "StatusReport",
+        clusters: vec![assess(&obs, &world(&obs, Some(1)))],
+    };
+    let mut out = vec![];
+    crate::render::status(&report, crate::cli::Output::Json, &mut out).unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/status.json");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &out).unwrap();
+    }
+    let golden = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (create it with UPDATE_GOLDEN=1)", path.display()));
+    assert_eq!(String::from_utf8(out).unwrap(), golden);
+}
+
+/// The table a person reads: one summary line, the PDB, the Services, a row per replica and
+/// the warnings, written to the writer the verb is given.
+#[test]
+fn the_table_report_lines() {
+    let obs = observe(
+        &[
+            healthy(Role::Follower),
+            healthy(Role::Leader),
+            healthy(Role::Follower),
+        ],
+        false,
+    );
+    let mut snap = world(&obs, Some(1));
+    snap.nodes = Some(vec![]);
+    let report = StatusReport {
+        api_version: API_VERSION,
+        kind: "StatusReport",
+        clusters: vec![assess(&obs, &snap)],
+    };
+    let mut out = vec![];
+    crate::render::status(&report, crate::cli::Output::Table, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "db/etcd (etcd, StatefulSet): 3 members, 3/3 voters healthy, quorum 2, fault tolerance 1, leader etcd-1 (term 2)"
+    );
+    assert!(lines[1].starts_with("PodDisruptionBudget etcd: 1 disruption(s) allowed"));
+    assert!(lines[3].split_whitespace().eq([
+        "POD",
+        "NODE",
+        "STATUS",
+        "READY",
+        "RESTARTS",
+        "HEALTH",
+        "ROLE",
+        "TERM",
+        "INDEX",
+        "LAG",
+        "ENDPOINTS"
+    ]));
+    let leader_row: Vec<&str> = lines[5].split_whitespace().collect();
+    assert_eq!(
+        &leader_row[..7],
+        ["etcd-1", "n1", "Running", "true", "0", "ok", "leader"]
+    );
+    assert!(!text.contains("WARNING"), "{text}");
 }

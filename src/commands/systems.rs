@@ -5,10 +5,9 @@ use comfy_table::presets::NOTHING;
 use comfy_table::Table;
 
 use crate::cli::{Output, SystemsArgs};
-use crate::profile::Catalog;
 
 pub fn run(args: &SystemsArgs, out: &mut dyn Write) -> Result<()> {
-    let catalog = Catalog::load(args.profiles.as_deref())?;
+    let catalog = crate::survey::load_catalog(args.profiles.as_deref())?;
     match args.output {
         Output::Yaml => write!(
             out,

@@ -162,6 +162,8 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         requests,
         leader_known_from_leader_id: get(LEADER_ID_JSON).is_some(),
         membership: None,
+        transfer: None,
+        no_transfer: None,
     };
     profile
         .validate()
@@ -186,7 +188,8 @@ fn indent(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::extract::{extract, finish, HttpAnswer, RaftFacts, Role};
+    use crate::model::{HttpAnswer, RaftFacts, Role};
+    use crate::profile::extract::{extract, finish};
 
     fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -2,105 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::model::{CheckOutcome, HttpAnswer, Member, RaftFacts, Role};
+
 use super::{CheckSpec, Fact, FieldSpec, Format, MembershipSpec, Profile, RequestSpec};
-
-/// One HTTP answer from a replica, body already capped in size.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpAnswer {
-    pub status: u16,
-    pub body: Vec<u8>,
-}
-
-impl HttpAnswer {
-    #[cfg(test)]
-    pub fn new(status: u16, body: &str) -> Self {
-        HttpAnswer {
-            status,
-            body: body.as_bytes().to_vec(),
-        }
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    /// The body shortened to one line, for messages.
-    pub fn snippet(&self) -> String {
-        let t = self.text();
-        let one_line: String = t.split_whitespace().collect::<Vec<_>>().join(" ");
-        if one_line.chars().count() > 120 {
-            format!("{}...", one_line.chars().take(120).collect::<String>())
-        } else {
-            one_line
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Leader,
-    Follower,
-    Candidate,
-    Learner,
-    Observer,
-    Unknown,
-}
-
-impl Role {
-    pub fn parse(s: &str) -> Role {
-        match s.trim().to_ascii_lowercase().as_str() {
-            // A standalone server is the leader of a cluster of one.
-            "leader" | "standalone" | "primary" | "active" => Role::Leader,
-            "follower" | "replica" | "standby" => Role::Follower,
-            "candidate" | "precandidate" | "pre-candidate" | "looking" => Role::Candidate,
-            "learner" | "non-voter" | "nonvoter" => Role::Learner,
-            "observer" | "read-only" => Role::Observer,
-            _ => Role::Unknown,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Leader => "leader",
-            Role::Follower => "follower",
-            Role::Candidate => "candidate",
-            Role::Learner => "learner",
-            Role::Observer => "observer",
-            Role::Unknown => "unknown",
-        }
-    }
-
-    /// Whether the replica votes in elections (and so counts towards quorum).
-    pub fn is_voter(self) -> bool {
-        !matches!(self, Role::Learner | Role::Observer)
-    }
-}
-
-/// What one replica says about Raft.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RaftFacts {
-    pub role: Option<Role>,
-    pub member_id: Option<String>,
-    pub leader_id: Option<String>,
-    pub has_leader: Option<bool>,
-    pub term: Option<u64>,
-    pub commit_index: Option<u64>,
-    pub applied_index: Option<u64>,
-    pub leader_commit_index: Option<u64>,
-    pub learner: Option<bool>,
-    pub version: Option<String>,
-}
-
-/// The outcome of a health or readiness check.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckOutcome {
-    pub ok: bool,
-    pub detail: String,
-}
 
 pub fn evaluate_check(spec: &CheckSpec, ans: &HttpAnswer) -> CheckOutcome {
     if !spec.ok_status.contains(&ans.status) {
@@ -333,14 +239,6 @@ pub fn finish(profile: &Profile, facts: &mut RaftFacts) {
     }
 }
 
-/// One member of the Raft configuration, as the system lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Member {
-    pub id: String,
-    pub name: Option<String>,
-    pub learner: bool,
-}
-
 pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<Member>, String> {
     if ans.status != 200 {
         return Err(format!(
@@ -378,7 +276,17 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
                 .and_then(|p| m.pointer(p))
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
-            Ok(Member { id, name, learner })
+            let url = spec
+                .url
+                .as_ref()
+                .and_then(|p| m.pointer(p))
+                .and_then(scalar);
+            Ok(Member {
+                id,
+                name,
+                learner,
+                url,
+            })
         })
         .collect()
 }

@@ -9,7 +9,6 @@ pub mod annotations;
 pub mod extract;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::core::v1::{Container, PodSpec};
@@ -43,6 +42,49 @@ pub struct Profile {
     /// How to read the Raft membership (voters and learners) from any one member.
     #[serde(default)]
     pub membership: Option<MembershipSpec>,
+    /// How to hand leadership over, where the system can (`kubectl raft yield`).
+    #[serde(default)]
+    pub transfer: Option<TransferSpec>,
+    /// Why the system cannot hand leadership over, said when `yield` refuses.
+    #[serde(default)]
+    pub no_transfer: Option<String>,
+}
+
+/// Leadership transfer: to a chosen member, or to whichever member the system picks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TransferSpec {
+    /// To a chosen member; `{target_id}` in the path or body is its member id.
+    #[serde(default)]
+    pub targeted: Option<TransferRequest>,
+    /// The system picks the successor (ClickHouse Keeper's `ydld`, Vault's step-down).
+    #[serde(default)]
+    pub untargeted: Option<TransferRequest>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TransferRequest {
+    /// Which replica the request goes to.
+    pub send_to: SendTo,
+    pub request: HttpRequest,
+    /// Status codes that mean the request was accepted.
+    #[serde(default = "default_ok_status")]
+    pub ok_status: Vec<u16>,
+    /// A JSON pointer to the error message in a refusal.
+    #[serde(default)]
+    pub error_json: Option<String>,
+    /// The answer comes only after the transfer happened (etcd's MoveLeader); otherwise it
+    /// is only an acknowledgement and the result must be waited for.
+    #[serde(default)]
+    pub synchronous: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SendTo {
+    Leader,
+    Target,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -192,6 +234,10 @@ pub struct MembershipSpec {
     pub name: Option<String>,
     #[serde(default)]
     pub learner: Option<String>,
+    /// Where the member serves the profile's port (a URL, e.g. etcd's clientURLs), for
+    /// `yield --local`, which reaches its peers without the Kubernetes API.
+    #[serde(default)]
+    pub url: Option<String>,
 }
 
 /// The set of profiles in force: the built-in ones plus the user's.
@@ -206,18 +252,15 @@ impl Catalog {
         Catalog { profiles }
     }
 
-    /// The built-in profiles, with a user's file added; a user profile of the same name wins.
-    pub fn load(extra: Option<&Path>) -> Result<Self> {
+    /// The built-in profiles with a user's profiles added (`text`, read from `origin`); a
+    /// user profile of the same name wins. Reading the file is the caller's business.
+    pub fn with_user_profiles(text: &str, origin: &str) -> Result<Self> {
         let mut cat = Self::builtin();
-        if let Some(path) = extra {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading profiles file {}", path.display()))?;
-            let user = parse_profiles(&text)
-                .with_context(|| format!("parsing profiles file {}", path.display()))?;
-            for p in user {
-                cat.profiles.retain(|q| q.name != p.name);
-                cat.profiles.push(p);
-            }
+        let user =
+            parse_profiles(text).with_context(|| format!("parsing profiles file {origin}"))?;
+        for p in user {
+            cat.profiles.retain(|q| q.name != p.name);
+            cat.profiles.push(p);
         }
         Ok(cat)
     }
@@ -270,6 +313,20 @@ impl Profile {
         for p in paths {
             if !p.starts_with('/') {
                 bail!("profile {}: path {p:?} must start with '/'", self.name);
+            }
+        }
+        if let Some(TransferRequest {
+            send_to: SendTo::Leader,
+            request,
+            ..
+        }) = self.transfer.as_ref().and_then(|t| t.targeted.as_ref())
+        {
+            let text = format!("{}{}", request.path, request.body.as_deref().unwrap_or(""));
+            if !text.contains("{target_id}") {
+                bail!(
+                    "profile {}: a targeted transfer sent to the leader must name the target with {{target_id}} in its path or body",
+                    self.name
+                );
             }
         }
         for r in &self.requests {
@@ -423,7 +480,51 @@ mod tests {
     }
 
     #[test]
-    fn user_profiles_replace_builtins_of_the_same_name_and_bad_ones_are_refused() {
+    fn user_profiles_replace_builtins_of_the_same_name() {
+        let mine = "- name: etcd\n  description: mine\n  port: {numbers: [1234]}\n  health: {request: {path: /ok}}\n- name: kv\n  port: {numbers: [80]}\n  health: {request: {path: /h}}\n";
+        let cat = Catalog::with_user_profiles(mine, "mine.yaml").unwrap();
+        let etcd: Vec<&Profile> = cat.profiles.iter().filter(|p| p.name == "etcd").collect();
+        assert_eq!(etcd.len(), 1, "one etcd profile, the user's");
+        assert_eq!(etcd[0].port.numbers, vec![1234]);
+        assert!(cat.get("kv").is_some());
+        assert!(cat.get("zookeeper").is_some(), "other built-ins stay");
+        let err = Catalog::with_user_profiles("- name: [", "bad.yaml").unwrap_err();
+        assert!(format!("{err:#}").contains("bad.yaml"), "{err:#}");
+    }
+
+    /// The YAML blocks of docs/profiles.md: the annotations example describes a system, the
+    /// profile format example parses and validates.
+    #[test]
+    fn the_documented_examples_parse() {
+        let doc = include_str!("../../docs/profiles.md");
+        let blocks: Vec<&str> = doc
+            .split("```yaml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap())
+            .collect();
+        assert_eq!(blocks.len(), 2, "docs/profiles.md has two YAML examples");
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            metadata: Annotated,
+        }
+        #[derive(serde::Deserialize)]
+        struct Annotated {
+            annotations: std::collections::BTreeMap<String, String>,
+        }
+        let meta: Meta = serde_saphyr::from_str(blocks[0]).expect("annotations example parses");
+        match annotations::describe("mydb", &meta.metadata.annotations).unwrap() {
+            annotations::Described::Profile(p) => {
+                assert_eq!(p.port.numbers, vec![8080]);
+                assert_eq!(p.health.request.path, "/healthz");
+            }
+            _ => panic!("the annotations describe a profile"),
+        }
+        let profiles = parse_profiles(blocks[1]).expect("profile example parses and validates");
+        assert_eq!(profiles[0].name, "mydb");
+    }
+
+    #[test]
+    fn bad_profiles_are_refused() {
         let bad = "- name: x\n  port: {}\n  health: {request: {path: /h}}\n";
         assert!(parse_profiles(bad)
             .unwrap_err()

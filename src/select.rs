@@ -1,142 +1,17 @@
-//! Discovery: read the Kubernetes objects once (concurrently), then decide, without I/O,
-//! which pods form which Raft cluster and which profile reads them.
+//! Selection: from the objects a survey read, decide, without I/O, which pods form which
+//! Raft cluster and which profile reads them. Every rule is unit-tested.
 
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
-use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{Api, ListParams};
-use kube::Client;
+use kube::core::{Selector, SelectorExt};
 
-use crate::errors::{api_context, is_forbidden, is_not_found};
+pub use crate::model::{labels, pod_node};
+use crate::model::{ClusterTarget, OwnerKind, Selection, Snapshot};
 use crate::profile::annotations::{self, Described};
 use crate::profile::{Catalog, Profile};
-
-/// The Kubernetes objects one command looks at, read once.
-#[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    pub statefulsets: Vec<StatefulSet>,
-    pub pods: Vec<Pod>,
-    pub services: Vec<Service>,
-    pub slices: Vec<EndpointSlice>,
-    pub pdbs: Vec<PodDisruptionBudget>,
-    /// None when the user may not list nodes: cordon state is then unknown.
-    pub nodes: Option<Vec<Node>>,
-}
-
-/// What the user asked for.
-#[derive(Debug, Clone, Default)]
-pub struct Selection {
-    pub name: Option<String>,
-    pub node: Option<String>,
-    pub selector: Option<String>,
-    pub system: Option<String>,
-}
-
-/// One Raft cluster: its pods (ordered by ordinal) and the profile that reads them.
-#[derive(Debug, Clone)]
-pub struct ClusterTarget {
-    pub namespace: String,
-    pub name: String,
-    pub owner_kind: &'static str,
-    pub profile: Profile,
-    pub desired_replicas: u32,
-    pub pods: Vec<Pod>,
-}
-
-fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// Reads everything in one round of concurrent requests.
-pub async fn fetch(client: &Client, ns: Option<&str>, sel: &Selection) -> Result<Snapshot> {
-    let where_ = ns
-        .map(|n| format!("in namespace {n:?}"))
-        .unwrap_or_else(|| "in any namespace".into());
-    let pod_params = match &sel.selector {
-        Some(s) => ListParams::default().labels(s),
-        None => ListParams::default(),
-    };
-    let all = ListParams::default();
-    let (sts_api, pod_api, svc_api) = (
-        api::<StatefulSet>(client, ns),
-        api::<Pod>(client, ns),
-        api::<Service>(client, ns),
-    );
-    let (slice_api, pdb_api, node_api) = (
-        api::<EndpointSlice>(client, ns),
-        api::<PodDisruptionBudget>(client, ns),
-        Api::<Node>::all(client.clone()),
-    );
-    // A missing namespace would otherwise look like an empty one; asked alongside the LISTs.
-    let ns_api = Api::<Namespace>::all(client.clone());
-    let namespace = async {
-        match ns {
-            Some(n) => Some(ns_api.get(n).await),
-            None => None,
-        }
-    };
-    let (namespace, statefulsets, pods, services, slices, pdbs, nodes) = tokio::join!(
-        namespace,
-        sts_api.list(&all),
-        pod_api.list(&pod_params),
-        svc_api.list(&all),
-        slice_api.list(&all),
-        pdb_api.list(&all),
-        node_api.list(&all),
-    );
-    if let (Some(n), Some(Err(e))) = (ns, &namespace) {
-        if is_not_found(e) {
-            bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)");
-        }
-    }
-    let nodes = match nodes {
-        Ok(l) => Some(l.items),
-        Err(e) if is_forbidden(&e) => None,
-        Err(e) => return Err(api_context(e, "list", "nodes", "")),
-    };
-    // The node list answers --node too; without the right to list nodes it cannot be checked.
-    if let (Some(node), Some(list)) = (&sel.node, &nodes) {
-        if !list
-            .iter()
-            .any(|n| n.metadata.name.as_deref() == Some(node.as_str()))
-        {
-            bail!("node {node:?} not found (list them with `kubectl get nodes`)");
-        }
-    }
-    Ok(Snapshot {
-        statefulsets: statefulsets
-            .map_err(|e| api_context(e, "list", "statefulsets.apps", &where_))?
-            .items,
-        pods: pods
-            .map_err(|e| api_context(e, "list", "pods", &where_))?
-            .items,
-        services: services
-            .map_err(|e| api_context(e, "list", "services", &where_))?
-            .items,
-        slices: slices
-            .map_err(|e| api_context(e, "list", "endpointslices.discovery.k8s.io", &where_))?
-            .items,
-        pdbs: pdbs
-            .map_err(|e| api_context(e, "list", "poddisruptionbudgets.policy", &where_))?
-            .items,
-        nodes,
-    })
-}
 
 /// `sts/etcd`, `statefulset/etcd`, `statefulsets.apps/etcd` -> `etcd`
 pub fn strip_kind(name: &str) -> Result<&str> {
@@ -266,7 +141,7 @@ fn clusters_from_statefulsets(
         out.push(ClusterTarget {
             namespace: ns,
             name,
-            owner_kind: "StatefulSet",
+            owner_kind: OwnerKind::StatefulSet,
             profile,
             desired_replicas: desired,
             pods,
@@ -313,7 +188,7 @@ fn clusters_from_selector(
         out.push(ClusterTarget {
             namespace: ns,
             name: selector.to_string(),
-            owner_kind: "Selector",
+            owner_kind: OwnerKind::Selector,
             profile,
             desired_replicas: n,
             pods,
@@ -330,15 +205,6 @@ fn owned_by(p: &Pod, uid: Option<&str>, name: &str) -> bool {
         .any(|o| o.kind == "StatefulSet" && (uid.is_some_and(|u| u == o.uid) || o.name == name))
 }
 
-pub fn labels(p: &Pod) -> &BTreeMap<String, String> {
-    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-    p.metadata.labels.as_ref().unwrap_or(&EMPTY)
-}
-
-pub fn pod_node(p: &Pod) -> Option<&str> {
-    p.spec.as_ref().and_then(|s| s.node_name.as_deref())
-}
-
 /// StatefulSet pods sort by ordinal (etcd-2 before etcd-10), others by name.
 fn ordinal(name: &str) -> (u64, String) {
     let n = name
@@ -349,25 +215,11 @@ fn ordinal(name: &str) -> (u64, String) {
     (n, name.to_string())
 }
 
-/// Kubernetes label selector semantics: matchLabels and matchExpressions all hold.
-/// An empty selector matches everything (as in a PDB); callers guard where it should not.
+/// Kubernetes label selector semantics (kube-rs' `Selector`): matchLabels and
+/// matchExpressions all hold. An empty selector matches everything (as in a PDB); callers
+/// guard where it should not. A selector with an unknown operator matches nothing.
 pub fn selector_matches(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let labels_ok = sel
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
-        let vals = e.values.clone().unwrap_or_default();
-        match e.operator.as_str() {
-            "In" => labels.get(&e.key).is_some_and(|v| vals.contains(v)),
-            "NotIn" => labels.get(&e.key).is_none_or(|v| !vals.contains(v)),
-            "Exists" => labels.contains_key(&e.key),
-            "DoesNotExist" => !labels.contains_key(&e.key),
-            _ => false,
-        }
-    });
-    labels_ok && exprs_ok
+    Selector::try_from(sel.clone()).is_ok_and(|s| s.matches(labels))
 }
 
 /// A Service selects a pod when its (non-empty) selector is a subset of the pod's labels.
@@ -381,7 +233,7 @@ pub fn service_selects(svc: &Service, pod: &Pod) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::apps::v1::StatefulSetSpec;
+    use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
         LabelSelectorRequirement, ObjectMeta, OwnerReference,
@@ -587,7 +439,7 @@ mod tests {
         };
         assert_eq!(
             select_clusters(&s, &cat, &sel, "db").unwrap()[0].owner_kind,
-            "Selector"
+            OwnerKind::Selector
         );
         s.pods.clear();
         assert!(select_clusters(&s, &cat, &sel, "db")

@@ -1,0 +1,210 @@
+//! `kubectl-raft yield --local`: the in-pod handover for a preStop hook. No Kubernetes API:
+//! this replica on localhost, its peers at the URLs its member list gives. If this replica
+//! leads, hand over and wait exactly as `yield` does; otherwise exit 0 at once. One line
+//! says what it did.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::cli::YieldArgs;
+use crate::errors::Reported;
+use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
+use crate::model::{human_duration, ClusterTarget, OwnerKind, Role, Snapshot};
+use crate::observe::{observe_cluster, observe_replica};
+use crate::plan::{plan_yield, YieldOptions};
+use crate::profile::Profile;
+use crate::survey::load_catalog;
+use crate::transport::Transport;
+
+const ME: &str = "kubectl-raft yield --local";
+
+pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<()> {
+    let catalog = load_catalog(args.select.profiles.as_deref())?;
+    let system = args
+        .select
+        .system
+        .as_deref()
+        .expect("clap requires --system");
+    let profile = catalog.require(system)?.clone();
+    let port = match args.port.or_else(|| {
+        profile
+            .port
+            .numbers
+            .first()
+            .and_then(|n| u16::try_from(*n).ok())
+    }) {
+        Some(p) => p,
+        None => bail!(
+            "the {} profile names no port number; pass --port",
+            profile.name
+        ),
+    };
+    let limit = args.probe.probe_timeout;
+    let transport = Transport::direct(args.probe.max_inflight as usize);
+    let local = synthetic_pod("localhost", "127.0.0.1", port, &profile);
+    let me = observe_replica(&transport, &profile, &local, limit).await;
+    let role = me.facts.role;
+    if role != Some(Role::Leader) {
+        if me.facts.role.is_none() && !me.errors.is_empty() {
+            writeln!(
+                err,
+                "{ME}: no answer from this replica on port {port} ({}); nothing handed over",
+                me.errors.join("; ")
+            )?;
+            return Err(Reported.into());
+        }
+        writeln!(
+            out,
+            "{ME}: this replica ({}) is {}, not the leader; nothing to hand over",
+            me.facts.member_id.as_deref().unwrap_or("?"),
+            role.unwrap_or(Role::Unknown).as_str()
+        )?;
+        return Ok(());
+    }
+    // The peers, from this replica's own member list.
+    let Some(spec) = profile.membership.as_ref().filter(|m| m.url.is_some()) else {
+        bail!("the {} profile's member list gives no member URLs, which --local needs to find the peers", profile.name);
+    };
+    let ep = crate::observe::endpoint(&profile, &local, None).map_err(|e| anyhow!("{e}"))?;
+    let ans = transport
+        .call(&ep, &spec.request, limit)
+        .await
+        .map_err(|e| anyhow!("{}: {e}", spec.request.path))?;
+    let members = crate::profile::extract::parse_membership(spec, &ans).map_err(|e| anyhow!(e))?;
+    let my_id = me.facts.member_id.clone().unwrap_or_default();
+    let mut pods = vec![];
+    for m in &members {
+        let name = m
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| m.id.clone());
+        if m.id == my_id {
+            pods.push(synthetic_pod(&name, "127.0.0.1", port, &profile));
+            continue;
+        }
+        let url = m.url.as_deref().unwrap_or_default();
+        let (host, p) = host_port(url).with_context(|| format!("member {name}'s URL {url:?}"))?;
+        pods.push(synthetic_pod(&name, &host, p.unwrap_or(port), &profile));
+    }
+    let target = ClusterTarget {
+        namespace: "local".into(),
+        name: profile.name.clone(),
+        owner_kind: OwnerKind::Selector,
+        profile: profile.clone(),
+        desired_replicas: pods.len() as u32,
+        pods,
+    };
+    let obs = observe_cluster(&transport, target, limit).await;
+    let report = crate::assess::assess(&obs, &Snapshot::default());
+    // The pod is stopping whatever happens: a handover is better than none, so the refusals
+    // that --force may override are overridden, and said.
+    let opts = YieldOptions {
+        to: args.to.clone(),
+        avoid_nodes: vec![],
+        max_lag: args.max_lag,
+        force: true,
+    };
+    let plan = plan_yield(&report, &profile, &opts).map_err(|r| anyhow!("{ME}: {r}"))?;
+    let wait = WaitOptions {
+        timeout: args.timeout,
+        probe_limit: limit.min(Duration::from_secs(1)),
+    };
+    let waited = act_and_wait(
+        &transport,
+        &obs.target,
+        &report,
+        plan.expect(),
+        &wait,
+        send_transfer(&transport, &obs.target, &plan.call, args.timeout),
+    )
+    .await;
+    let total = human_duration(Duration::from_secs_f64(waited.total_ms / 1000.0));
+    let forced: Vec<String> = plan.overridden.iter().map(|r| r.message.clone()).collect();
+    let note = if forced.is_empty() {
+        String::new()
+    } else {
+        format!(" (despite: {})", forced.join("; "))
+    };
+    match waited.outcome {
+        Outcome::Transferred => {
+            writeln!(
+                out,
+                "{ME}: {} handed leadership to {} in {total} (term {} → {}){note}",
+                plan.leader,
+                waited.new_leader.as_deref().unwrap_or("?"),
+                plan.term.map_or("?".into(), |t| t.to_string()),
+                waited.term_after.map_or("?".into(), |t| t.to_string()),
+            )?;
+            Ok(())
+        }
+        other => {
+            writeln!(
+                err,
+                "{ME}: {} could not hand leadership over ({other:?} after {total}): {}",
+                plan.leader,
+                waited.error.unwrap_or_else(|| format!(
+                    "leader now {}",
+                    waited.new_leader.as_deref().unwrap_or("unknown")
+                ))
+            )?;
+            Err(Reported.into())
+        }
+    }
+}
+
+/// A pod as the probing code knows one: a name, an address and the profile's port.
+fn synthetic_pod(name: &str, host: &str, port: u16, profile: &Profile) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("local".into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "raft".into(),
+                ports: Some(vec![ContainerPort {
+                    container_port: port as i32,
+                    name: profile.port.names.first().cloned(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            pod_ip: Some(host.to_string()),
+            ..Default::default()
+        }),
+    }
+}
+
+/// `http://etcd-0.etcd.db.svc.cluster.local:2379` -> ("etcd-0.etcd.db.svc.cluster.local", Some(2379))
+fn host_port(url: &str) -> Result<(String, Option<u16>)> {
+    let uri: http::Uri = url.parse().map_err(|e| anyhow!("not a URL: {e}"))?;
+    let host = uri.host().ok_or_else(|| anyhow!("no host"))?;
+    Ok((host.trim_matches(['[', ']']).to_string(), uri.port_u16()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_urls_give_host_and_port() {
+        assert_eq!(
+            host_port("http://etcd-0.etcd.db.svc.cluster.local:2379").unwrap(),
+            ("etcd-0.etcd.db.svc.cluster.local".into(), Some(2379))
+        );
+        assert_eq!(
+            host_port("http://[fd00::1]:2379").unwrap(),
+            ("fd00::1".into(), Some(2379))
+        );
+        assert!(host_port("not a url").is_err());
+    }
+}

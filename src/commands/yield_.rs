@@ -1,0 +1,417 @@
+//! `kubectl raft yield`: survey, decide (plan::plan_yield), act and wait (handover).
+
+use std::io::{IsTerminal, Write};
+
+use anyhow::{anyhow, bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams};
+use serde::Serialize;
+
+use crate::cli::{GlobalArgs, Output, YieldArgs};
+use crate::errors::{api_context, Reported};
+use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
+use crate::model::{human_duration, ClusterObservation, Selection};
+use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, TransferCall, YieldOptions};
+use crate::report::{ClusterReport, API_VERSION};
+use crate::survey::Surveyor;
+
+/// The documented `-o json|yaml` result (docs/yield-schema.md).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct YieldReport {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub system: String,
+    /// "transfer", or "election" with --allow-election.
+    pub mode: &'static str,
+    pub dry_run: bool,
+    pub leader: String,
+    pub term_before: Option<u64>,
+    pub target: Option<String>,
+    pub targeted: bool,
+    pub why: String,
+    pub request: Option<TransferCall>,
+    pub overridden: Vec<String>,
+    pub succeeded: bool,
+    pub message: String,
+    #[serde(flatten)]
+    pub waited: Option<Waited>,
+}
+
+pub async fn run(
+    g: &GlobalArgs,
+    args: &YieldArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    if args.local {
+        return crate::commands::local::run(args, out, err).await;
+    }
+    let surveyor = Surveyor::new(g, &args.select, &args.probe).await?;
+    let (obs, report) = find_cluster(&surveyor, args).await?;
+    let opts = YieldOptions {
+        to: args.to.clone(),
+        avoid_nodes: vec![],
+        max_lag: args.max_lag,
+        force: args.force,
+    };
+    let profile = &obs.target.profile;
+    let cluster = format!("{}/{}", report.namespace, report.name);
+    let wait = WaitOptions {
+        timeout: args.timeout,
+        probe_limit: args
+            .probe
+            .probe_timeout
+            .min(std::time::Duration::from_secs(1)),
+    };
+    let plan = match plan_yield(&report, profile, &opts) {
+        Ok(p) => p,
+        Err(r) if r.reason == RefusalReason::NoTransfer && args.allow_election => {
+            return election(&surveyor, args, &obs, &report, &wait, out, err).await;
+        }
+        Err(r) => bail!("cannot yield: {r}"),
+    };
+    for o in &plan.overridden {
+        writeln!(err, "Warning: --force overrides: {o}")?;
+    }
+    let mut y = YieldReport {
+        api_version: API_VERSION,
+        kind: "YieldReport",
+        namespace: report.namespace.clone(),
+        name: report.name.clone(),
+        system: report.system.clone(),
+        mode: "transfer",
+        dry_run: args.dry_run,
+        leader: plan.leader.clone(),
+        term_before: plan.term,
+        target: Some(plan.target.clone()),
+        targeted: plan.targeted,
+        why: plan.why.clone(),
+        request: Some(plan.call.clone()),
+        overridden: plan.overridden.iter().map(|r| r.message.clone()).collect(),
+        succeeded: true,
+        message: String::new(),
+        waited: None,
+    };
+    if args.dry_run {
+        y.message = format!("dry run: nothing was sent to {}", plan.call.pod);
+        return print(&y, args.output, surveyor.transport.describe(), out);
+    }
+    let spinner = progress(&format!(
+        "{cluster}: asking {} to hand leadership {} and waiting",
+        plan.leader,
+        if plan.targeted {
+            format!("to {}", plan.target)
+        } else {
+            "over".into()
+        }
+    ));
+    let waited = act_and_wait(
+        &surveyor.transport,
+        &obs.target,
+        &report,
+        plan.expect(),
+        &wait,
+        send_transfer(&surveyor.transport, &obs.target, &plan.call, args.timeout),
+    )
+    .await;
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    conclude(&mut y, waited, &cluster);
+    print(&y, args.output, surveyor.transport.describe(), out)?;
+    if y.succeeded {
+        Ok(())
+    } else {
+        writeln!(err, "error: {}", y.message)?;
+        Err(Reported.into())
+    }
+}
+
+/// For systems without a transfer: delete the leader pod (its grace period and preStop hook
+/// run as usual) and wait until the others agree on a new leader.
+async fn election(
+    surveyor: &Surveyor,
+    args: &YieldArgs,
+    obs: &ClusterObservation,
+    report: &ClusterReport,
+    wait: &WaitOptions,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let cluster = format!("{}/{}", report.namespace, report.name);
+    let Some(leader) = report.summary.leader.clone() else {
+        bail!("cannot hold an election in {cluster}: it has no single leader now (see `kubectl raft status`)");
+    };
+    if !args.force && (!report.summary.has_quorum || report.summary.fault_tolerance == 0) {
+        bail!(
+            "cannot delete {cluster}'s leader {leader}: fault tolerance is 0, so the election could not complete; fix the unhealthy members first, or --force"
+        );
+    }
+    let leader_report = report.replicas.iter().find(|r| r.pod == leader);
+    let mut y = YieldReport {
+        api_version: API_VERSION,
+        kind: "YieldReport",
+        namespace: report.namespace.clone(),
+        name: report.name.clone(),
+        system: report.system.clone(),
+        mode: "election",
+        dry_run: args.dry_run,
+        leader: leader.clone(),
+        term_before: leader_report.and_then(|r| r.raft.term),
+        target: None,
+        targeted: false,
+        why: format!(
+            "{} cannot hand leadership over: the leader pod is deleted and the others elect a new leader",
+            report.system
+        ),
+        request: None,
+        overridden: vec![],
+        succeeded: true,
+        message: String::new(),
+        waited: None,
+    };
+    if args.dry_run {
+        y.message = format!("dry run: pod {leader} was not deleted");
+        return print(&y, args.output, surveyor.transport.describe(), out);
+    }
+    writeln!(
+        err,
+        "{cluster}: {} has no leadership transfer; deleting the leader pod {leader} (--allow-election): expect an election",
+        report.system
+    )?;
+    let pods: Api<Pod> = Api::namespaced(surveyor.conn.client.clone(), &report.namespace);
+    let delete = async {
+        pods.delete(&leader, &DeleteParams::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| crate::errors::anyhow_chain(&api_context(e, "delete", "pods", "")))
+    };
+    let spinner = progress(&format!("{cluster}: waiting for a new leader"));
+    let expect = Expect {
+        old_leader: leader.clone(),
+        target: None,
+        old_leader_may_vanish: true,
+    };
+    let waited = act_and_wait(
+        &surveyor.transport,
+        &obs.target,
+        report,
+        expect,
+        wait,
+        delete,
+    )
+    .await;
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    conclude(&mut y, waited, &cluster);
+    print(&y, args.output, surveyor.transport.describe(), out)?;
+    if y.succeeded {
+        Ok(())
+    } else {
+        writeln!(err, "error: {}", y.message)?;
+        Err(Reported.into())
+    }
+}
+
+fn progress(msg: &str) -> Option<ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let s = ProgressBar::new_spinner().with_message(msg.to_string());
+        s.set_style(
+            ProgressStyle::with_template("{spinner} {msg} ({elapsed})").expect("valid template"),
+        );
+        s.enable_steady_tick(std::time::Duration::from_millis(100));
+        s
+    })
+}
+
+/// The verdict, in words; success only when leadership went where it was asked and the term
+/// moved no more than a transfer explains.
+fn conclude(y: &mut YieldReport, w: Waited, cluster: &str) {
+    let new = w.new_leader.clone().unwrap_or_else(|| "?".into());
+    let terms = match (y.term_before, w.term_after) {
+        (Some(a), Some(b)) => format!(", term {a} → {b}"),
+        _ => String::new(),
+    };
+    let window = match w.leaderless_window_ms {
+        Some(ms) => format!(
+            "leaderless window {}",
+            human_duration(std::time::Duration::from_secs_f64(ms / 1000.0))
+        ),
+        None => format!(
+            "no round without a leader (rounds every {:.0}ms)",
+            w.round_ms
+        ),
+    };
+    let total = human_duration(std::time::Duration::from_secs_f64(w.total_ms / 1000.0));
+    (y.succeeded, y.message) = match w.outcome {
+        Outcome::Transferred => {
+            let jump = match (y.term_before, w.term_after) {
+                (Some(a), Some(b)) if y.mode == "transfer" && y.targeted && b > a + 1 => Some(b - a),
+                _ => None,
+            };
+            match jump {
+                Some(j) => (false, format!(
+                    "{cluster}: leadership reached {new}{terms}, but the term moved by {j} where a transfer moves it by 1: an election happened besides the transfer"
+                )),
+                None => (true, format!("{cluster}: leadership moved {} → {new}{terms}, {window}, total {total}", y.leader)),
+            }
+        }
+        Outcome::WentElsewhere => (false, format!(
+            "{cluster}: leadership moved {} → {new}{terms}, not to the target {}: another member took over (an election?)",
+            y.leader,
+            y.target.as_deref().unwrap_or("?")
+        )),
+        Outcome::Failed => (false, format!(
+            "{cluster}: the transfer failed: {}",
+            w.error.clone().unwrap_or_default()
+        )),
+        Outcome::TimedOut => (false, format!(
+            "{cluster}: no completed handover within {total}; the last observations are above. Check `kubectl raft status`, then run yield again"
+        )),
+    };
+    y.waited = Some(w);
+}
+
+fn print(y: &YieldReport, output: Output, via: &str, out: &mut dyn Write) -> Result<()> {
+    match output {
+        Output::Json => {
+            serde_json::to_writer_pretty(&mut *out, y)?;
+            writeln!(out)?;
+        }
+        Output::Yaml => write!(
+            out,
+            "{}",
+            serde_saphyr::to_string(y).map_err(|e| anyhow!("{e}"))?
+        )?,
+        Output::Table | Output::Wide => {
+            let cluster = format!("{}/{}", y.namespace, y.name);
+            if y.dry_run {
+                let term = y
+                    .term_before
+                    .map_or(String::new(), |t| format!(" (term {t})"));
+                writeln!(out, "{cluster} ({}): leader {}{term}", y.system, y.leader)?;
+                match &y.request {
+                    Some(r) => {
+                        writeln!(
+                            out,
+                            "target: {} ({})",
+                            y.target.as_deref().unwrap_or("-"),
+                            y.why
+                        )?;
+                        if !y.targeted {
+                            writeln!(out, "  {} picks the successor itself; any other healthy member is a success", y.system)?;
+                        }
+                        writeln!(
+                            out,
+                            "request: {} {}{} to {} (through {via})",
+                            r.method,
+                            r.path,
+                            r.body
+                                .as_deref()
+                                .map(|b| format!(" {b}"))
+                                .unwrap_or_default(),
+                            r.pod
+                        )?;
+                    }
+                    None => writeln!(
+                        out,
+                        "election: {}; pod {} would be deleted",
+                        y.why, y.leader
+                    )?,
+                }
+                writeln!(out, "{}", y.message)?;
+                return Ok(());
+            }
+            if let Some(w) = &y.waited {
+                if !y.succeeded {
+                    last_round(&w.last_round, out)?;
+                }
+            }
+            if y.succeeded {
+                writeln!(out, "{}", y.message)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn last_round(views: &[ReplicaView], out: &mut dyn Write) -> Result<()> {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_header(["POD", "ROLE", "LEADER", "TERM", "ERROR"]);
+    for v in views {
+        t.add_row([
+            v.pod.clone(),
+            v.role.map_or("-".into(), |r| r.as_str().to_string()),
+            v.leader.clone().unwrap_or_else(|| {
+                if v.has_leader == Some(false) {
+                    "none".into()
+                } else {
+                    "-".into()
+                }
+            }),
+            v.term.map_or("-".into(), |t| t.to_string()),
+            v.error.clone().unwrap_or_default(),
+        ]);
+    }
+    for line in t.to_string().lines() {
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+/// NAME is a StatefulSet (NAME or sts/NAME) or any pod of a recognised cluster.
+async fn find_cluster(
+    surveyor: &Surveyor,
+    args: &YieldArgs,
+) -> Result<(ClusterObservation, ClusterReport)> {
+    let explicit_sts = args.name.as_deref().is_some_and(|n| n.contains('/'));
+    let sel = Selection {
+        name: args.name.clone().filter(|_| explicit_sts),
+        node: args.select.node.clone(),
+        selector: args.select.selector.clone(),
+        system: args.select.system.clone(),
+    };
+    let survey = surveyor.survey(&sel).await?;
+    let mut found: Vec<(ClusterObservation, ClusterReport)> = survey
+        .observations
+        .into_iter()
+        .zip(survey.reports)
+        .filter(|(o, _)| match (&args.name, explicit_sts) {
+            (Some(n), false) => {
+                &o.target.name == n
+                    || o.target
+                        .pods
+                        .iter()
+                        .any(|p| p.metadata.name.as_deref() == Some(n.as_str()))
+            }
+            _ => true,
+        })
+        .collect();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => {
+            let what = args.name.as_deref().unwrap_or("the selected pods");
+            bail!(
+                "no Raft cluster {what:?} in {}: neither a recognised StatefulSet nor a pod of one has that name (`kubectl raft status` lists them)",
+                surveyor.place()
+            )
+        }
+        _ => {
+            let names: Vec<String> = found
+                .iter()
+                .map(|(_, r)| format!("{}/{}", r.namespace, r.name))
+                .collect();
+            bail!(
+                "{} clusters match ({}); name one",
+                names.len(),
+                names.join(", ")
+            )
+        }
+    }
+}

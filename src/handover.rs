@@ -1,0 +1,287 @@
+//! Handing leadership over, and waiting until it has really happened: the transfer request
+//! (or, for systems that cannot transfer, the leader pod's deletion) runs while every replica
+//! is polled, concurrently and often, so the leaderless window is measured rather than
+//! guessed. `yield` prints the result; `drain` calls the same function before it evicts a
+//! leader.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::model::{ClusterTarget, HttpAnswer};
+use futures::StreamExt;
+
+use crate::observe::{endpoint, poll_view};
+use crate::plan::{judge, Done, Expect, ReplicaView, TransferCall};
+use crate::report::ClusterReport;
+use crate::transport::Transport;
+
+/// Rounds of polling start at most this often.
+const POLL_EVERY: Duration = Duration::from_millis(25);
+
+pub struct WaitOptions {
+    pub timeout: Duration,
+    /// The limit of one request in one round of polling.
+    pub probe_limit: Duration,
+}
+
+/// How the wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Outcome {
+    /// The old leader follows and the target (or, untargeted, another member) leads.
+    Transferred,
+    /// A new leader, but not the one asked for.
+    WentElsewhere,
+    /// The request was refused or failed.
+    Failed,
+    /// No handover within the time limit.
+    TimedOut,
+}
+
+/// What the waiting saw.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waited {
+    pub outcome: Outcome,
+    /// The leader all replicas agreed on at the end.
+    pub new_leader: Option<String>,
+    pub term_after: Option<u64>,
+    /// First round without an agreed leader to the first round with the new one; None when
+    /// no round lacked a leader (the gap, if any, was shorter than a round).
+    pub leaderless_window_ms: Option<f64>,
+    /// The request's own time (or the deletion's), and the whole wait.
+    pub action_ms: Option<f64>,
+    pub total_ms: f64,
+    /// Answers received, from all replicas together.
+    pub rounds: usize,
+    /// Mean time between two answers of one replica: the resolution of the window.
+    pub round_ms: f64,
+    /// The request's failure, when it failed.
+    pub error: Option<String>,
+    /// Each replica in the last round (printed on failure and timeout).
+    pub last_round: Vec<ReplicaView>,
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Runs `action` (the transfer request, or a deletion) while polling every replica, each in
+/// a loop of its own (a replica that is slow to answer never holds up the others' samples),
+/// until the latest answers show the handover done, the action fails, or the time is up.
+pub async fn act_and_wait<F>(
+    transport: &Transport,
+    target: &ClusterTarget,
+    report: &ClusterReport,
+    mut expect: Expect,
+    opts: &WaitOptions,
+    action: F,
+) -> Waited
+where
+    F: Future<Output = Result<(), String>>,
+{
+    let pod_of_member: BTreeMap<String, String> = report
+        .replicas
+        .iter()
+        .filter_map(|r| Some((r.raft.member_id.clone()?, r.pod.clone())))
+        .collect();
+    let members = report.summary.voters as usize;
+    let start = Instant::now();
+    let deadline = start + opts.timeout;
+    // Until a replica answers, it is as the survey saw it.
+    let mut views: Vec<ReplicaView> = target
+        .pods
+        .iter()
+        .map(|p| {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let r = report.replicas.iter().find(|r| r.pod == name);
+            ReplicaView {
+                role: r.map(|r| r.raft.role),
+                leader: r.and_then(|r| r.raft.leader_pod.clone()),
+                has_leader: r.and_then(|r| r.raft.has_leader),
+                term: r.and_then(|r| r.raft.term),
+                error: None,
+                pod: name,
+            }
+        })
+        .collect();
+    let pod_of_member = &pod_of_member;
+    let pollers = target.pods.iter().enumerate().map(|(i, pod)| {
+        Box::pin(futures::stream::unfold(
+            None::<Instant>,
+            move |last| async move {
+                if let Some(last) = last {
+                    tokio::time::sleep_until((last + POLL_EVERY).into()).await;
+                }
+                let asked = Instant::now();
+                let v = poll_view(
+                    transport,
+                    &target.profile,
+                    pod,
+                    pod_of_member,
+                    opts.probe_limit,
+                )
+                .await;
+                // The moment the answer describes: halfway through the request.
+                let at = (asked - start) + asked.elapsed() / 2;
+                Some(((i, v, at), Some(asked)))
+            },
+        ))
+    });
+    let mut samples = futures::stream::select_all(pollers);
+    tokio::pin!(action);
+    let mut action_result: Option<(Result<(), String>, Duration)> = None;
+    let mut leaderless_since: Option<Duration> = None;
+    let mut window: Option<Duration> = None;
+    let mut rounds = 0usize;
+    let may_vanish = expect.old_leader_may_vanish;
+    let sleep = tokio::time::sleep_until(deadline.into());
+    tokio::pin!(sleep);
+    let verdict = loop {
+        let (i, v, at) = tokio::select! {
+            r = &mut action, if action_result.is_none() => {
+                let failed = r.is_err();
+                action_result = Some((r, start.elapsed()));
+                if failed {
+                    break (Done::No, None, None);
+                }
+                continue;
+            }
+            Some(s) = samples.next() => s,
+            _ = &mut sleep => break (Done::No, None, None),
+        };
+        rounds += 1;
+        views[i] = v;
+        // A deleted leader's pod that fell silent has gone; whoever leads after that counts,
+        // even a replacement under the same name.
+        if may_vanish && views[i].pod == expect.old_leader && views[i].role.is_none() {
+            expect.old_leader = String::new();
+        }
+        let j = judge(&expect, &views, members);
+        match (&j.agreed, leaderless_since) {
+            (None, None) => leaderless_since = Some(at),
+            (Some(a), Some(since)) if a != &expect.old_leader && window.is_none() => {
+                window = Some(at.saturating_sub(since));
+            }
+            _ => {}
+        }
+        if j.done != Done::No {
+            break (j.done, j.agreed, j.term);
+        }
+    };
+    drop(samples);
+    let verdict = match verdict {
+        (Done::No, None, None) => {
+            let j = judge(&expect, &views, members);
+            (Done::No, j.agreed, j.term)
+        }
+        v => v,
+    };
+    // A synchronous request (etcd's MoveLeader) answers once the transfer is done: collect it.
+    if action_result.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(1);
+        if let Ok(r) = tokio::time::timeout(left, &mut action).await {
+            action_result = Some((r, start.elapsed()));
+        }
+    }
+    let total = start.elapsed();
+    let (done, new_leader, term_after) = verdict;
+    let error = match &action_result {
+        Some((Err(e), _)) => Some(e.clone()),
+        _ => None,
+    };
+    let outcome = match (&done, &error) {
+        (Done::Transferred, _) => Outcome::Transferred,
+        (Done::WentElsewhere(_), _) => Outcome::WentElsewhere,
+        (Done::No, Some(_)) => Outcome::Failed,
+        (Done::No, None) => Outcome::TimedOut,
+    };
+    let samples_per_replica = (rounds as f64 / target.pods.len().max(1) as f64).max(1.0);
+    Waited {
+        outcome,
+        new_leader,
+        term_after,
+        leaderless_window_ms: window.map(ms),
+        action_ms: action_result.map(|(_, d)| ms(d)),
+        total_ms: ms(total),
+        rounds,
+        round_ms: (ms(total) / samples_per_replica * 10.0).round() / 10.0,
+        error,
+        last_round: views,
+    }
+}
+
+/// Sends the transfer request to its replica; an answer outside `ok_status` is a failure
+/// whose message comes from the answer (etcd: `etcdserver: not leader`).
+pub async fn send_transfer(
+    transport: &Transport,
+    target: &ClusterTarget,
+    call: &TransferCall,
+    limit: Duration,
+) -> Result<(), String> {
+    let pod = target
+        .pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(call.pod.as_str()))
+        .ok_or_else(|| format!("pod {} is no longer part of the cluster", call.pod))?;
+    let ep = endpoint(&target.profile, pod, None).map_err(|e| format!("{}: {e}", call.pod))?;
+    let ans = transport
+        .call(&ep, &call.request(), limit)
+        .await
+        .map_err(|e| format!("{} {} {}: {e}", call.method, call.path, call.pod))?;
+    if call.ok_status.contains(&ans.status) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} refused the transfer: HTTP {}: {}",
+        call.pod,
+        ans.status,
+        refusal_message(&ans, call.error_json.as_deref())
+    ))
+}
+
+/// The error message in a refusal, at the profile's JSON pointer, else the body's first line.
+pub fn refusal_message(ans: &HttpAnswer, pointer: Option<&str>) -> String {
+    pointer
+        .and_then(|p| {
+            serde_json::from_slice::<serde_json::Value>(&ans.body)
+                .ok()?
+                .pointer(p)?
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| ans.snippet())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_refusals_read_their_message() {
+        // Recorded from etcd 3.4.23 (shared reference): a follower, and an unknown target.
+        let not_leader = HttpAnswer::new(
+            412,
+            r#"{"error":"etcdserver: not leader","message":"etcdserver: not leader","code":9}"#,
+        );
+        assert_eq!(
+            refusal_message(&not_leader, Some("/message")),
+            "etcdserver: not leader"
+        );
+        let bad = HttpAnswer::new(
+            412,
+            r#"{"error":"etcdserver: bad leader transferee","message":"etcdserver: bad leader transferee","code":9}"#,
+        );
+        assert_eq!(
+            refusal_message(&bad, Some("/message")),
+            "etcdserver: bad leader transferee"
+        );
+        let text = HttpAnswer::new(404, "404 page not found\n");
+        assert_eq!(
+            refusal_message(&text, Some("/message")),
+            "404 page not found"
+        );
+    }
+}

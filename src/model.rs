@@ -1,0 +1,290 @@
+//! The data floor: the types that observation produces and that assessment and planning
+//! consume. Types and their plain accessors only: this module imports nothing that does I/O
+//! (no Kubernetes client, no transport, no runtime), so everything pure can stand on it.
+//! `tests/architecture.rs` checks that mechanically.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+
+use crate::profile::{Profile, Scheme};
+
+// --- what Kubernetes says --------------------------------------------------------------------
+
+/// The Kubernetes objects one survey looks at, read once.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub statefulsets: Vec<StatefulSet>,
+    pub pods: Vec<Pod>,
+    pub services: Vec<Service>,
+    pub slices: Vec<EndpointSlice>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    /// None when the user may not list nodes: cordon state is then unknown.
+    pub nodes: Option<Vec<Node>>,
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    pub name: Option<String>,
+    pub node: Option<String>,
+    pub selector: Option<String>,
+    pub system: Option<String>,
+}
+
+/// What owns the replicas of one cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum OwnerKind {
+    StatefulSet,
+    /// Pods chosen with `-l SELECTOR`.
+    Selector,
+}
+
+impl OwnerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerKind::StatefulSet => "StatefulSet",
+            OwnerKind::Selector => "Selector",
+        }
+    }
+}
+
+/// One Raft cluster: its pods (ordered by ordinal) and the profile that reads them.
+#[derive(Debug, Clone)]
+pub struct ClusterTarget {
+    pub namespace: String,
+    pub name: String,
+    pub owner_kind: OwnerKind,
+    pub profile: Profile,
+    pub desired_replicas: u32,
+    pub pods: Vec<Pod>,
+}
+
+pub fn labels(p: &Pod) -> &BTreeMap<String, String> {
+    p.labels()
+}
+
+pub fn pod_node(p: &Pod) -> Option<&str> {
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref())
+}
+
+pub fn pod_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+// --- what a replica says ---------------------------------------------------------------------
+
+/// Where one request goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub namespace: String,
+    pub pod: String,
+    pub pod_ip: Option<String>,
+    pub port: u16,
+    pub scheme: Scheme,
+}
+
+/// One HTTP answer from a replica, body already capped in size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpAnswer {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl HttpAnswer {
+    #[cfg(test)]
+    pub fn new(status: u16, body: &str) -> Self {
+        HttpAnswer {
+            status,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body shortened to one line, for messages.
+    pub fn snippet(&self) -> String {
+        let t = self.text();
+        let one_line: String = t.split_whitespace().collect::<Vec<_>>().join(" ");
+        if one_line.chars().count() > 120 {
+            format!("{}...", one_line.chars().take(120).collect::<String>())
+        } else {
+            one_line
+        }
+    }
+}
+
+/// Answers larger than this are cut off and reported: health endpoints answer in bytes.
+pub const MAX_ANSWER_BYTES: usize = 1 << 20;
+
+/// Why a request to a replica got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeError {
+    /// No answer within the time limit (a hung or stopped process).
+    Timeout(Duration),
+    /// The connection was refused, closed, or could not be made.
+    Unreachable(String),
+    /// RBAC refused the proxy request.
+    Forbidden(String),
+    /// The answer exceeded MAX_ANSWER_BYTES.
+    TooLarge,
+    /// The API server kept refusing the request for load (HTTP 429, priority and fairness).
+    Throttled(String),
+    /// Anything else: the API server failed, the pod has no IP, ...
+    Other(String),
+}
+
+impl fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeError::Timeout(d) => write!(f, "no answer within {}", human_duration(*d)),
+            ProbeError::Unreachable(m) => write!(f, "unreachable: {m}"),
+            ProbeError::Forbidden(m) => write!(f, "forbidden: {m}"),
+            ProbeError::TooLarge => write!(
+                f,
+                "the answer is larger than {} bytes (is this the system's health port?)",
+                MAX_ANSWER_BYTES
+            ),
+            ProbeError::Throttled(m) => {
+                write!(f, "the API server is overloaded and kept refusing: {m}")
+            }
+            ProbeError::Other(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// `250ms`, `2s`, `1.50s`: durations the way kubectl prints them.
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.2}s", d.as_secs_f64())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Leader,
+    Follower,
+    Candidate,
+    Learner,
+    Observer,
+    Unknown,
+}
+
+impl Role {
+    pub fn parse(s: &str) -> Role {
+        match s.trim().to_ascii_lowercase().as_str() {
+            // A standalone server is the leader of a cluster of one.
+            "leader" | "standalone" | "primary" | "active" => Role::Leader,
+            "follower" | "replica" | "standby" => Role::Follower,
+            "candidate" | "precandidate" | "pre-candidate" | "looking" => Role::Candidate,
+            "learner" | "non-voter" | "nonvoter" => Role::Learner,
+            "observer" | "read-only" => Role::Observer,
+            _ => Role::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Leader => "leader",
+            Role::Follower => "follower",
+            Role::Candidate => "candidate",
+            Role::Learner => "learner",
+            Role::Observer => "observer",
+            Role::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the replica votes in elections (and so counts towards quorum).
+    pub fn is_voter(self) -> bool {
+        !matches!(self, Role::Learner | Role::Observer)
+    }
+}
+
+/// What one replica says about Raft.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RaftFacts {
+    pub role: Option<Role>,
+    pub member_id: Option<String>,
+    pub leader_id: Option<String>,
+    pub has_leader: Option<bool>,
+    pub term: Option<u64>,
+    pub commit_index: Option<u64>,
+    pub applied_index: Option<u64>,
+    pub leader_commit_index: Option<u64>,
+    pub learner: Option<bool>,
+    pub version: Option<String>,
+}
+
+/// The outcome of a health or readiness check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckOutcome {
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// One member of the Raft configuration, as the system lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: String,
+    pub name: Option<String>,
+    pub learner: bool,
+    /// Where it serves the profile's port, where the member list says.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReplicaObservation {
+    pub pod: Pod,
+    pub health: Result<CheckOutcome, ProbeError>,
+    pub readiness: Option<Result<CheckOutcome, ProbeError>>,
+    pub facts: RaftFacts,
+    /// Failed requests, one message each (optional requests are left out).
+    pub errors: Vec<String>,
+}
+
+impl ReplicaObservation {
+    /// Healthy by the system's own check.
+    pub fn healthy(&self) -> bool {
+        self.health.as_ref().is_ok_and(|c| c.ok)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterObservation {
+    pub target: ClusterTarget,
+    pub replicas: Vec<ReplicaObservation>,
+    /// The Raft membership as one member lists it, where the profile knows how to ask.
+    pub members: Option<Result<Vec<Member>, String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(human_duration(Duration::from_secs(2)), "2s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.50s");
+    }
+}

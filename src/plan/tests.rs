@@ -1,0 +1,371 @@
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::OwnerKind;
+use crate::profile::Catalog;
+use crate::report::{Check, Probes, RaftReport, Summary};
+
+#[derive(Clone, Debug)]
+struct M {
+    role: Role,
+    health: CheckState,
+    lag: Option<u64>,
+    cordoned: bool,
+    node: u8,
+}
+
+fn m(role: Role) -> M {
+    M {
+        role,
+        health: CheckState::Ok,
+        lag: Some(0),
+        cordoned: false,
+        node: 0,
+    }
+}
+
+fn replica(i: usize, x: &M) -> ReplicaReport {
+    ReplicaReport {
+        pod: format!("etcd-{i}"),
+        node: Some(format!("n{}", if x.node == 0 { i as u8 } else { x.node })),
+        node_unschedulable: x.cordoned,
+        node_ready: Some(true),
+        pod_ip: None,
+        phase: "Running".into(),
+        ready: true,
+        terminating: false,
+        restarts: 0,
+        probes: Probes::default(),
+        raft: RaftReport {
+            health: Check {
+                state: x.health,
+                detail: "d".into(),
+            },
+            readiness: None,
+            role: x.role,
+            member_id: Some(format!("{}", 100 + i)),
+            leader_id: None,
+            leader_pod: None,
+            has_leader: Some(true),
+            term: Some(5),
+            commit_index: Some(10),
+            applied_index: Some(10),
+            lag: x.lag,
+            learner: x.role == Role::Learner,
+            version: None,
+            errors: vec![],
+        },
+        endpoints: vec![],
+    }
+}
+
+fn cluster(ms: &[M]) -> ClusterReport {
+    let replicas: Vec<ReplicaReport> = ms.iter().enumerate().map(|(i, x)| replica(i, x)).collect();
+    let voters = ms.iter().filter(|x| x.role.is_voter()).count() as u32;
+    let healthy = ms
+        .iter()
+        .filter(|x| x.role.is_voter() && x.health == CheckState::Ok)
+        .count() as u32;
+    let q = crate::assess::quorum(voters);
+    let tolerance = crate::assess::fault_tolerance(voters, healthy);
+    ClusterReport {
+        namespace: "db".into(),
+        name: "etcd".into(),
+        owner_kind: OwnerKind::StatefulSet,
+        system: "etcd".into(),
+        summary: Summary {
+            desired_replicas: ms.len() as u32,
+            members: ms.len() as u32,
+            voters,
+            healthy_voters: healthy,
+            quorum: q,
+            has_quorum: tolerance.is_some(),
+            fault_tolerance: tolerance.unwrap_or(0),
+            leader: None,
+            term: Some(5),
+            ready_pods: ms.len() as u32,
+        },
+        pdb: None,
+        services: vec![],
+        replicas,
+        warnings: vec![],
+    }
+}
+
+fn etcd() -> Profile {
+    Catalog::builtin().get("etcd").unwrap().clone()
+}
+
+fn opts() -> YieldOptions {
+    YieldOptions {
+        max_lag: 100,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn etcd_hands_over_to_the_least_lagging_follower_with_its_member_id() {
+    let lagging = M {
+        lag: Some(7),
+        ..m(Role::Follower)
+    };
+    let c = cluster(&[lagging, m(Role::Leader), m(Role::Follower)]);
+    let p = plan_yield(&c, &etcd(), &opts()).unwrap();
+    assert_eq!((p.leader.as_str(), p.target.as_str()), ("etcd-1", "etcd-2"));
+    assert!(p.targeted);
+    assert_eq!(p.call.pod, "etcd-1", "MoveLeader goes to the leader");
+    assert_eq!(p.call.method, "POST");
+    assert_eq!(p.call.path, "/v3/maintenance/transfer-leadership");
+    assert_eq!(p.call.body.as_deref(), Some(r#"{"targetID": "102"}"#));
+    assert!(p.why.contains("caught up"), "{}", p.why);
+}
+
+#[test]
+fn a_named_target_is_used_and_bad_ones_are_refused_with_the_reason() {
+    let learner = m(Role::Learner);
+    let down = M {
+        health: CheckState::Unreachable,
+        ..m(Role::Follower)
+    };
+    let behind = M {
+        lag: Some(5000),
+        ..m(Role::Follower)
+    };
+    let c = cluster(&[
+        m(Role::Leader),
+        m(Role::Follower),
+        learner,
+        down,
+        behind,
+        m(Role::Follower),
+        m(Role::Follower),
+    ]);
+    let to = |pod: &str| YieldOptions {
+        to: Some(pod.into()),
+        ..opts()
+    };
+    assert_eq!(
+        plan_yield(&c, &etcd(), &to("etcd-1")).unwrap().target,
+        "etcd-1"
+    );
+    let reason = |pod: &str| plan_yield(&c, &etcd(), &to(pod)).unwrap_err().reason;
+    assert_eq!(reason("etcd-0"), RefusalReason::TargetIsLeader);
+    assert_eq!(reason("etcd-2"), RefusalReason::TargetLearner);
+    assert_eq!(reason("etcd-3"), RefusalReason::TargetUnreachable);
+    assert_eq!(reason("etcd-4"), RefusalReason::TargetLagging);
+    assert_eq!(reason("etcd-9"), RefusalReason::TargetNotMember);
+    let e = plan_yield(&c, &etcd(), &to("etcd-9")).unwrap_err();
+    assert!(e.message.contains("etcd-0, etcd-1, etcd-2"), "{e}");
+    // --force overrides what can be overridden, and says so.
+    let forced = YieldOptions {
+        force: true,
+        ..to("etcd-3")
+    };
+    let p = plan_yield(&c, &etcd(), &forced).unwrap();
+    assert_eq!(p.overridden.len(), 1);
+    let forced_learner = YieldOptions {
+        force: true,
+        ..to("etcd-2")
+    };
+    assert!(plan_yield(&c, &etcd(), &forced_learner).is_err());
+}
+
+#[test]
+fn no_leader_several_leaders_and_zero_tolerance_are_refused() {
+    let c = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Candidate)]);
+    assert_eq!(
+        plan_yield(&c, &etcd(), &opts()).unwrap_err().reason,
+        RefusalReason::NoLeader
+    );
+    let c = cluster(&[m(Role::Leader), m(Role::Leader), m(Role::Follower)]);
+    assert_eq!(
+        plan_yield(&c, &etcd(), &opts()).unwrap_err().reason,
+        RefusalReason::MultipleLeaders
+    );
+    let sick = M {
+        health: CheckState::Failing,
+        ..m(Role::Follower)
+    };
+    let c = cluster(&[m(Role::Leader), m(Role::Follower), sick]);
+    let e = plan_yield(&c, &etcd(), &opts()).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::FaultToleranceZero);
+    assert!(e.message.contains("--force"), "{e}");
+    let forced = YieldOptions {
+        force: true,
+        ..opts()
+    };
+    assert_eq!(plan_yield(&c, &etcd(), &forced).unwrap().target, "etcd-1");
+}
+
+#[test]
+fn systems_without_a_transfer_say_so() {
+    let zk = Catalog::builtin().get("zookeeper").unwrap().clone();
+    let c = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
+    let e = plan_yield(&c, &zk, &opts()).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::NoTransfer);
+    assert!(
+        e.message.contains("ZooKeeper") && e.message.contains("--allow-election"),
+        "{e}"
+    );
+}
+
+#[test]
+fn keeper_yields_untargeted_to_the_leader_and_requests_leadership_at_a_named_target() {
+    let keeper = Catalog::builtin().get("clickhouse-keeper").unwrap().clone();
+    let c = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
+    let p = plan_yield(&c, &keeper, &opts()).unwrap();
+    assert!(!p.targeted);
+    assert_eq!(p.call.pod, "etcd-1");
+    assert_eq!(p.call.path, "/api/v1/commands?command=ydld");
+    assert_eq!(
+        p.expect().target,
+        None,
+        "the system picks: any other member will do"
+    );
+    let to = YieldOptions {
+        to: Some("etcd-2".into()),
+        ..opts()
+    };
+    let p = plan_yield(&c, &keeper, &to).unwrap();
+    assert!(p.targeted);
+    assert_eq!(
+        p.call.pod, "etcd-2",
+        "rqld goes to the member that takes over"
+    );
+    assert_eq!(p.call.path, "/api/v1/commands?command=rqld");
+}
+
+#[test]
+fn drain_never_gets_a_target_on_a_node_it_drains() {
+    let c = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
+    let o = YieldOptions {
+        avoid_nodes: vec!["n1".into()],
+        ..opts()
+    };
+    assert_eq!(plan_yield(&c, &etcd(), &o).unwrap().target, "etcd-2");
+    let o = YieldOptions {
+        avoid_nodes: vec!["n1".into(), "n2".into()],
+        ..opts()
+    };
+    let e = plan_yield(&c, &etcd(), &o).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::NoCandidate);
+    assert!(e.message.contains("being drained"), "{e}");
+}
+
+fn view(pod: &str, role: Option<Role>, leader: Option<&str>) -> ReplicaView {
+    ReplicaView {
+        pod: pod.into(),
+        role,
+        leader: leader.map(str::to_string),
+        has_leader: role.map(|_| leader.is_some()),
+        term: Some(6),
+        error: None,
+    }
+}
+
+#[test]
+fn the_wait_ends_only_when_the_old_leader_follows_and_a_majority_names_the_target() {
+    let expect = Expect {
+        old_leader: "a".into(),
+        target: Some("b".into()),
+        old_leader_may_vanish: false,
+    };
+    let f = Some(Role::Follower);
+    let l = Some(Role::Leader);
+    // Mid-handover: the target already leads, the old leader still claims to.
+    let mid = [
+        view("a", l, Some("a")),
+        view("b", l, Some("b")),
+        view("c", f, Some("b")),
+    ];
+    assert_eq!(judge(&expect, &mid, 3).done, Done::No);
+    // Somebody says "no leader": not agreed.
+    let gap = [
+        view("a", f, None),
+        view("b", l, Some("b")),
+        view("c", f, Some("b")),
+    ];
+    assert_eq!(judge(&expect, &gap, 3).agreed, None);
+    // The old leader is silent: not proof that it stepped down.
+    let silent = [
+        ReplicaView {
+            error: Some("timeout".into()),
+            ..view("a", None, None)
+        },
+        view("b", l, Some("b")),
+        view("c", f, Some("b")),
+    ];
+    assert_eq!(judge(&expect, &silent, 3).done, Done::No);
+    let done = [
+        view("a", f, Some("b")),
+        view("b", l, Some("b")),
+        view("c", f, Some("b")),
+    ];
+    let j = judge(&expect, &done, 3);
+    assert_eq!(
+        (j.done, j.agreed.as_deref(), j.term),
+        (Done::Transferred, Some("b"), Some(6))
+    );
+    let elsewhere = [
+        view("a", f, Some("c")),
+        view("b", f, Some("c")),
+        view("c", l, Some("c")),
+    ];
+    assert_eq!(
+        judge(&expect, &elsewhere, 3).done,
+        Done::WentElsewhere("c".into())
+    );
+}
+
+proptest! {
+    /// Whatever the cluster looks like, an automatic choice is never the leader, a learner,
+    /// an unhealthy or lagging member, or on a node being drained; and reordering the
+    /// replicas changes no plan.
+    #[test]
+    fn the_chosen_target_is_eligible_and_order_free(
+        (ms, order) in prop::collection::vec(
+            (0u8..6, 0u8..4, prop::option::of(0u64..300), any::<bool>(), 0u8..4), 1..8)
+            .prop_flat_map(|v| { let n = v.len(); (Just(v), Just((0..n).collect::<Vec<_>>()).prop_shuffle()) }),
+        avoid in prop::option::of(1u8..4),
+    ) {
+        let roles = [Role::Leader, Role::Follower, Role::Follower, Role::Candidate, Role::Learner, Role::Unknown];
+        let states = [CheckState::Ok, CheckState::Ok, CheckState::Failing, CheckState::Unreachable];
+        let ms: Vec<M> = ms.iter().map(|(r, h, lag, cordoned, node)| M {
+            role: roles[*r as usize], health: states[*h as usize], lag: *lag, cordoned: *cordoned, node: *node,
+        }).collect();
+        let c = cluster(&ms);
+        let o = YieldOptions { avoid_nodes: avoid.map(|n| format!("n{n}")).into_iter().collect(), ..opts() };
+        let plan = plan_yield(&c, &etcd(), &o);
+        if let Ok(p) = &plan {
+            let t = c.replicas.iter().find(|x| x.pod == p.target).unwrap();
+            prop_assert_ne!(&p.target, &p.leader);
+            prop_assert_eq!(t.raft.role, Role::Follower);
+            prop_assert_eq!(t.raft.health.state, CheckState::Ok);
+            prop_assert!(t.raft.lag.is_none_or(|l| l <= o.max_lag));
+            prop_assert!(!o.avoid_nodes.contains(t.node.as_ref().unwrap()));
+            prop_assert!(p.overridden.is_empty());
+            // Fault tolerance is never 0 (or lost) when a transfer goes ahead without --force.
+            prop_assert!(c.summary.has_quorum && c.summary.fault_tolerance > 0);
+        }
+        let mut shuffled = c.clone();
+        shuffled.replicas = order.iter().map(|&i| c.replicas[i].clone()).collect();
+        prop_assert_eq!(plan, plan_yield(&shuffled, &etcd(), &o));
+    }
+
+    /// The agreed leader, when there is one, claims leadership and is named by a majority.
+    #[test]
+    fn an_agreed_leader_claims_leadership_and_has_a_majority(
+        vs in prop::collection::vec((0u8..4, prop::option::of(0u8..4)), 1..7)
+    ) {
+        let roles = [None, Some(Role::Leader), Some(Role::Follower), Some(Role::Candidate)];
+        let views: Vec<ReplicaView> = vs.iter().enumerate().map(|(i, (r, l))| {
+            view(&format!("p{i}"), roles[*r as usize], l.map(|l| format!("p{l}")).as_deref())
+        }).collect();
+        if let Some(a) = agreed_leader(&views, views.len()) {
+            prop_assert!(views.iter().any(|v| v.pod == a && v.role == Some(Role::Leader)));
+            let named = views.iter().filter(|v| v.leader.as_deref() == Some(a.as_str()) || (v.leader.is_none() && v.pod == a && v.role == Some(Role::Leader))).count();
+            prop_assert!(named > views.len() / 2);
+            prop_assert!(!views.iter().any(|v| v.role.is_some() && v.has_leader == Some(false)));
+        }
+    }
+}

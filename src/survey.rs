@@ -1,0 +1,234 @@
+//! One survey, many verbs: list the Kubernetes objects once, select the clusters, ask every
+//! replica, assess. `status` prints a survey; `yield` and `drain` decide on one, act, and
+//! survey again rather than trust what they saw before.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams};
+use kube::Client;
+
+use crate::assess;
+use crate::cli::{GlobalArgs, ProbeArgs, SelectArgs, Via};
+use crate::connect::{connect, Connection};
+use crate::errors::{api_context, is_forbidden, is_not_found};
+use crate::model::{ClusterObservation, ClusterTarget, ProbeError, Selection, Snapshot};
+use crate::observe::observe_cluster;
+use crate::profile::Catalog;
+use crate::report::ClusterReport;
+use crate::select::select_clusters;
+use crate::transport::Transport;
+
+/// The built-in profiles plus the user's `--profiles FILE`.
+pub fn load_catalog(extra: Option<&Path>) -> Result<Catalog> {
+    match extra {
+        None => Ok(Catalog::builtin()),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading profiles file {}", path.display()))?;
+            Catalog::with_user_profiles(&text, &path.display().to_string())
+        }
+    }
+}
+
+/// Everything a verb needs to look at the clusters, set up once from the flags.
+pub struct Surveyor {
+    pub conn: Connection,
+    pub catalog: Catalog,
+    pub transport: Transport,
+    /// -n, else the context's namespace.
+    pub namespace: String,
+    pub all_namespaces: bool,
+    pub probe_timeout: Duration,
+}
+
+/// What one survey saw and concluded.
+pub struct Survey {
+    /// The objects read (drain plans from its nodes and PDBs).
+    #[allow(dead_code)]
+    pub snapshot: Snapshot,
+    pub observations: Vec<ClusterObservation>,
+    pub reports: Vec<ClusterReport>,
+}
+
+impl Surveyor {
+    pub async fn new(g: &GlobalArgs, select: &SelectArgs, probe: &ProbeArgs) -> Result<Self> {
+        let catalog = load_catalog(select.profiles.as_deref())?;
+        if let Some(s) = &select.system {
+            catalog.require(s)?;
+        }
+        let conn = connect(g).await?;
+        let namespace = g
+            .namespace
+            .clone()
+            .unwrap_or_else(|| conn.default_namespace.clone());
+        let max = probe.max_inflight as usize;
+        let transport = match probe.via {
+            Via::Proxy => Transport::proxy(conn.probe_client.clone(), max),
+            Via::Direct => Transport::direct(max),
+        };
+        Ok(Surveyor {
+            conn,
+            catalog,
+            transport,
+            namespace,
+            all_namespaces: select.all_namespaces,
+            probe_timeout: probe.probe_timeout,
+        })
+    }
+
+    /// "namespace \"db\"" or "any namespace", for messages.
+    pub fn place(&self) -> String {
+        if self.all_namespaces {
+            "any namespace".to_string()
+        } else {
+            format!("namespace {:?}", self.namespace)
+        }
+    }
+
+    fn scope(&self) -> Option<&str> {
+        (!self.all_namespaces).then_some(self.namespace.as_str())
+    }
+
+    /// Lists, selects, probes and assesses. Each cluster's replicas are asked as soon as the
+    /// StatefulSets and pods are known, while the Services, EndpointSlices, PDBs and nodes
+    /// (needed only for the assessment) are still being read.
+    pub async fn survey(&self, sel: &Selection) -> Result<Survey> {
+        let client = &self.conn.client;
+        let ns = self.scope();
+        let where_ = ns
+            .map(|n| format!("in namespace {n:?}"))
+            .unwrap_or_else(|| "in any namespace".into());
+        let pod_params = match &sel.selector {
+            Some(s) => ListParams::default().labels(s),
+            None => ListParams::default(),
+        };
+        let all = ListParams::default();
+
+        let probing = async {
+            let (sts, pods) = tokio::join!(
+                list::<StatefulSet>(client, ns, &all),
+                list::<Pod>(client, ns, &pod_params),
+            );
+            let snap = Snapshot {
+                statefulsets: sts
+                    .map_err(|e| api_context(e, "list", "statefulsets.apps", &where_))?,
+                pods: pods.map_err(|e| api_context(e, "list", "pods", &where_))?,
+                ..Default::default()
+            };
+            let targets = select_clusters(&snap, &self.catalog, sel, &self.namespace);
+            let observations = match &targets {
+                Ok(t) => self.observe(t.clone()).await,
+                Err(_) => vec![],
+            };
+            Ok::<_, anyhow::Error>((snap, targets, observations))
+        };
+        let context = async {
+            let namespace = async {
+                match ns {
+                    Some(n) => Some(Api::<Namespace>::all(client.clone()).get(n).await),
+                    None => None,
+                }
+            };
+            tokio::join!(
+                namespace,
+                list::<Service>(client, ns, &all),
+                list::<EndpointSlice>(client, ns, &all),
+                list::<PodDisruptionBudget>(client, ns, &all),
+                async { Api::<Node>::all(client.clone()).list(&all).await },
+            )
+        };
+        let (probed, (namespace, services, slices, pdbs, nodes)) = tokio::join!(probing, context);
+
+        // A missing namespace would otherwise look like an empty one.
+        if let (Some(n), Some(Err(e))) = (ns, &namespace) {
+            if is_not_found(e) {
+                bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)");
+            }
+        }
+        let nodes = match nodes {
+            Ok(l) => Some(l.items),
+            Err(e) if is_forbidden(&e) => None,
+            Err(e) => return Err(api_context(e, "list", "nodes", "")),
+        };
+        // The node list answers --node too; without the right to list nodes it cannot be checked.
+        if let (Some(node), Some(list)) = (&sel.node, &nodes) {
+            if !list
+                .iter()
+                .any(|n| n.metadata.name.as_deref() == Some(node.as_str()))
+            {
+                bail!("node {node:?} not found (list them with `kubectl get nodes`)");
+            }
+        }
+        let (mut snapshot, targets, observations) = probed?;
+        targets?;
+        snapshot.services = services.map_err(|e| api_context(e, "list", "services", &where_))?;
+        snapshot.slices = slices
+            .map_err(|e| api_context(e, "list", "endpointslices.discovery.k8s.io", &where_))?;
+        snapshot.pdbs =
+            pdbs.map_err(|e| api_context(e, "list", "poddisruptionbudgets.policy", &where_))?;
+        snapshot.nodes = nodes;
+
+        // Without pods/proxy rights nothing can be observed: that is an error, not a report.
+        let mut all_replicas = observations.iter().flat_map(|o| &o.replicas).peekable();
+        if all_replicas.peek().is_some()
+            && all_replicas
+                .clone()
+                .all(|r| matches!(r.health, Err(ProbeError::Forbidden(_))))
+        {
+            if let Some(Err(e)) = all_replicas.next().map(|r| &r.health) {
+                bail!("{e}");
+            }
+        }
+        let reports = observations
+            .iter()
+            .map(|o| assess::assess(o, &snapshot))
+            .collect();
+        Ok(Survey {
+            snapshot,
+            observations,
+            reports,
+        })
+    }
+
+    /// Every cluster at once; the transport bounds the requests in flight.
+    pub async fn observe(&self, targets: Vec<ClusterTarget>) -> Vec<ClusterObservation> {
+        futures::future::join_all(
+            targets
+                .into_iter()
+                .map(|t| observe_cluster(&self.transport, t, self.probe_timeout)),
+        )
+        .await
+    }
+}
+
+/// One LIST, in a namespace or in all of them.
+async fn list<K>(client: &Client, ns: Option<&str>, lp: &ListParams) -> kube::Result<Vec<K>>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Ok(api::<K>(client, ns).list(lp).await?.items)
+}
+
+fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}

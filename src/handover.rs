@@ -21,6 +21,9 @@ use crate::transport::Transport;
 /// Rounds of polling start at most this often.
 const POLL_EVERY: Duration = Duration::from_millis(25);
 
+/// How long replicas are still watched after the request failed.
+const AFTER_FAILURE: Duration = Duration::from_secs(2);
+
 pub struct WaitOptions {
     pub timeout: Duration,
     /// The limit of one request in one round of polling.
@@ -142,11 +145,13 @@ where
     let verdict = loop {
         let (i, v, at) = tokio::select! {
             r = &mut action, if action_result.is_none() => {
-                let failed = r.is_err();
-                action_result = Some((r, start.elapsed()));
-                if failed {
-                    break (Done::No, None, None);
+                if r.is_err() {
+                    // Keep watching a little: whether leadership moved anyway (an election,
+                    // elsewhere) says more than the failure, and the last answers are fresh.
+                    let grace = Instant::now() + AFTER_FAILURE.max(opts.probe_limit * 2);
+                    sleep.as_mut().reset(grace.min(deadline).into());
                 }
+                action_result = Some((r, start.elapsed()));
                 continue;
             }
             Some(s) = samples.next() => s,

@@ -272,16 +272,6 @@ pub fn plan_yield(
                 .expect("several")
         }
     };
-    if !r.summary.has_quorum || r.summary.fault_tolerance == 0 {
-        check(
-            RefusalReason::FaultToleranceZero,
-            format!(
-                "{cluster}: fault tolerance is 0 ({} of {} voters healthy, {} needed): a transfer that goes wrong stops the cluster; fix the unhealthy members first, or --force",
-                r.summary.healthy_voters, r.summary.voters, r.summary.quorum
-            ),
-        )?;
-    }
-
     let (ranked, rejected) = rank_targets(r, &leader.pod, opts);
     let target: ReplicaReport = match &opts.to {
         Some(to) => {
@@ -333,6 +323,17 @@ pub fn plan_yield(
             }
         },
     };
+    // After the target's own problems, which say more about a named target.
+    if !r.summary.has_quorum || r.summary.fault_tolerance == 0 {
+        check(
+            RefusalReason::FaultToleranceZero,
+            format!(
+                "{cluster}: fault tolerance is 0 ({} of {} voters healthy, {} needed): a transfer that goes wrong stops the cluster; fix the unhealthy members first, or --force",
+                r.summary.healthy_voters, r.summary.voters, r.summary.quorum
+            ),
+        )?;
+    }
+
     let why = match &opts.to {
         Some(_) => format!("named with --to ({})", describe(&target)),
         None => {

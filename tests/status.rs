@@ -590,3 +590,114 @@ fn zookeeper_ensemble_is_read_through_its_admin_server() {
         }
     });
 }
+
+/// A one-replica StatefulSet whose "health port" runs a Python program, described to the
+/// plugin by annotations, Ready by a TCP probe.
+fn deploy_python_replica(ns: &str, name: &str, program: &str) {
+    let indented: String = program
+        .lines()
+        .map(|l| format!("            {l}\n"))
+        .collect();
+    let manifest = format!(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {name}
+  annotations:
+    kubectl-raft.io/port: "8080"
+    kubectl-raft.io/health-path: /health
+spec:
+  serviceName: {name}
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - name: server
+        image: python:3
+        command:
+        - /usr/bin/python3
+        - -c
+        - |
+{indented}        ports: [{{name: http, containerPort: 8080}}]
+        readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1}}
+"#
+    );
+    let f = tempfile(&manifest);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_in(
+        ns,
+        Duration::from_secs(60),
+        &format!("{name}-0 Ready"),
+        || {
+            let p = kubectl_json(&["get", "pods", "-n", ns, "-l", &format!("app={name}")]);
+            p["items"][0]["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+        },
+    );
+}
+
+#[test]
+fn a_replica_that_closes_connections_is_reported_as_closed_not_as_a_timeout() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("status-closer");
+    deploy_python_replica(
+        &ns.name,
+        "closer",
+        "import socket\n\
+         s = socket.socket()\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         s.bind(('0.0.0.0', 8080))\n\
+         s.listen(64)\n\
+         while True:\n    c, _ = s.accept()\n    c.close()",
+    );
+    // A generous limit: the answer must say what happened, not that time ran out.
+    let report = status_json(&["closer", "-n", &ns.name, "--probe-timeout", "10s"]);
+    let health = &cluster(&report, &ns.name)["replicas"][0]["raft"]["health"];
+    assert_eq!(health["state"], "unreachable", "{health}");
+    let detail = health["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("closed without an answer") && !detail.contains("no answer within"),
+        "through pods/proxy: {detail}"
+    );
+    let c = cluster(&report, &ns.name);
+    assert!(warning_codes(c).contains(&"ReadyButUnhealthy"), "{c}");
+}
+
+#[test]
+fn a_ready_replica_whose_answer_is_too_large_is_warned_about() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("status-large");
+    deploy_python_replica(
+        &ns.name,
+        "large",
+        "import http.server\n\
+         body = b'x' * 10_000_000\n\
+         class H(http.server.BaseHTTPRequestHandler):\n    \
+             def do_GET(self):\n        \
+                 self.send_response(200)\n        \
+                 self.send_header('Content-Length', str(len(body)))\n        \
+                 self.end_headers()\n        \
+                 self.wfile.write(body)\n\
+         http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()",
+    );
+    let report = status_json(&["large", "-n", &ns.name]);
+    let c = cluster(&report, &ns.name);
+    let health = &c["replicas"][0]["raft"]["health"];
+    assert_eq!(health["state"], "unknown", "{health}");
+    assert!(
+        health["detail"].as_str().unwrap().contains("larger than"),
+        "{health}"
+    );
+    let warnings = c["warnings"].as_array().unwrap();
+    let w = warnings
+        .iter()
+        .find(|w| w["code"] == "ReadyButUnhealthy")
+        .unwrap_or_else(|| panic!("a ReadyButUnhealthy warning: {c}"));
+    assert_eq!(w["pod"], "large-0");
+}

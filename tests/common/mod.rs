@@ -416,3 +416,77 @@ pub fn status_json(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(&out)))
 }
+
+/// The write-load client (tests/load/writeload.rs, built by `cargo test` as an example):
+/// one sequential writer against every etcd member's pod IP, counting failed and slow writes.
+pub struct Load {
+    child: std::process::Child,
+}
+
+pub fn example_bin(name: &str) -> PathBuf {
+    // target/debug/deps/<test> -> target/debug/examples/<name>
+    let exe = std::env::current_exe().expect("test executable");
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("examples")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: `cargo test` builds examples; run `cargo build --example {name}`",
+        bin.display()
+    );
+    bin
+}
+
+impl Load {
+    pub fn start(ns: &str) -> Self {
+        let endpoints: Vec<String> = etcd_pods(ns)
+            .iter()
+            .filter_map(|p| p["status"]["podIP"].as_str())
+            .map(|ip| format!("http://{ip}:2379"))
+            .collect();
+        assert!(!endpoints.is_empty(), "etcd pods with IPs in {ns}");
+        let child = Command::new(example_bin("writeload"))
+            .args(["--endpoints", &endpoints.join(","), "--duration", "300s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start writeload");
+        // Let it write a little before anything happens.
+        std::thread::sleep(Duration::from_millis(500));
+        Load { child }
+    }
+
+    /// Stops the writer; its summary: writes, ok, failed, slow, longestStallMs, p99Ms, ...
+    pub fn finish(mut self) -> Value {
+        signal(self.child.id() as i32, "TERM");
+        let out = std::mem::replace(&mut self.child, Command::new("true").spawn().expect("true"))
+            .wait_with_output()
+            .expect("writeload output");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "writeload printed no summary ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the plugin's yield with `-o json`; (exit code, report, stderr).
+pub fn yield_json(args: &[&str]) -> (Option<i32>, Value, String) {
+    let mut a = vec!["yield"];
+    a.extend_from_slice(args);
+    a.extend(["-o", "json"]);
+    let out = raft(&a);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), report, stderr(&out))
+}

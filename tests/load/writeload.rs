@@ -1,0 +1,153 @@
+//! A write-load client for benchmarks and end-to-end tests: one sequential writer (each
+//! write waits for the previous one) against etcd's JSON gateway, that counts every failed
+//! and every slow write and measures the longest stall a client saw.
+//!
+//! Usage: writeload --endpoints http://10.250.0.5:2379,http://10.250.0.6:2379
+//!                  [--duration 60s] [--timeout 1s] [--slow 100ms]
+//! Runs until --duration or SIGTERM/SIGINT, then prints one JSON summary on stdout. A write
+//! that fails or times out is counted and the next endpoint is tried, as a client with
+//! several endpoints does; the stall is the longest time between two successful writes.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn duration(s: &str) -> Duration {
+    let (n, unit) = s.split_at(s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len()));
+    let n: f64 = n.parse().expect("a number");
+    Duration::from_secs_f64(match unit {
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        _ => n,
+    })
+}
+
+fn base64(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let endpoints: Vec<String> = arg(&args, "--endpoints")
+        .expect("--endpoints URL[,URL...]")
+        .split(',')
+        .map(|s| s.trim_end_matches('/').to_string())
+        .collect();
+    let run_for = duration(&arg(&args, "--duration").unwrap_or_else(|| "60s".into()));
+    let timeout = duration(&arg(&args, "--timeout").unwrap_or_else(|| "1s".into()));
+    let slow = duration(&arg(&args, "--slow").unwrap_or_else(|| "100ms".into()));
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    let start = Instant::now();
+    let (mut ok, mut failed, mut slow_writes) = (0u64, 0u64, 0u64);
+    let mut latencies: Vec<f64> = vec![];
+    let mut last_ok = start;
+    let mut longest_stall = Duration::ZERO;
+    let mut failures: Vec<String> = vec![];
+    let mut current = 0usize;
+    let key = base64(b"writeload");
+    let mut n = 0u64;
+    while start.elapsed() < run_for {
+        n += 1;
+        let body = format!(
+            r#"{{"key":"{key}","value":"{}"}}"#,
+            base64(n.to_string().as_bytes())
+        );
+        let url = format!("{}/v3/kv/put", endpoints[current]);
+        let req = http::Request::post(&url)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .expect("request");
+        let t0 = Instant::now();
+        let result = tokio::select! {
+            r = tokio::time::timeout(timeout, async {
+                let resp = client.request(req).await.map_err(|e| e.to_string())?;
+                let status = resp.status();
+                let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+                if status.is_success() && !body.windows(7).any(|w| w == b"\"error\"") {
+                    Ok(())
+                } else {
+                    Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)))
+                }
+            }) => r.unwrap_or_else(|_| Err(format!("no answer within {timeout:?}"))),
+            _ = term.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        let took = t0.elapsed();
+        match result {
+            Ok(()) => {
+                ok += 1;
+                latencies.push(took.as_secs_f64() * 1000.0);
+                if took > slow {
+                    slow_writes += 1;
+                }
+                let now = Instant::now();
+                longest_stall = longest_stall.max(now - last_ok);
+                last_ok = now;
+            }
+            Err(e) => {
+                failed += 1;
+                if failures.len() < 20 {
+                    failures.push(format!(
+                        "{:.3}s {}: {e}",
+                        t0.duration_since(start).as_secs_f64(),
+                        endpoints[current]
+                    ));
+                }
+                current = (current + 1) % endpoints.len();
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    longest_stall = longest_stall.max(Instant::now() - last_ok);
+    latencies.sort_by(f64::total_cmp);
+    let summary = serde_json::json!({
+        "writes": ok + failed,
+        "ok": ok,
+        "failed": failed,
+        "slow": slow_writes,
+        "slowThresholdMs": slow.as_secs_f64() * 1000.0,
+        "longestStallMs": (longest_stall.as_secs_f64() * 1e4).round() / 10.0,
+        "p50Ms": (percentile(&latencies, 0.5) * 10.0).round() / 10.0,
+        "p99Ms": (percentile(&latencies, 0.99) * 10.0).round() / 10.0,
+        "maxMs": (latencies.last().copied().unwrap_or(0.0) * 10.0).round() / 10.0,
+        "seconds": (start.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+        "failures": failures,
+    });
+    println!("{summary}");
+}

@@ -1,0 +1,276 @@
+//! `kubectl raft yield` end to end, against real etcd (and ZooKeeper) in the test world,
+//! under a continuous write load where leadership moves.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// The members' own account, through etcd's API: the pod that leads.
+fn leader_pod(ns: &str) -> String {
+    etcd_leader(ns).expect("exactly one leader").0
+}
+
+#[test]
+fn yield_hands_leadership_to_the_best_member_and_waits_for_it_under_load() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-best");
+    deploy_etcd(&ns.name, 3);
+    let before = leader_pod(&ns.name);
+    let load = Load::start(&ns.name);
+    let (code, y, err) = yield_json(&["etcd", "-n", &ns.name]);
+    let writes = load.finish();
+    assert_eq!(code, Some(0), "yield failed: {err}\n{y:#}");
+    assert_eq!(y["outcome"], "Transferred", "{y:#}");
+    assert_eq!(y["leader"], before.as_str());
+    let target = y["target"].as_str().unwrap().to_string();
+    assert_ne!(target, before);
+    assert_eq!(y["newLeader"], target.as_str());
+    // etcd itself agrees, on every member.
+    assert_eq!(leader_pod(&ns.name), target);
+    assert_eq!(
+        y["termAfter"].as_u64().unwrap(),
+        y["termBefore"].as_u64().unwrap() + 1,
+        "a transfer moves the term by one: {y:#}"
+    );
+    assert!(y["why"].as_str().unwrap().contains("caught up"), "{y:#}");
+    assert_eq!(
+        writes["failed"], 0,
+        "no write failed during the handover: {writes}"
+    );
+    assert!(writes["ok"].as_u64().unwrap() > 0, "{writes}");
+}
+
+#[test]
+fn yield_to_a_named_member_of_five_under_load() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-five");
+    deploy_etcd(&ns.name, 5);
+    let before = leader_pod(&ns.name);
+    let named = (0..5)
+        .map(|i| format!("etcd-{i}"))
+        .rfind(|p| p != &before)
+        .unwrap();
+    let load = Load::start(&ns.name);
+    // Any replica names the cluster.
+    let (code, y, err) = yield_json(&[&before, "-n", &ns.name, "--to", &named]);
+    let writes = load.finish();
+    assert_eq!(code, Some(0), "yield failed: {err}\n{y:#}");
+    assert_eq!(y["newLeader"], named.as_str(), "{y:#}");
+    assert!(y["why"].as_str().unwrap().contains("--to"), "{y:#}");
+    assert_eq!(leader_pod(&ns.name), named);
+    assert_eq!(writes["failed"], 0, "{writes}");
+}
+
+#[test]
+fn yield_refuses_a_target_that_cannot_lead_with_the_reason() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-refuse");
+    deploy_etcd(&ns.name, 3);
+    let leader = leader_pod(&ns.name);
+    let follower = (0..3)
+        .map(|i| format!("etcd-{i}"))
+        .find(|p| p != &leader)
+        .unwrap();
+    let refused = |to: &str, expect: &str| {
+        let out = raft(&["yield", "etcd", "-n", &ns.name, "--to", to]);
+        assert_eq!(out.status.code(), Some(1), "--to {to}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("error: cannot yield: ") && err.contains(expect),
+            "--to {to}: {err}"
+        );
+    };
+    refused("etcd-7", "is not a replica of");
+    refused(&leader, "is already the leader");
+    let pid = container_pid(&ns.name, &follower);
+    while_frozen(pid, || refused(&follower, "is unreachable"));
+    assert_eq!(leader_pod(&ns.name), leader, "nothing moved");
+}
+
+#[test]
+fn a_dry_run_names_the_target_and_the_request_and_sends_nothing() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-dry");
+    deploy_etcd(&ns.name, 3);
+    let leader = leader_pod(&ns.name);
+    let out = raft(&["yield", "sts/etcd", "-n", &ns.name, "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains(&format!("leader {leader}")), "{text}");
+    assert!(
+        text.contains("request: POST /v3/maintenance/transfer-leadership {\"targetID\": \""),
+        "{text}"
+    );
+    assert!(text.contains("dry run: nothing was sent"), "{text}");
+    assert_eq!(leader_pod(&ns.name), leader, "nothing moved");
+}
+
+#[test]
+fn a_transfer_that_cannot_finish_times_out_with_the_last_observations() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-timeout");
+    deploy_etcd(&ns.name, 3);
+    let leader = leader_pod(&ns.name);
+    let follower = (0..3)
+        .map(|i| format!("etcd-{i}"))
+        .find(|p| p != &leader)
+        .unwrap();
+    let pid = container_pid(&ns.name, &follower);
+    let out = while_frozen(pid, || {
+        raft(&[
+            "yield",
+            "etcd",
+            "-n",
+            &ns.name,
+            "--to",
+            &follower,
+            "--force",
+            "--timeout",
+            "3s",
+        ])
+    });
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert!(
+        err.contains("--force overrides"),
+        "says what it overrode: {err}"
+    );
+    // The last answer of every replica, the frozen one without an answer.
+    assert!(text.contains("POD") && text.contains("ROLE"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&follower))
+        .unwrap_or_else(|| panic!("a row for {follower}: {text}"));
+    assert!(row.contains("no answer"), "{row}");
+    assert!(
+        err.contains("no completed handover") || err.contains("the transfer failed"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zookeeper_cannot_transfer_so_yield_refuses() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-zk");
+    deploy_zookeeper(&ns.name);
+    let out = raft(&["yield", "zk", "-n", &ns.name]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("ZooKeeper (ZAB) has no leadership transfer")
+            && err.contains("--allow-election"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zookeeper_allow_election_deletes_the_leader_and_reports_the_new_one() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-zk-elect");
+    deploy_zookeeper(&ns.name);
+    let before = status_json(&["zk", "-n", &ns.name]);
+    let old = before["clusters"][0]["summary"]["leader"]
+        .as_str()
+        .expect("a ZooKeeper leader")
+        .to_string();
+    let (code, y, err) =
+        yield_json(&["zk", "-n", &ns.name, "--allow-election", "--timeout", "60s"]);
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    assert_eq!(y["mode"], "election");
+    assert_eq!(y["leader"], old.as_str());
+    assert!(err.contains("expect an election"), "{err}");
+    assert!(y["newLeader"].as_str().is_some(), "{y:#}");
+    assert!(
+        y["leaderlessWindowMs"].as_f64().unwrap() > 0.0,
+        "an election leaves a window: {y:#}"
+    );
+}
+
+fn deploy_zookeeper(ns: &str) {
+    let manifest = repo().join("tests/manifests/zookeeper-3.yaml");
+    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    wait_in(
+        ns,
+        Duration::from_secs(180),
+        "3 ZooKeeper servers with a leader",
+        || {
+            let out = raft(&["status", "zk", "-n", ns, "-o", "json"]);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            v["clusters"][0]["summary"]["leader"].is_string()
+                && v["clusters"][0]["summary"]["healthyVoters"] == 3
+        },
+    );
+}
+
+/// The etcd manifest with `yield --local` as its preStop hook, logging to the member's volume.
+fn deploy_etcd_with_local_yield(ns: &str) {
+    // The etcd manifest with the in-pod handover as its preStop hook; the binary is on the
+    // host, where the world's pods run.
+    let bin = env!("CARGO_BIN_EXE_kubectl-raft");
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    let hooked = manifest.replace(
+        r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
+        &format!(
+            r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --timeout 10s >> /var/lib/etcd/prestop.log 2>&1"]"#
+        ),
+    );
+    assert_ne!(hooked, manifest, "the manifest's preStop hook was replaced");
+    let f = tempfile(&hooked);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_etcd_ready(ns, 3);
+}
+
+/// The hook's log on a member's volume.
+fn hook_log(ns: &str, pod: &str) -> std::path::PathBuf {
+    let pvc = kubectl_json(&["get", "pvc", &format!("data-{pod}"), "-n", ns]);
+    let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);
+    std::path::PathBuf::from(pv["spec"]["hostPath"]["path"].as_str().unwrap()).join("prestop.log")
+}
+
+#[test]
+fn yield_local_in_a_prestop_hook_hands_over_before_the_leader_stops() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-local");
+    deploy_etcd_with_local_yield(&ns.name);
+    let (leader, leader_id) = etcd_leader(&ns.name).expect("one leader");
+    let log = hook_log(&ns.name, &leader);
+
+    let load = Load::start(&ns.name);
+    kubectl_ok(&["delete", "pod", &leader, "-n", &ns.name, "--wait=true"]);
+    let writes = load.finish();
+    let said = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("the hook's log {}: {e}", log.display()));
+    assert!(
+        said.contains("yield --local:") && said.contains("handed leadership to"),
+        "the hook handed over before the process stopped: {said}"
+    );
+    let (_, new_id) = etcd_leader(&ns.name).expect("a leader after the deletion");
+    assert_ne!(new_id, leader_id);
+    assert_eq!(writes["failed"], 0, "{writes}");
+}
+
+#[test]
+fn yield_local_on_a_follower_exits_at_once_saying_so() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-local-f");
+    deploy_etcd_with_local_yield(&ns.name);
+    let (leader, leader_id) = etcd_leader(&ns.name).expect("one leader");
+    let follower = (0..3)
+        .map(|i| format!("etcd-{i}"))
+        .find(|p| p != &leader)
+        .unwrap();
+    let log = hook_log(&ns.name, &follower);
+    kubectl_ok(&["delete", "pod", &follower, "-n", &ns.name, "--wait=true"]);
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        said.contains("not the leader; nothing to hand over"),
+        "{said}"
+    );
+    assert_eq!(
+        etcd_leader(&ns.name).map(|l| l.1),
+        Some(leader_id),
+        "leadership stayed"
+    );
+}

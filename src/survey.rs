@@ -216,19 +216,9 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    Ok(api::<K>(client, ns).list(lp).await?.items)
-}
-
-fn api<K>(client: &Client, ns: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    match ns {
+    let api: Api<K> = match ns {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
-    }
+    };
+    Ok(api.list(lp).await?.items)
 }

@@ -46,4 +46,22 @@ say "kubectl raft status -n $ns"
 kubectl raft status -n "$ns" || true
 kill -CONT "$pid"
 echo
-echo "== $follower resumed. The world keeps running: KUBECONFIG=$KUBECONFIG; stop it with tests/world/down.sh" >&2
+echo "== $follower resumed" >&2
+until kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; s=json.load(sys.stdin)["clusters"][0]["summary"]; sys.exit(0 if s["healthyVoters"] == 3 and s["leader"] else 1)'; do sleep 1; done
+
+say "kubectl raft yield etcd -n $ns --dry-run"
+kubectl raft yield etcd -n "$ns" --dry-run
+echo
+echo "== a sequential writer runs against every member while leadership moves" >&2
+cargo build --release -q --example writeload
+eps=$(kubectl get pods -n "$ns" -l app=etcd -o jsonpath='{range .items[*]}http://{.status.podIP}:2379,{end}' | sed 's/,$//')
+target/release/examples/writeload --endpoints "$eps" --duration 4s > "$KWORLD_DIR/demo-load.json" &
+sleep 1.5
+say "kubectl raft yield etcd -n $ns"
+kubectl raft yield etcd -n "$ns"
+wait
+echo "writes during the handover: $(cat "$KWORLD_DIR/demo-load.json")"
+say "kubectl raft status -n $ns"
+kubectl raft status -n "$ns"
+echo
+echo "== The world keeps running: KUBECONFIG=$KUBECONFIG; stop it with tests/world/down.sh" >&2

@@ -369,10 +369,6 @@ fn a_node_whose_heartbeats_stop_turns_not_ready() {
     );
 }
 
-fn pod_json(ns: &str, name: &str) -> serde_json::Value {
-    kubectl_json(&["get", "pod", name, "-n", ns])
-}
-
 fn container_state(p: &serde_json::Value) -> &serde_json::Value {
     &p["status"]["containerStatuses"][0]
 }
@@ -408,6 +404,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: server, labels: {app: server}}
 spec:
+  terminationGracePeriodSeconds: 5
   containers:
   - name: etcd
     image: quay.io/coreos/etcd:v3.4.23

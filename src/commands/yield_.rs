@@ -6,6 +6,7 @@ use anyhow::{anyhow, bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
+use kube::runtime::wait::{await_condition, conditions};
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, Output, YieldArgs};
@@ -121,14 +122,15 @@ pub async fn run(
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    conclude(&mut y, waited, &cluster);
-    print(&y, args.output, surveyor.transport.describe(), out)?;
-    if y.succeeded {
-        Ok(())
-    } else {
-        writeln!(err, "error: {}", y.message)?;
-        Err(Reported.into())
-    }
+    finish(
+        y,
+        waited,
+        &cluster,
+        args.output,
+        surveyor.transport.describe(),
+        out,
+        err,
+    )
 }
 
 /// For systems without a transfer: delete the leader pod (its grace period and preStop hook
@@ -152,7 +154,7 @@ async fn election(
         );
     }
     let leader_report = report.replicas.iter().find(|r| r.pod == leader);
-    let mut y = YieldReport {
+    let y = YieldReport {
         api_version: API_VERSION,
         kind: "YieldReport",
         namespace: report.namespace.clone(),
@@ -175,7 +177,10 @@ async fn election(
         waited: None,
     };
     if args.dry_run {
-        y.message = format!("dry run: pod {leader} was not deleted");
+        let y = YieldReport {
+            message: format!("dry run: pod {leader} was not deleted"),
+            ..y
+        };
         return print(&y, args.output, surveyor.transport.describe(), out);
     }
     writeln!(
@@ -184,11 +189,23 @@ async fn election(
         report.system
     )?;
     let pods: Api<Pod> = Api::namespaced(surveyor.conn.client.clone(), &report.namespace);
+    let uid = obs
+        .target
+        .pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(leader.as_str()))
+        .and_then(|p| p.metadata.uid.clone())
+        .unwrap_or_default();
+    // The deletion, and then the pod object's end (its grace period and preStop hook run
+    // first): the action's time is how long the old leader's pod took to go.
     let delete = async {
         pods.delete(&leader, &DeleteParams::default())
             .await
+            .map_err(|e| crate::errors::anyhow_chain(&api_context(e, "delete", "pods", "")))?;
+        await_condition(pods.clone(), &leader, conditions::is_deleted(&uid))
+            .await
             .map(|_| ())
-            .map_err(|e| crate::errors::anyhow_chain(&api_context(e, "delete", "pods", "")))
+            .map_err(|e| format!("waiting for pod {leader} to be deleted: {e}"))
     };
     let spinner = progress(&format!("{cluster}: waiting for a new leader"));
     let expect = Expect {
@@ -208,8 +225,29 @@ async fn election(
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    conclude(&mut y, waited, &cluster);
-    print(&y, args.output, surveyor.transport.describe(), out)?;
+    finish(
+        y,
+        waited,
+        &cluster,
+        args.output,
+        surveyor.transport.describe(),
+        out,
+        err,
+    )
+}
+
+/// The verdict, printed; exit 1 (already explained) unless it succeeded.
+fn finish(
+    mut y: YieldReport,
+    waited: Waited,
+    cluster: &str,
+    output: Output,
+    via: &str,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    conclude(&mut y, waited, cluster);
+    print(&y, output, via, out)?;
     if y.succeeded {
         Ok(())
     } else {

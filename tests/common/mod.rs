@@ -490,3 +490,84 @@ pub fn yield_json(args: &[&str]) -> (Option<i32>, Value, String) {
     let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (out.status.code(), report, stderr(&out))
 }
+
+/// `kworld node-pause|node-resume|node-down NODE [args]`.
+pub fn kworld(args: &[&str]) {
+    let ok = Command::new(world_dir().join("bin/kworld"))
+        .args(args)
+        .status()
+        .expect("run kworld")
+        .success();
+    assert!(ok, "kworld {} failed", args.join(" "));
+}
+
+/// Runs `f` with `node` paused (or down with `down`); the node is resumed whatever `f` does.
+pub fn with_node<T>(node: &str, down: bool, f: impl FnOnce() -> T + std::panic::UnwindSafe) -> T {
+    if down {
+        kworld(&["node-down", node, "--for", "10m"]);
+    } else {
+        kworld(&["node-pause", node]);
+    }
+    let result = std::panic::catch_unwind(f);
+    kworld(&["node-resume", node]);
+    result.unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+pub fn pod_json(ns: &str, name: &str) -> Value {
+    kubectl_json(&["get", "pod", name, "-n", ns])
+}
+
+pub fn pod_ready(p: &Value) -> bool {
+    p["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+pub fn node_of(ns: &str, pod: &str) -> String {
+    pod_json(ns, pod)["spec"]["nodeName"]
+        .as_str()
+        .expect("scheduled")
+        .to_string()
+}
+
+/// Asks the world's cluster DNS (10.250.0.1:53) for NAME's A records: Ok(addresses), or
+/// Err(rcode) (3 is NXDOMAIN).
+pub fn dns_a(name: &str) -> Result<Vec<std::net::Ipv4Addr>, u8> {
+    let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in name.trim_end_matches('.').split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    let sock = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    sock.send_to(&q, "10.250.0.1:53").expect("send DNS query");
+    let mut buf = [0u8; 1500];
+    let n = sock.recv(&mut buf).expect("DNS answer");
+    let a = &buf[..n];
+    let rcode = a[3] & 0x0f;
+    if rcode != 0 {
+        return Err(rcode);
+    }
+    let answers = u16::from_be_bytes([a[6], a[7]]) as usize;
+    // Skip the question, then read each answer's RDATA (names are compressed pointers here).
+    let mut i = q.len();
+    let mut out = vec![];
+    for _ in 0..answers {
+        while a[i] != 0 && a[i] & 0xc0 != 0xc0 {
+            i += a[i] as usize + 1;
+        }
+        i += if a[i] == 0 { 1 } else { 2 };
+        let (typ, len) = (
+            u16::from_be_bytes([a[i], a[i + 1]]),
+            u16::from_be_bytes([a[i + 8], a[i + 9]]) as usize,
+        );
+        i += 10;
+        if typ == 1 && len == 4 {
+            out.push(std::net::Ipv4Addr::new(a[i], a[i + 1], a[i + 2], a[i + 3]));
+        }
+        i += len;
+    }
+    Ok(out)
+}

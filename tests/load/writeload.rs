@@ -7,6 +7,8 @@
 //! Runs until --duration or SIGTERM/SIGINT, then prints one JSON summary on stdout. A write
 //! that fails or times out is counted and the next endpoint is tried, as a client with
 //! several endpoints does; the stall is the longest time between two successful writes.
+//! Beside the writer, a watcher asks every endpoint for etcd's status every 20 ms and
+//! measures the longest time without a leader that a majority of them agree on.
 
 use std::time::{Duration, Instant};
 
@@ -74,6 +76,7 @@ async fn main() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     let start = Instant::now();
+    let watcher = tokio::spawn(watch_leader(client.clone(), endpoints.clone()));
     let (mut ok, mut failed, mut slow_writes) = (0u64, 0u64, 0u64);
     let mut latencies: Vec<f64> = vec![];
     let mut last_ok = start;
@@ -135,6 +138,8 @@ async fn main() {
         }
     }
     longest_stall = longest_stall.max(Instant::now() - last_ok);
+    watcher.abort();
+    let leaderless = LONGEST_LEADERLESS_US.load(std::sync::atomic::Ordering::SeqCst);
     latencies.sort_by(f64::total_cmp);
     let summary = serde_json::json!({
         "writes": ok + failed,
@@ -146,8 +151,62 @@ async fn main() {
         "p50Ms": (percentile(&latencies, 0.5) * 10.0).round() / 10.0,
         "p99Ms": (percentile(&latencies, 0.99) * 10.0).round() / 10.0,
         "maxMs": (latencies.last().copied().unwrap_or(0.0) * 10.0).round() / 10.0,
+        "longestLeaderlessMs": (leaderless as f64 / 100.0).round() / 10.0,
         "seconds": (start.elapsed().as_secs_f64() * 100.0).round() / 100.0,
         "failures": failures,
     });
     println!("{summary}");
+}
+
+static LONGEST_LEADERLESS_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Every 20 ms, every endpoint's `/v3/maintenance/status`: the leader a majority of the
+/// endpoints name (none when any answering member says it has none). Records the longest
+/// run of samples without one.
+async fn watch_leader(
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    endpoints: Vec<String>,
+) {
+    let majority = endpoints.len() / 2 + 1;
+    let mut since: Option<Instant> = None;
+    loop {
+        let t0 = Instant::now();
+        let answers = futures::future::join_all(endpoints.iter().map(|e| {
+            let client = client.clone();
+            let url = format!("{e}/v3/maintenance/status");
+            async move {
+                let req = http::Request::post(url)
+                    .body(Full::new(Bytes::from_static(b"{}")))
+                    .ok()?;
+                let resp = tokio::time::timeout(Duration::from_millis(500), client.request(req))
+                    .await
+                    .ok()?
+                    .ok()?;
+                let body = resp.into_body().collect().await.ok()?.to_bytes();
+                let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+                Some(v["leader"].as_str().map(str::to_string))
+            }
+        }))
+        .await;
+        let answered: Vec<Option<String>> = answers.into_iter().flatten().collect();
+        let agreed = !answered.iter().any(Option::is_none)
+            && answered.iter().flatten().any(|l| {
+                answered
+                    .iter()
+                    .filter(|x| x.as_deref() == Some(l.as_str()))
+                    .count()
+                    >= majority
+            });
+        let at = t0 + t0.elapsed() / 2;
+        match (agreed, since) {
+            (false, None) => since = Some(at),
+            (true, Some(s)) => {
+                let us = (at - s).as_micros() as u64;
+                LONGEST_LEADERLESS_US.fetch_max(us, std::sync::atomic::Ordering::SeqCst);
+                since = None;
+            }
+            _ => {}
+        }
+        tokio::time::sleep_until((t0 + Duration::from_millis(20)).into()).await;
+    }
 }

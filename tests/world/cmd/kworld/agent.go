@@ -39,10 +39,11 @@ type agent struct {
 	ips     *ipPool
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
-	// dnsPods maps "hostname.subdomain.namespace" to the pod address, from the agent's own
-	// pods, so a pod resolves its peers the moment their namespaces exist.
-	dnsPods map[string]string
-	slices  cache.Indexer
+	slices   cache.Indexer
+	services cache.Indexer
+	// volumeUsers maps a persistent volume's directory to the pod using it: a ReadWriteOnce
+	// volume is attached to one pod at a time, as a block device is to one node.
+	volumeUsers map[string]types.UID
 }
 
 func cmdAgent(args []string) error {
@@ -60,7 +61,7 @@ func cmdAgent(args []string) error {
 		return err
 	}
 	a := &agent{l: worldLayout(), cs: cs, nodes: map[string]bool{}, ips: newIPPool(),
-		workers: map[types.UID]*podWorker{}, dnsPods: map[string]string{}}
+		workers: map[types.UID]*podWorker{}, volumeUsers: map[string]types.UID{}}
 	for i := 1; i <= *nodes; i++ {
 		a.nodes[fmt.Sprintf("kworld-%d", i)] = true
 	}
@@ -109,6 +110,7 @@ func cmdAgent(args []string) error {
 		return []string{s.Namespace + "/" + s.Labels[discoveryv1.LabelServiceName]}, nil
 	}})
 	a.slices = sliceInf.GetIndexer()
+	a.services = factory.Core().V1().Services().Informer().GetIndexer()
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	log.Printf("agent: %d nodes registered, watching pods", len(a.nodes))
@@ -168,17 +170,24 @@ func (a *agent) postNodeStatus(ctx context.Context, name string) error {
 }
 
 // heartbeat renews the node's Lease every 2 s and posts its status every 10 s, unless the
-// node is paused (a pause file exists): then it goes silent, as a failed kubelet does.
+// node is paused (a pause file exists): then it goes silent, as a failed kubelet does, and its
+// pods' status, probes and deletions wait for it. A node that is down (node-down) also has
+// every pod process frozen until it comes back.
 func (a *agent) heartbeat(ctx context.Context, name string) {
 	lastStatus := time.Now()
-	wasPaused := false
+	wasPaused, frozen := false, false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(2 * time.Second):
 		}
-		if _, err := os.Stat(a.l.pauseFile(name)); err == nil {
+		down := a.down(name)
+		if down != frozen {
+			a.freezeNode(name, down)
+			frozen = down
+		}
+		if a.paused(name) {
 			wasPaused = true
 			continue
 		}
@@ -189,10 +198,96 @@ func (a *agent) heartbeat(ctx context.Context, name string) {
 			if err := a.postNodeStatus(ctx, name); err != nil {
 				log.Printf("node status %s: %v", name, err)
 			} else {
+				if wasPaused {
+					a.kickNode(name) // the kubelet is back: it reports every pod as it is
+				}
 				lastStatus, wasPaused = time.Now(), false
 			}
 		}
 	}
+}
+
+// paused: the node's kubelet is silent (node-pause or node-down).
+func (a *agent) paused(node string) bool {
+	_, err := os.Stat(a.l.pauseFile(node))
+	return err == nil
+}
+
+// down: the node is lost with its pods (node-down), until its time is up.
+func (a *agent) down(node string) bool {
+	b, err := os.ReadFile(a.l.downFile(node))
+	if err != nil {
+		return false
+	}
+	var until int64
+	if _, err := fmt.Sscan(string(b), &until); err == nil && time.Now().Unix() >= until {
+		_ = os.Remove(a.l.downFile(node))
+		_ = os.Remove(a.l.pauseFile(node))
+		return false
+	}
+	return true
+}
+
+// attach takes a volume directory for a pod; the holder when another pod has it.
+func (a *agent) attach(dir string, uid types.UID) (types.UID, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if holder, ok := a.volumeUsers[dir]; ok && holder != uid {
+		return holder, false
+	}
+	a.volumeUsers[dir] = uid
+	return uid, true
+}
+
+func (a *agent) detach(dir string, uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.volumeUsers[dir] == uid {
+		delete(a.volumeUsers, dir)
+	}
+}
+
+func (a *agent) nodeWorkers(node string) []*podWorker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var ws []*podWorker
+	for _, w := range a.workers {
+		if w.current().Spec.NodeName == node {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+func (a *agent) kickNode(node string) {
+	for _, w := range a.nodeWorkers(node) {
+		w.mu.Lock()
+		w.lastStatus = nil
+		w.mu.Unlock()
+		w.kick()
+	}
+}
+
+// freezeNode stops (or continues) every process of the node's pods.
+func (a *agent) freezeNode(node string, freeze bool) {
+	sig := syscall.SIGCONT
+	if freeze {
+		sig = syscall.SIGSTOP
+	}
+	n := 0
+	for _, w := range a.nodeWorkers(node) {
+		w.mu.Lock()
+		cs := append([]*containerRunner(nil), w.containers...)
+		w.mu.Unlock()
+		for _, c := range cs {
+			c.mu.Lock()
+			pid := c.pid
+			c.mu.Unlock()
+			killGroup(pid, sig)
+			n++
+		}
+	}
+	log.Printf("node %s: %d pod processes %s", node, n, map[bool]string{true: "frozen (node down)", false: "thawed"}[freeze])
 }
 
 func (a *agent) renewLease(ctx context.Context, name string) error {
@@ -279,19 +374,11 @@ func (a *agent) event(p *corev1.Pod, kind, reason, msg string) {
 
 // --- DNS: the cluster DNS of this world ---------------------------------------------------
 
-func (a *agent) setDNS(key, ip string) {
-	a.mu.Lock()
-	if ip == "" {
-		delete(a.dnsPods, key)
-	} else {
-		a.dnsPods[key] = ip
-	}
-	a.mu.Unlock()
-}
-
-// resolve answers POD.SUBDOMAIN.NS.svc.cluster.local from the agent's pods, and
-// SERVICE.NS.svc.cluster.local with the ready addresses of the Service's EndpointSlices
-// (there is no kube-proxy here, so a ClusterIP Service resolves to its endpoints).
+// resolve answers as cluster DNS does, from EndpointSlices: HOST.SERVICE.NS.svc.cluster.local
+// only for a headless Service's endpoint with that hostname, and SERVICE.NS.svc.cluster.local
+// with the ready addresses of the Service's EndpointSlices (there is no kube-proxy here, so a
+// ClusterIP Service resolves to its endpoints). An endpoint is listed not ready unless the
+// Service publishes not-ready addresses; a not-ready endpoint gets no record.
 func (a *agent) resolve(name string) []string {
 	name = strings.TrimSuffix(strings.ToLower(name), ".")
 	rest, ok := strings.CutSuffix(name, ".svc.cluster.local")
@@ -301,10 +388,18 @@ func (a *agent) resolve(name string) []string {
 	parts := strings.Split(rest, ".")
 	switch len(parts) {
 	case 3:
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if ip := a.dnsPods[rest]; ip != "" {
-			return []string{ip}
+		host, svc, ns := parts[0], parts[1], parts[2]
+		o, ok, _ := a.services.GetByKey(ns + "/" + svc)
+		if !ok || o.(*corev1.Service).Spec.ClusterIP != corev1.ClusterIPNone {
+			return nil
+		}
+		objs, _ := a.slices.ByIndex("service", ns+"/"+svc)
+		for _, o := range objs {
+			for _, ep := range o.(*discoveryv1.EndpointSlice).Endpoints {
+				if ep.Hostname != nil && *ep.Hostname == host && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
+					return ep.Addresses
+				}
+			}
 		}
 	case 2:
 		objs, _ := a.slices.ByIndex("service", parts[1]+"/"+parts[0])
@@ -371,8 +466,19 @@ func (a *agent) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 	if pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending || pvc.DeletionTimestamp != nil {
 		return
 	}
-	if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != storageClass {
+	if pvc.Spec.StorageClassName == nil || (*pvc.Spec.StorageClassName != storageClass && *pvc.Spec.StorageClassName != pinnedStorageClass) {
 		return
+	}
+	class := *pvc.Spec.StorageClassName
+	var affinity *corev1.VolumeNodeAffinity
+	if class == pinnedStorageClass {
+		node := pvc.Annotations["volume.kubernetes.io/selected-node"]
+		if node == "" {
+			return // WaitForFirstConsumer: the scheduler names the node first
+		}
+		affinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}}}
 	}
 	name := "pvc-" + string(pvc.UID)
 	path := a.l.run("agent", "volumes", name)
@@ -387,7 +493,8 @@ func (a *agent) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
 			AccessModes:                   pvc.Spec.AccessModes,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-			StorageClassName:              storageClass,
+			StorageClassName:              class,
+			NodeAffinity:                  affinity,
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
 				Path: path, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}},

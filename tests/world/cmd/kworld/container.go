@@ -38,10 +38,27 @@ type containerRunner struct {
 	started   bool // the startup probe passed (or there is none)
 	stopping  bool
 	done      chan struct{} // closed when loop returns
+	// shorten carries a shorter grace period to a termination under way.
+	shorten chan time.Duration
+}
+
+// shortenGrace tells a running termination that the grace period is now d (latest wins).
+func (c *containerRunner) shortenGrace(d time.Duration) {
+	for {
+		select {
+		case c.shorten <- d:
+			return
+		default:
+		}
+		select {
+		case <-c.shorten:
+		default:
+		}
+	}
 }
 
 func newContainerRunner(w *podWorker, spec corev1.Container, hostname string, volumes map[string]string) *containerRunner {
-	return &containerRunner{w: w, spec: spec, hostname: hostname, volumes: volumes, done: make(chan struct{}),
+	return &containerRunner{w: w, spec: spec, hostname: hostname, volumes: volumes, done: make(chan struct{}), shorten: make(chan time.Duration, 1),
 		state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
 }
 
@@ -82,9 +99,28 @@ func (c *containerRunner) isStopping() bool {
 	return c.stopping
 }
 
+// The kubelet's crash-loop back-off: the first restart at once, then 10 s doubling to 5 min,
+// reset after 10 min of running. KWORLD_BACKOFF_SCALE (a factor, e.g. 0.1) shortens it on
+// purpose for tests that are not about back-off.
+var (
+	backoffScale   = envFloat("KWORLD_BACKOFF_SCALE", 1)
+	backoffInitial = scaled(10 * time.Second)
+	backoffMax     = scaled(300 * time.Second)
+	backoffReset   = scaled(10 * time.Minute)
+)
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func scaled(d time.Duration) time.Duration { return time.Duration(float64(d) * backoffScale) }
+
 func (c *containerRunner) loop() {
 	defer close(c.done)
-	backoff := time.Second
+	backoff := time.Duration(0)
 	for !c.isStopping() {
 		exited, err := c.start()
 		if err != nil {
@@ -98,8 +134,8 @@ func (c *containerRunner) loop() {
 			started := time.Now()
 			<-exited
 			cancel()
-			if time.Since(started) > 30*time.Second {
-				backoff = time.Second
+			if time.Since(started) > backoffReset {
+				backoff = 0
 			}
 		}
 		if c.isStopping() || !c.willRestartAfterExit(err) {
@@ -116,16 +152,25 @@ func (c *containerRunner) loop() {
 				c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
 					Message: fmt.Sprintf("back-off %v restarting failed container %s", backoff, c.spec.Name)}}
 			})
+			if backoff > 0 {
+				c.w.a.event(c.w.current(), corev1.EventTypeWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s", c.spec.Name))
+			}
 		}
-		select {
-		case <-time.After(backoff):
-		case <-c.w.stopNow:
-			return
-		case <-c.w.goneCh:
-			return
+		// Wait out the back-off, but not past a deletion (stop() marks it).
+		for until := time.Now().Add(backoff); time.Now().Before(until) && !c.isStopping(); {
+			select {
+			case <-time.After(min(100*time.Millisecond, time.Until(until))):
+			case <-c.w.stopNow:
+				return
+			case <-c.w.goneCh:
+				return
+			}
 		}
-		if backoff < 16*time.Second {
-			backoff *= 2
+		switch {
+		case backoff == 0:
+			backoff = backoffInitial
+		case backoff < backoffMax:
+			backoff = min(backoff*2, backoffMax)
 		}
 	}
 }
@@ -233,26 +278,10 @@ func (c *containerRunner) stop(grace time.Duration, graceful bool) {
 	pid, exited := c.pid, c.exited
 	running := c.state.Running != nil
 	c.mu.Unlock()
-	if running && graceful && c.spec.Lifecycle != nil && c.spec.Lifecycle.PreStop != nil {
-		startHook := time.Now()
-		if err := c.runHandler(c.spec.Lifecycle.PreStop, pid, grace); err != nil {
-			c.w.a.event(c.w.current(), corev1.EventTypeWarning, "FailedPreStopHook",
-				fmt.Sprintf("PreStopHook failed for container %q: %v", c.spec.Name, err))
-		}
-		grace -= time.Since(startHook)
-		if grace < 2*time.Second {
-			grace = 2 * time.Second // the kubelet's minimum after a hook
-		}
-	}
 	if running && exited != nil {
 		if graceful {
-			killGroup(pid, syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(grace):
-				killGroup(pid, syscall.SIGKILL)
-				<-exited
-			}
+			c.w.a.event(c.w.current(), corev1.EventTypeNormal, "Killing", fmt.Sprintf("Stopping container %s", c.spec.Name))
+			c.kill(pid, exited, grace, true)
 		} else {
 			killGroup(pid, syscall.SIGKILL)
 			<-exited
@@ -264,15 +293,85 @@ func (c *containerRunner) stop(grace time.Duration, graceful bool) {
 	}
 }
 
-func (c *containerRunner) runHandler(h *corev1.LifecycleHandler, pid int, timeout time.Duration) error {
+// kill stops the current process as the kubelet's killContainer does: the preStop hook
+// (cut off when the grace period ends), SIGTERM, and SIGKILL when what is left of the grace
+// period (at least 2 s after a hook) runs out. A shorter grace period arriving on
+// c.shorten moves the deadline forward.
+func (c *containerRunner) kill(pid int, exited chan struct{}, grace time.Duration, withHook bool) {
+	deadline := time.Now().Add(grace)
+	shorten := func(d time.Duration) {
+		if t := time.Now().Add(d); t.Before(deadline) {
+			deadline = t
+		}
+	}
+	if withHook && c.spec.Lifecycle != nil && c.spec.Lifecycle.PreStop != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		hookDone := make(chan error, 1)
+		go func() { hookDone <- c.runHandler(ctx, c.spec.Lifecycle.PreStop, pid) }()
+	hook:
+		for {
+			select {
+			case err := <-hookDone:
+				if err != nil {
+					c.w.a.event(c.w.current(), corev1.EventTypeWarning, "FailedPreStopHook",
+						fmt.Sprintf("PreStopHook failed for container %q: %v", c.spec.Name, err))
+				}
+				break hook
+			case d := <-c.shorten:
+				shorten(d)
+			case <-time.After(time.Until(deadline)):
+				cancel()
+				<-hookDone
+				c.w.a.event(c.w.current(), corev1.EventTypeWarning, "FailedPreStopHook",
+					fmt.Sprintf("PreStop hook for container %q did not complete within the grace period", c.spec.Name))
+				break hook
+			case <-exited:
+				cancel()
+				<-hookDone
+				break hook
+			}
+		}
+		cancel()
+		if min := time.Now().Add(2 * time.Second); deadline.Before(min) {
+			deadline = min // the kubelet's minimum after a hook
+		}
+	}
+	killGroup(pid, syscall.SIGTERM)
+	for {
+		select {
+		case <-exited:
+			return
+		case d := <-c.shorten:
+			shorten(max(d, 2*time.Second))
+		case <-time.After(time.Until(deadline)):
+			killGroup(pid, syscall.SIGKILL)
+			<-exited
+			return
+		}
+	}
+}
+
+// runHandler runs a lifecycle hook until it ends or ctx does.
+func (c *containerRunner) runHandler(ctx context.Context, h *corev1.LifecycleHandler, pid int) error {
 	switch {
 	case h.Exec != nil:
-		return runWithTimeout(nsenterArgv(pid, h.Exec.Command), timeout)
+		return runWithContext(ctx, nsenterArgv(pid, h.Exec.Command))
 	case h.HTTPGet != nil:
-		return c.httpGet(h.HTTPGet, timeout)
+		errc := make(chan error, 1)
+		go func() { errc <- c.httpGet(h.HTTPGet, 10*time.Minute) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("cut off: %v", ctx.Err())
+		}
 	case h.Sleep != nil:
-		time.Sleep(time.Duration(h.Sleep.Seconds) * time.Second)
-		return nil
+		select {
+		case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("cut off: %v", ctx.Err())
+		}
 	}
 	return fmt.Errorf("unsupported handler")
 }
@@ -407,6 +506,20 @@ func (c *containerRunner) probeUntil(ctx context.Context, p *corev1.Probe, kind 
 	}
 	fails, oks := 0, 0
 	for {
+		// A silent kubelet probes nothing; liveness and startup stop once deletion starts
+		// (prober/worker.go: "Pod deletion requested, setting probe result to success").
+		node := c.w.current().Spec.NodeName
+		if kind != "Readiness" && (c.isStopping() || c.w.current().DeletionTimestamp != nil) {
+			return false
+		}
+		if c.w.a.paused(node) {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(period):
+			}
+			continue
+		}
 		err := c.runProbe(p)
 		if err == nil {
 			fails, oks = 0, oks+1
@@ -431,11 +544,21 @@ func (c *containerRunner) probeUntil(ctx context.Context, p *corev1.Probe, kind 
 			}
 		default:
 			if fails >= failTh {
+				if c.isStopping() || c.w.current().DeletionTimestamp != nil {
+					return false
+				}
 				c.w.a.event(c.w.current(), corev1.EventTypeWarning, "Unhealthy", fmt.Sprintf("%s probe failed: %v", kind, err))
+				c.w.a.event(c.w.current(), corev1.EventTypeNormal, "Killing",
+					fmt.Sprintf("Container %s failed %s probe, will be restarted", c.spec.Name, strings.ToLower(kind)))
 				c.mu.Lock()
-				pid := c.pid
+				pid, exited := c.pid, c.exited
 				c.mu.Unlock()
-				killGroup(pid, syscall.SIGKILL)
+				// As the kubelet: preStop, SIGTERM, the grace period (the probe's, else the pod's).
+				grace := gracePeriod(c.w.current())
+				if p.TerminationGracePeriodSeconds != nil {
+					grace = time.Duration(*p.TerminationGracePeriodSeconds) * time.Second
+				}
+				c.kill(pid, exited, grace, true)
 				return false
 			}
 		}

@@ -21,7 +21,9 @@ const usage = `kworld: the kubectl-raft test world
   kworld status              say whether the world runs
   kworld kubeconfig-for NS SA   print a kubeconfig path for a ServiceAccount (token-based)
   kworld node-pause NODE     stop the heartbeats of NODE (it turns NotReady)
-  kworld node-resume NODE    start them again
+  kworld node-down NODE [--for DURATION]   the node and its pods are lost: heartbeats stop and
+                             every pod process there is frozen; back at node-resume or after --for (5m)
+  kworld node-resume NODE    start them again (and thaw a node that is down)
   kworld agent ...           (internal) the node agent
   kworld etcd ...            (internal) the control plane's storage, etcd v3.6 embedded
 
@@ -48,6 +50,8 @@ func main() {
 		err = cmdNodePause(args, true)
 	case "node-resume":
 		err = cmdNodePause(args, false)
+	case "node-down":
+		err = cmdNodeDown(args)
 	case "agent":
 		err = cmdAgent(args)
 	case "etcd":

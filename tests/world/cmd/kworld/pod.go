@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"os"
@@ -36,7 +37,8 @@ type podWorker struct {
 	waitMessage string
 	terminated  bool // every container has been stopped for good
 	lastStatus  *corev1.PodStatus
-	dnsKey      string
+	attached    []string // persistent volume directories this pod holds
+	multiAttachSaid bool
 
 	changed    chan struct{} // the pod object changed
 	statusKick chan struct{} // the computed status may have changed
@@ -64,6 +66,23 @@ func (w *podWorker) update(p *corev1.Pod) {
 }
 
 func (w *podWorker) gone()        { w.goneOnce.Do(func() { close(w.goneCh) }) }
+
+// waitUnpaused blocks while the pod's node is paused; false when the agent is shutting down.
+func (w *podWorker) waitUnpaused() bool {
+	logged := false
+	for w.a.paused(w.current().Spec.NodeName) {
+		if !logged {
+			w.logf("node is paused: waiting for it before acting")
+			logged = true
+		}
+		select {
+		case <-w.stopNow:
+			return false
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return true
+}
 func (w *podWorker) shutdownNow() { w.stopOnce.Do(func() { close(w.stopNow) }); <-w.finished }
 
 func (w *podWorker) current() *corev1.Pod {
@@ -98,22 +117,36 @@ func (w *podWorker) run() {
 	w.startTime = &now
 	w.mu.Unlock()
 
+	// A node whose kubelet is silent starts nothing.
+	w.waitUnpaused()
+	if w.current().DeletionTimestamp != nil {
+		// First seen already terminating: the kubelet never starts such a pod.
+		w.terminate(ctx, 0, true)
+		w.teardown()
+		return
+	}
 	if err := w.setup(ctx); err != nil {
 		w.logf("cannot run: %v", err)
 	}
 	w.kick()
 
-	// Wait for the reason to stop: deletion requested, object gone, or agent shutdown.
+	// Wait for the reason to stop: deletion requested, object gone, or agent shutdown. On a
+	// paused node nothing acts on a deletion until the node is back, as with a dead kubelet.
 	for {
 		p := w.current()
 		if p.DeletionTimestamp != nil {
-			w.terminate(ctx, gracePeriod(p), true)
+			if w.waitUnpaused() {
+				w.terminate(ctx, gracePeriod(w.current()), true)
+			} else {
+				w.terminate(ctx, 0, false)
+			}
 			break
 		}
 		select {
 		case <-w.changed:
 			continue
 		case <-w.goneCh:
+			w.waitUnpaused()
 			w.terminate(ctx, 0, false)
 		case <-w.stopNow:
 			w.terminate(ctx, 0, false)
@@ -179,13 +212,7 @@ func (w *podWorker) setup(ctx context.Context) error {
 	w.mu.Lock()
 	w.net = pn
 	w.waitReason, w.waitMessage = "", ""
-	if p.Spec.Subdomain != "" {
-		w.dnsKey = fmt.Sprintf("%s.%s.%s", hostname, p.Spec.Subdomain, p.Namespace)
-	}
 	w.mu.Unlock()
-	if w.dnsKey != "" {
-		w.a.setDNS(w.dnsKey, ip)
-	}
 	for _, c := range p.Spec.Containers {
 		cr := newContainerRunner(w, c, hostname, mounts)
 		w.mu.Lock()
@@ -233,6 +260,19 @@ func (w *podWorker) prepareVolumes(ctx context.Context) (map[string]string, erro
 			default:
 				return nil, fmt.Errorf("volume %q: PersistentVolume %s is neither hostPath nor local", v.Name, pv.Name)
 			}
+			if !readWriteMany(pv) {
+				if holder, ok := w.a.attach(dirs[v.Name], w.uid); !ok {
+					msg := fmt.Sprintf("Multi-Attach error for volume %q Volume is already exclusively attached to one pod (%s) and can't be attached to another", pv.Name, holder)
+					if !w.multiAttachSaid {
+						w.multiAttachSaid = true
+						w.a.event(p, corev1.EventTypeWarning, "FailedAttachVolume", msg)
+					}
+					return nil, fmt.Errorf("%s", msg)
+				}
+				w.mu.Lock()
+				w.attached = append(w.attached, dirs[v.Name])
+				w.mu.Unlock()
+			}
 			if err := os.MkdirAll(dirs[v.Name], 0o755); err != nil {
 				return nil, err
 			}
@@ -264,6 +304,26 @@ func (w *podWorker) prepareVolumes(ctx context.Context) (map[string]string, erro
 		}
 	}
 	return dirs, nil
+}
+
+func readWriteMany(pv *corev1.PersistentVolume) bool {
+	for _, m := range pv.Spec.AccessModes {
+		if m == corev1.ReadWriteMany || m == corev1.ReadOnlyMany {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseVolumes detaches this pod's volumes once its processes are gone.
+func (w *podWorker) releaseVolumes() {
+	w.mu.Lock()
+	dirs := w.attached
+	w.attached = nil
+	w.mu.Unlock()
+	for _, d := range dirs {
+		w.a.detach(d, w.uid)
+	}
 }
 
 func writeFiles(dir string, text map[string]string, bin map[string][]byte) error {
@@ -308,7 +368,37 @@ func (w *podWorker) terminate(ctx context.Context, grace time.Duration, graceful
 		wg.Add(1)
 		go func(c *containerRunner) { defer wg.Done(); c.stop(grace, graceful) }(c)
 	}
+	// A shorter grace period from the API (a second delete, an eviction with delete options)
+	// or the object's removal (a force delete) shortens the running termination, as the
+	// kubelet's pod worker does (calculateEffectiveGracePeriod, then cancel and restart).
+	finished := make(chan struct{})
+	go func() {
+		current := grace
+		gone := w.goneCh
+		for {
+			select {
+			case <-finished:
+				return
+			case <-w.changed:
+				if g := gracePeriod(w.current()); w.current().DeletionTimestamp != nil && g < current {
+					current = g
+					w.logf("grace period shortened to %v", g)
+					for _, c := range cs {
+						c.shortenGrace(g)
+					}
+				}
+			case <-gone:
+				gone = nil
+				current = 0
+				w.logf("force-deleted: cutting termination short")
+				for _, c := range cs {
+					c.shortenGrace(0)
+				}
+			}
+		}
+	}()
 	wg.Wait()
+	close(finished)
 	w.mu.Lock()
 	w.terminated = true
 	w.mu.Unlock()
@@ -327,12 +417,10 @@ func (w *podWorker) terminate(ctx context.Context, grace time.Duration, graceful
 
 func (w *podWorker) teardown() {
 	w.mu.Lock()
-	pn, key := w.net, w.dnsKey
+	pn := w.net
 	w.net = nil
 	w.mu.Unlock()
-	if key != "" {
-		w.a.setDNS(key, "")
-	}
+	w.releaseVolumes()
 	if pn != nil {
 		pn.destroy()
 		w.a.ips.give(pn.ip)
@@ -356,6 +444,9 @@ func (w *podWorker) statusLoop(ctx context.Context) {
 }
 
 func (w *podWorker) publish(ctx context.Context) {
+	if w.a.paused(w.current().Spec.NodeName) {
+		return // a silent kubelet writes nothing; the node's return republishes
+	}
 	status := w.computeStatus()
 	w.mu.Lock()
 	same := w.lastStatus != nil && reflect.DeepEqual(*w.lastStatus, status)
@@ -372,8 +463,25 @@ func (w *podWorker) publish(ctx context.Context) {
 		if cur.UID != w.uid {
 			return nil
 		}
-		cur.Status = mergeConditionTimes(cur.Status, status)
-		_, err = w.a.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		// A strategic-merge patch of the fields the kubelet owns: conditions merge by type,
+		// so what others wrote (the scheduler's PodScheduled, the node controller's
+		// DisruptionTarget) stays; the UID makes it a precondition.
+		merged := mergeConditionTimes(cur.Status, status)
+		var own []corev1.PodCondition
+		for _, c := range merged.Conditions {
+			if agentConditions[c.Type] {
+				own = append(own, c)
+			}
+		}
+		merged.Conditions = own
+		patch, err := json.Marshal(map[string]interface{}{
+			"metadata": map[string]interface{}{"uid": w.uid},
+			"status":   merged,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = w.a.cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		return err
 	})
 	if err != nil {
@@ -385,6 +493,12 @@ func (w *podWorker) publish(ctx context.Context) {
 	w.mu.Lock()
 	w.lastStatus = &status
 	w.mu.Unlock()
+}
+
+// agentConditions are the pod conditions the kubelet owns.
+var agentConditions = map[corev1.PodConditionType]bool{
+	corev1.PodReady: true, corev1.ContainersReady: true, corev1.PodInitialized: true,
+	corev1.PodReadyToStartContainers: true,
 }
 
 // mergeConditionTimes keeps the scheduler's conditions and the transition times of
@@ -520,21 +634,33 @@ func nsenterArgv(pid int, cmd []string) []string {
 	return append([]string{"nsenter", "-t", fmt.Sprint(pid), "-m", "-u", "-n", "--"}, cmd...)
 }
 
+// killGroup signals the container's process group once (the process leads its group).
 func killGroup(pid int, sig syscall.Signal) {
 	if pid <= 0 {
 		return
 	}
-	_ = syscall.Kill(-pid, sig)
-	_ = syscall.Kill(pid, sig)
+	if err := syscall.Kill(-pid, sig); err != nil {
+		_ = syscall.Kill(pid, sig)
+	}
 }
 
 func runWithTimeout(argv []string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	return runWithContext(ctx, argv)
+}
+
+// runWithContext runs a command in a process group of its own; when ctx ends the whole
+// group is killed and the wait for its output is bounded, so a hook that left a child
+// behind (`sleep`) cannot outlive its time.
+func runWithContext(ctx context.Context, argv []string) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 500 * time.Millisecond
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
-		return fmt.Errorf("timed out after %v", timeout)
+		return fmt.Errorf("cut off: %v", ctx.Err())
 	}
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))

@@ -35,6 +35,9 @@ const (
 	etcdPeer     = "127.0.0.1:23800"
 	netnsPrefix  = "kraft-"
 	storageClass = "kworld-local"
+	// Like local volumes (local-path provisioners, local PVs): a PV with node affinity, so a
+	// pod that uses it can only ever run on the node its volume was made on.
+	pinnedStorageClass = "kworld-local-pinned"
 )
 
 // layout names every path the world uses, so `down` knows exactly what to remove.
@@ -57,6 +60,7 @@ func (l layout) adminKubeconfig() string   { return l.run("admin.kubeconfig") }
 func (l layout) pidFile(c string) string   { return l.run("pids", c+".pid") }
 func (l layout) logFile(c string) string   { return l.run("logs", c+".log") }
 func (l layout) pauseFile(n string) string { return l.run("agent", "paused", n) }
+func (l layout) downFile(n string) string  { return l.run("agent", "paused", n+".down") }
 func apiServerURL() string                 { return fmt.Sprintf("https://127.0.0.1:%d", apiPort) }
 
 func cmdUp(args []string) error {
@@ -392,24 +396,32 @@ func ensureStorageClass(ctx context.Context, cs *kubernetes.Clientset) error {
 	// instead of rejecting pods whose claims are not bound yet and relying on a requeue.
 	mode := storagev1.VolumeBindingWaitForFirstConsumer
 	reclaim := corev1.PersistentVolumeReclaimDelete
-	sc := &storagev1.StorageClass{
+	classes := []*storagev1.StorageClass{{
 		ObjectMeta: metav1.ObjectMeta{Name: storageClass, Annotations: map[string]string{
 			"storageclass.kubernetes.io/is-default-class": "true"}},
 		Provisioner:       provisionerName,
 		VolumeBindingMode: &mode,
 		ReclaimPolicy:     &reclaim,
-	}
-	for {
-		_, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			return nil
+	}, {
+		ObjectMeta:        metav1.ObjectMeta{Name: pinnedStorageClass},
+		Provisioner:       provisionerName,
+		VolumeBindingMode: &mode,
+		ReclaimPolicy:     &reclaim,
+	}}
+	for _, sc := range classes {
+		for {
+			_, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+			if err == nil || apierrors.IsAlreadyExists(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("creating StorageClass %s: %w", sc.Name, err)
+			case <-time.After(500 * time.Millisecond):
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("creating StorageClass: %w", err)
-		case <-time.After(500 * time.Millisecond):
-		}
 	}
+	return nil
 }
 
 func cmdStatus([]string) error {
@@ -433,11 +445,30 @@ func cmdNodePause(args []string, pause bool) error {
 	if pause {
 		return os.WriteFile(l.pauseFile(args[0]), nil, 0o644)
 	}
-	err := os.Remove(l.pauseFile(args[0]))
-	if os.IsNotExist(err) {
-		return nil
+	for _, f := range []string{l.downFile(args[0]), l.pauseFile(args[0])} {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			return err
+		}
 	}
-	return err
+	return nil
+}
+
+// cmdNodeDown takes a node down with its pods: its kubelet goes silent (as node-pause) and
+// every process of its pods is frozen, so members there neither answer nor vote. It ends
+// at node-resume, or by itself after --for.
+func cmdNodeDown(args []string) error {
+	fs := flag.NewFlagSet("node-down", flag.ExitOnError)
+	dur := fs.Duration("for", 5*time.Minute, "bring the node back by itself after this long")
+	if len(args) < 1 {
+		return errors.New("usage: kworld node-down NODE [--for DURATION]")
+	}
+	_ = fs.Parse(args[1:])
+	l := worldLayout()
+	until := time.Now().Add(*dur).Unix()
+	if err := os.WriteFile(l.downFile(args[0]), []byte(fmt.Sprint(until)), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(l.pauseFile(args[0]), nil, 0o644)
 }
 
 // cmdKubeconfigFor mints a kubeconfig for a ServiceAccount with a bound token, so tests

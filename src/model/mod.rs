@@ -14,7 +14,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
-use crate::profile::{Profile, Scheme};
+pub mod profile;
+
+pub use profile::{Profile, Scheme};
 
 // --- what Kubernetes says --------------------------------------------------------------------
 

@@ -1,0 +1,231 @@
+//! The profile format: how a system is recognised and how its replicas are read and asked
+//! to hand leadership over. Data only, on the data floor; `crate::profile` loads, validates
+//! and applies it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub detect: Detect,
+    /// The port probed unless a request names its own.
+    pub port: PortSpec,
+    #[serde(default)]
+    pub scheme: Scheme,
+    /// The system's own health check: a replica is healthy when it passes.
+    pub health: CheckSpec,
+    /// The system's own readiness check, where it has one distinct from health.
+    #[serde(default)]
+    pub ready: Option<CheckSpec>,
+    /// Requests that yield Raft facts.
+    #[serde(default)]
+    pub requests: Vec<RequestSpec>,
+    /// The system reports "no leader" by leaving the leader field out (etcd) or zero.
+    #[serde(default)]
+    pub leader_known_from_leader_id: bool,
+    /// How to read the Raft membership (voters and learners) from any one member.
+    #[serde(default)]
+    pub membership: Option<MembershipSpec>,
+    /// How to hand leadership over, where the system can (`kubectl raft yield`).
+    #[serde(default)]
+    pub transfer: Option<TransferSpec>,
+    /// Why the system cannot hand leadership over, said when `yield` refuses.
+    #[serde(default)]
+    pub no_transfer: Option<String>,
+}
+
+/// Leadership transfer: to a chosen member, or to whichever member the system picks.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TransferSpec {
+    /// To a chosen member; `{target_id}` in the path or body is its member id.
+    #[serde(default)]
+    pub targeted: Option<TransferRequest>,
+    /// The system picks the successor (ClickHouse Keeper's `ydld`, Vault's step-down).
+    #[serde(default)]
+    pub untargeted: Option<TransferRequest>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TransferRequest {
+    /// Which replica the request goes to.
+    pub send_to: SendTo,
+    pub request: HttpRequest,
+    /// Status codes that mean the request was accepted.
+    #[serde(default = "default_ok_status")]
+    pub ok_status: Vec<u16>,
+    /// A JSON pointer to the error message in a refusal.
+    #[serde(default)]
+    pub error_json: Option<String>,
+    /// The answer comes only after the transfer happened (etcd's MoveLeader); otherwise it
+    /// is only an acknowledgement and the result must be waited for.
+    #[serde(default)]
+    pub synchronous: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SendTo {
+    Leader,
+    Target,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Detect {
+    /// Matches when an image's name (without registry and tag) contains one of these.
+    #[serde(default)]
+    pub images: Vec<String>,
+    /// Matches when a container's command (or first arg) has one of these file names.
+    #[serde(default)]
+    pub commands: Vec<String>,
+    /// Matches when a container exposes all of these ports (and images/commands are empty).
+    #[serde(default)]
+    pub ports: Vec<i32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PortSpec {
+    /// Container port names tried first.
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// Container port numbers tried next; the first is used even if the spec does not declare it.
+    #[serde(default)]
+    pub numbers: Vec<i32>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    #[default]
+    Http,
+    Https,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRequest {
+    #[serde(default = "default_method")]
+    pub method: String,
+    pub path: String,
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+pub(crate) fn default_method() -> String {
+    "GET".into()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    pub request: HttpRequest,
+    #[serde(default = "default_ok_status")]
+    pub ok_status: Vec<u16>,
+    /// JSON pointer -> the value it must have (null: must be null or absent).
+    #[serde(default)]
+    pub ok_json: BTreeMap<String, serde_json::Value>,
+}
+
+pub(crate) fn default_ok_status() -> Vec<u16> {
+    vec![200]
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    #[default]
+    Json,
+    /// `key<separator>value` lines (ZooKeeper/Keeper four-letter-word output).
+    Kv,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    pub name: String,
+    #[serde(default)]
+    pub port: Option<PortSpec>,
+    pub request: HttpRequest,
+    /// Status codes whose body is read; any other is an error. Empty: any status.
+    #[serde(default = "default_ok_status")]
+    pub accept_status: Vec<u16>,
+    /// A failure here is not an error: older versions lack the endpoint.
+    #[serde(default)]
+    pub optional: bool,
+    /// Read this string out of a JSON envelope first (Keeper's commands API: /result).
+    #[serde(default)]
+    pub unwrap_json: Option<String>,
+    #[serde(default)]
+    pub format: Format,
+    #[serde(default = "default_separator")]
+    pub separator: String,
+    /// A JSON pointer whose non-null value is an error message (ZooKeeper AdminServer).
+    #[serde(default)]
+    pub error_json: Option<String>,
+    pub fields: BTreeMap<Fact, FieldSpec>,
+}
+
+pub(crate) fn default_separator() -> String {
+    "\t".into()
+}
+
+/// The facts a profile can report; the only vocabulary the assessment understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fact {
+    Role,
+    IsLeader,
+    MemberId,
+    LeaderId,
+    HasLeader,
+    Term,
+    CommitIndex,
+    AppliedIndex,
+    LeaderCommitIndex,
+    Learner,
+    Version,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FieldSpec {
+    /// A JSON pointer into the body.
+    #[serde(default)]
+    pub json: Option<String>,
+    /// A key of `key<separator>value` lines.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// The status code decides the value: {"200": leader, "503": follower}; "*" for any other.
+    #[serde(default)]
+    pub status: Option<BTreeMap<String, String>>,
+    /// Rewrites the value read: {"primary": leader}.
+    #[serde(default)]
+    pub map: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MembershipSpec {
+    pub request: HttpRequest,
+    /// JSON pointer to the array of members.
+    pub list: String,
+    /// Pointers inside one member.
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub learner: Option<String>,
+    /// Where the member serves the profile's port (a URL, e.g. etcd's clientURLs), for
+    /// `yield --local`, which reaches its peers without the Kubernetes API.
+    #[serde(default)]
+    pub url: Option<String>,
+}

@@ -1,0 +1,645 @@
+//! The test world stops where a kubelet would (shared/reference/world-audit.md): a silent
+//! node acts on nothing, a node can be lost with its pods, grace periods are applied as the
+//! kubelet applies them, a ReadWriteOnce volume is in one place at a time, a pinned volume
+//! keeps its pod on its node, and DNS answers as cluster DNS does. One behaviour per test.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn ready_condition(ns: &str, pod: &str) -> String {
+    pod_json(ns, pod)["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready").cloned())
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+fn evict(ns: &str, pod: &str) -> std::process::Output {
+    let body = format!(
+        r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"{pod}","namespace":"{ns}"}}}}"#
+    );
+    let f = tempfile(&body);
+    kubectl(&[
+        "create",
+        "--raw",
+        &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
+        "-f",
+        f.path_str(),
+    ])
+}
+
+#[test]
+fn a_paused_nodes_pods_turn_not_ready_and_the_pdb_stops_counting_them() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("fid-pause");
+    deploy_etcd(&ns.name, 3);
+    let node = node_of(&ns.name, "etcd-0");
+    let other = (1..3)
+        .map(|i| format!("etcd-{i}"))
+        .find(|p| node_of(&ns.name, p) != node)
+        .unwrap();
+    with_node(&node, false, || {
+        wait_in(&ns.name, Duration::from_secs(90), "etcd-0 NotReady", || {
+            ready_condition(&ns.name, "etcd-0") == "False"
+        });
+        // It stays so while the node is silent: nobody writes Ready=True back.
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(6) {
+            assert_eq!(ready_condition(&ns.name, "etcd-0"), "False");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        wait_in(
+            &ns.name,
+            Duration::from_secs(30),
+            "the PDB to allow 0",
+            || {
+                kubectl_json(&["get", "pdb", "etcd", "-n", &ns.name])["status"]
+                    ["disruptionsAllowed"]
+                    == 0
+            },
+        );
+        let out = evict(&ns.name, &other);
+        assert!(
+            !out.status.success(),
+            "evicting a second member was refused"
+        );
+        assert!(
+            stderr(&out).contains("disruption budget") || stderr(&out).contains("429"),
+            "{}",
+            stderr(&out)
+        );
+    });
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "etcd-0 Ready again",
+        || ready_condition(&ns.name, "etcd-0") == "True",
+    );
+}
+
+#[test]
+fn a_deletion_on_a_paused_node_waits_for_the_node() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("fid-delete");
+    deploy_etcd(&ns.name, 3);
+    let node = node_of(&ns.name, "etcd-2");
+    let uid = pod_json(&ns.name, "etcd-2")["metadata"]["uid"].clone();
+    let pid = container_pid(&ns.name, "etcd-2");
+    with_node(&node, false, || {
+        kubectl_ok(&["delete", "pod", "etcd-2", "-n", &ns.name, "--wait=false"]);
+        std::thread::sleep(Duration::from_secs(6));
+        let p = pod_json(&ns.name, "etcd-2");
+        assert_eq!(p["metadata"]["uid"], uid, "the same pod, not a replacement");
+        assert!(
+            p["metadata"]["deletionTimestamp"].is_string(),
+            "Terminating"
+        );
+        assert!(
+            std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "its process still runs: nothing acts on a silent node"
+        );
+    });
+    wait_in(
+        &ns.name,
+        Duration::from_secs(90),
+        "a replacement etcd-2",
+        || {
+            kubectl_json(&["get", "pods", "-n", &ns.name, "-l", "app=etcd"])["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| {
+                    p["metadata"]["name"] == "etcd-2" && p["metadata"]["uid"] != uid && pod_ready(p)
+                })
+        },
+    );
+}
+
+#[test]
+fn a_node_taken_down_loses_its_members_until_it_comes_back() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("fid-down");
+    deploy_etcd(&ns.name, 3);
+    let node = node_of(&ns.name, "etcd-1");
+    with_node(&node, true, || {
+        wait_in(
+            &ns.name,
+            Duration::from_secs(30),
+            "etcd-1 unreachable",
+            || {
+                let r = status_json(&["etcd", "-n", &ns.name]);
+                let c = &r["clusters"][0];
+                c["replicas"][1]["raft"]["health"]["state"] == "unreachable"
+                    && c["summary"]["faultTolerance"] == 0
+            },
+        );
+        wait_in(
+            &ns.name,
+            Duration::from_secs(90),
+            "the node NotReady",
+            || {
+                kubectl_json(&["get", "node", &node])["status"]["conditions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] != "True")
+            },
+        );
+    });
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "etcd-1 healthy again",
+        || {
+            let r = status_json(&["etcd", "-n", &ns.name]);
+            r["clusters"][0]["summary"]["healthyVoters"] == 3
+        },
+    );
+}
+
+#[test]
+fn a_node_down_for_a_while_comes_back_by_itself() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("fid-down-for");
+    deploy_etcd(&ns.name, 3);
+    let node = node_of(&ns.name, "etcd-0");
+    kworld(&["node-down", &node, "--for", "6s"]);
+    let frozen = std::panic::catch_unwind(|| {
+        wait_in(
+            &ns.name,
+            Duration::from_secs(20),
+            "etcd-0 unreachable",
+            || {
+                status_json(&["etcd", "-n", &ns.name])["clusters"][0]["replicas"][0]["raft"]
+                    ["health"]["state"]
+                    == "unreachable"
+            },
+        );
+    });
+    let back = std::panic::catch_unwind(|| {
+        wait_in(&ns.name, Duration::from_secs(60), "etcd-0 back", || {
+            status_json(&["etcd", "-n", &ns.name])["clusters"][0]["summary"]["healthyVoters"] == 3
+        });
+    });
+    kworld(&["node-resume", &node]);
+    frozen.unwrap();
+    back.unwrap();
+}
+
+/// A pod that ignores SIGTERM politely (logs it), with a preStop hook and a grace period.
+fn deploy_lingerer(ns: &str, grace: u32, prestop: &str, extra: &str) {
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: linger}}
+spec:
+  terminationGracePeriodSeconds: {grace}
+  containers:
+  - name: c
+    image: example/shell
+    command: [/bin/sh, -c, 'echo "start $(date +%s.%N)" >> /data/log; trap "echo TERM \$(date +%s.%N) >> /data/log" TERM; while true; do sleep 0.2; done']
+    lifecycle: {{preStop: {prestop}}}
+    volumeMounts: [{{name: d, mountPath: /data}}]
+{extra}  volumes: [{{name: d, hostPath: {{path: {dir}}}}}]
+"#,
+        dir = scratch(ns).display()
+    );
+    let f = tempfile(&manifest);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_in(ns, Duration::from_secs(60), "linger running", || {
+        pod_json(ns, "linger")["status"]["phase"] == "Running"
+    });
+}
+
+fn scratch(ns: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kraft-fid-{ns}"));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn log_of(ns: &str) -> String {
+    std::fs::read_to_string(scratch(ns).join("log")).unwrap_or_default()
+}
+
+fn gone(ns: &str, pod: &str) -> bool {
+    !kubectl(&["get", "pod", pod, "-n", ns]).status.success()
+}
+
+#[test]
+fn a_shorter_grace_period_shortens_a_running_termination() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-grace");
+    deploy_lingerer(
+        &ns.name,
+        60,
+        r#"{exec: {command: [/bin/sh, -c, "sleep 50"]}}"#,
+        "",
+    );
+    kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
+    std::thread::sleep(Duration::from_secs(1));
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "linger",
+        "-n",
+        &ns.name,
+        "--wait=false",
+        "--grace-period=3",
+    ]);
+    // 60 s of grace, now 3: gone well before the first would have run out.
+    wait_in(
+        &ns.name,
+        Duration::from_secs(20),
+        "the pod gone after its shortened grace",
+        || gone(&ns.name, "linger"),
+    );
+}
+
+#[test]
+fn a_prestop_hook_is_cut_off_when_the_grace_period_ends() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-hook");
+    deploy_lingerer(
+        &ns.name,
+        4,
+        r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log; sleep 40; echo prestop-end >> /data/log"]}}"#,
+        "",
+    );
+    kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
+    wait_in(
+        &ns.name,
+        Duration::from_secs(20),
+        "the pod gone at its grace period",
+        || gone(&ns.name, "linger"),
+    );
+    let log = log_of(&ns.name);
+    assert!(log.contains("prestop\n"), "the hook ran: {log}");
+    assert!(!log.contains("prestop-end"), "and was cut off: {log}");
+    assert_eq!(
+        log.matches("TERM").count(),
+        1,
+        "SIGTERM came once, after the hook: {log}"
+    );
+}
+
+#[test]
+fn a_sleep_prestop_hook_is_bounded_by_the_grace_period() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-sleep");
+    // The API keeps a sleep hook below the pod's grace period; an eviction or a second
+    // delete with a shorter one must still cut it off.
+    deploy_lingerer(&ns.name, 60, "{sleep: {seconds: 50}}", "");
+    kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
+    std::thread::sleep(Duration::from_secs(1));
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "linger",
+        "-n",
+        &ns.name,
+        "--wait=false",
+        "--grace-period=3",
+    ]);
+    wait_in(
+        &ns.name,
+        Duration::from_secs(20),
+        "the pod gone at its grace period",
+        || gone(&ns.name, "linger"),
+    );
+    assert!(
+        log_of(&ns.name).contains("TERM"),
+        "SIGTERM after the cut-off hook"
+    );
+}
+
+#[test]
+fn liveness_probes_stop_once_deletion_starts() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-live");
+    // The hook makes the liveness probe fail; a kubelet stops liveness probing at deletion,
+    // so the hook finishes and SIGTERM follows instead of a kill in the middle of the hook.
+    deploy_lingerer(
+        &ns.name,
+        20,
+        r#"{exec: {command: [/bin/sh, -c, "touch /data/dying; echo prestop >> /data/log; sleep 4; echo prestop-end >> /data/log"]}}"#,
+        "    livenessProbe: {exec: {command: [/bin/sh, -c, 'test ! -f /data/dying']}, periodSeconds: 1, failureThreshold: 1}\n",
+    );
+    let _ = std::fs::remove_file(scratch(&ns.name).join("dying"));
+    kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
+    wait_in(&ns.name, Duration::from_secs(40), "the pod gone", || {
+        gone(&ns.name, "linger")
+    });
+    let log = log_of(&ns.name);
+    assert!(log.contains("prestop-end") && log.contains("TERM"), "{log}");
+    let events = kubectl_ok(&["get", "events", "-n", &ns.name]);
+    assert!(!events.contains("Liveness probe failed"), "{events}");
+}
+
+#[test]
+fn a_liveness_restart_runs_prestop_and_sigterm_first() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-restart");
+    deploy_lingerer(
+        &ns.name,
+        3,
+        r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log"]}}"#,
+        "    livenessProbe: {exec: {command: [/bin/sh, -c, 'test ! -f /data/sick']}, periodSeconds: 1, failureThreshold: 1}\n",
+    );
+    std::fs::write(scratch(&ns.name).join("sick"), "").unwrap();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(40),
+        "a liveness restart",
+        || {
+            pod_json(&ns.name, "linger")["status"]["containerStatuses"][0]["restartCount"].as_u64()
+                >= Some(1)
+        },
+    );
+    let _ = std::fs::remove_file(scratch(&ns.name).join("sick"));
+    let log = log_of(&ns.name);
+    let (hook, term) = (log.find("prestop"), log.find("TERM"));
+    assert!(
+        hook.is_some() && term.is_some() && hook < term,
+        "preStop, then SIGTERM, before the restart: {log}"
+    );
+}
+
+#[test]
+fn a_replacement_never_shares_a_volume_with_a_pod_still_terminating() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-rwo");
+    let manifest = r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: pr}
+spec:
+  serviceName: pr
+  replicas: 1
+  selector: {matchLabels: {app: pr}}
+  template:
+    metadata: {labels: {app: pr}}
+    spec:
+      terminationGracePeriodSeconds: 8
+      containers:
+      - name: c
+        image: example/shell
+        command: [/bin/sh, -c, 'trap "" TERM; while true; do echo "$POD_UID $(date +%s.%N)" >> /data/hb; sleep 0.1; done']
+        env: [{name: POD_UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}]
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+"#;
+    let f = tempfile(manifest);
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
+    wait_in(&ns.name, Duration::from_secs(60), "pr-0 running", || {
+        pod_json(&ns.name, "pr-0")["status"]["phase"] == "Running"
+    });
+    let old = pod_json(&ns.name, "pr-0")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    kubectl_ok(&["delete", "pod", "pr-0", "-n", &ns.name, "--wait=false"]);
+    std::thread::sleep(Duration::from_millis(500));
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "pr-0",
+        "-n",
+        &ns.name,
+        "--force",
+        "--grace-period=0",
+    ]);
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "the replacement running",
+        || {
+            let p = pod_json(&ns.name, "pr-0");
+            p["metadata"]["uid"] != old.as_str() && p["status"]["phase"] == "Running"
+        },
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let pvc = kubectl_json(&["get", "pvc", "data-pr-0", "-n", &ns.name]);
+    let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);
+    let hb = std::fs::read_to_string(
+        std::path::Path::new(pv["spec"]["hostPath"]["path"].as_str().unwrap()).join("hb"),
+    )
+    .unwrap();
+    let stamps = |uid: &str, last: bool| -> f64 {
+        let it = hb
+            .lines()
+            .filter(|l| l.starts_with(uid))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok());
+        if last {
+            it.fold(f64::MIN, f64::max)
+        } else {
+            it.fold(f64::MAX, f64::min)
+        }
+    };
+    let new = pod_json(&ns.name, "pr-0")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        stamps(&old, true) < stamps(&new, false),
+        "the old process stopped writing before the new one started"
+    );
+    let events = kubectl_ok(&["get", "events", "-n", &ns.name]);
+    assert!(
+        events.contains("FailedAttachVolume") || stamps(&new, false) - stamps(&old, true) > 0.0,
+        "{events}"
+    );
+}
+
+#[test]
+fn a_pinned_volume_keeps_its_pod_on_its_node() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("fid-pinned");
+    let manifest = r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: pin}
+spec:
+  serviceName: pin
+  replicas: 1
+  selector: {matchLabels: {app: pin}}
+  template:
+    metadata: {labels: {app: pin}}
+    spec:
+      containers:
+      - {name: c, image: example/shell, command: [/bin/sh, -c, 'while true; do sleep 1; done'], volumeMounts: [{name: data, mountPath: /data}]}
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec: {storageClassName: kworld-local-pinned, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+"#;
+    let f = tempfile(manifest);
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
+    wait_in(&ns.name, Duration::from_secs(60), "pin-0 running", || {
+        pod_json(&ns.name, "pin-0")["status"]["phase"] == "Running"
+    });
+    let node = node_of(&ns.name, "pin-0");
+    let pvc = kubectl_json(&["get", "pvc", "data-pin-0", "-n", &ns.name]);
+    let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);
+    assert_eq!(
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+            ["values"][0],
+        node.as_str()
+    );
+    kubectl_ok(&["cordon", &node]);
+    let stuck = std::panic::catch_unwind(|| {
+        kubectl_ok(&["delete", "pod", "pin-0", "-n", &ns.name]);
+        wait_in(
+            &ns.name,
+            Duration::from_secs(30),
+            "a FailedScheduling event",
+            || {
+                kubectl_ok(&[
+                    "get",
+                    "events",
+                    "-n",
+                    &ns.name,
+                    "--field-selector",
+                    "reason=FailedScheduling",
+                ])
+                .contains("pin-0")
+            },
+        );
+        assert_eq!(pod_json(&ns.name, "pin-0")["status"]["phase"], "Pending");
+    });
+    kubectl_ok(&["uncordon", &node]);
+    stuck.unwrap();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "pin-0 back on its node",
+        || {
+            let p = pod_json(&ns.name, "pin-0");
+            p["status"]["phase"] == "Running" && p["spec"]["nodeName"] == node.as_str()
+        },
+    );
+}
+
+fn apply(ns: &str, manifest: &str) {
+    let f = tempfile(manifest);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+}
+
+#[test]
+fn pod_names_resolve_only_through_a_headless_service_that_publishes_them() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-dns");
+    apply(
+        &ns.name,
+        r#"apiVersion: v1
+kind: Service
+metadata: {name: strict}
+spec: {clusterIP: None, selector: {app: strict}, ports: [{name: p, port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: open}
+spec: {clusterIP: None, publishNotReadyAddresses: true, selector: {app: strict}, ports: [{name: p, port: 80}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: s1, labels: {app: strict}}
+spec:
+  hostname: s1
+  subdomain: open
+  containers:
+  - {name: c, image: example/shell, command: [/bin/sh, -c, 'while true; do sleep 1; done'], readinessProbe: {exec: {command: [/bin/false]}, periodSeconds: 1}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: s3, labels: {app: strict}}
+spec:
+  hostname: s3
+  subdomain: strict
+  containers:
+  - {name: c, image: example/shell, command: [/bin/sh, -c, 'while true; do sleep 1; done'], readinessProbe: {exec: {command: [/bin/false]}, periodSeconds: 1}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: s2}
+spec:
+  hostname: s2
+  subdomain: nosvc
+  containers:
+  - {name: c, image: example/shell, command: [/bin/sh, -c, 'while true; do sleep 1; done']}
+"#,
+    );
+    wait_in(&ns.name, Duration::from_secs(60), "pods running", || {
+        ["s1", "s2", "s3"]
+            .iter()
+            .all(|p| pod_json(&ns.name, p)["status"]["phase"] == "Running")
+    });
+    let ip = pod_json(&ns.name, "s1")["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let n = &ns.name;
+    // A Service that publishes not-ready addresses names the not-ready pod ...
+    wait_in(n, Duration::from_secs(30), "s1.open resolves", || {
+        dns_a(&format!("s1.open.{n}.svc.cluster.local"))
+            .is_ok_and(|a| a.iter().any(|x| x.to_string() == ip))
+    });
+    // ... one that does not, does not; and no Service, no name.
+    assert_eq!(dns_a(&format!("s1.strict.{n}.svc.cluster.local")), Err(3));
+    assert_eq!(dns_a(&format!("s2.nosvc.{n}.svc.cluster.local")), Err(3));
+}
+
+#[test]
+fn a_replacement_keeps_its_name_in_dns_after_the_old_pod_is_gone() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-dns-race");
+    deploy_etcd(&ns.name, 3);
+    let n = &ns.name;
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "etcd-1",
+        "-n",
+        n,
+        "--force",
+        "--grace-period=0",
+    ]);
+    wait_etcd_ready(n, 3);
+    std::thread::sleep(Duration::from_secs(3));
+    let ip = pod_json(n, "etcd-1")["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let got = dns_a(&format!("etcd-1.etcd.{n}.svc.cluster.local"));
+    assert_eq!(
+        got.map(|a| a.iter().map(|x| x.to_string()).collect::<Vec<_>>()),
+        Ok(vec![ip])
+    );
+}
+
+#[test]
+fn crash_loop_back_off_grows_like_the_kubelets() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-backoff");
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: crasher}\nspec:\n  containers:\n  - {name: main, image: example/shell, command: [/bin/sh, -c, \"exit 3\"]}\n",
+    );
+    let waiting = |p: &Value| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "a 10s back-off after the second crash",
+        || waiting(&pod_json(&ns.name, "crasher")).contains("back-off 10s"),
+    );
+    wait_in(&ns.name, Duration::from_secs(60), "then 20s", || {
+        waiting(&pod_json(&ns.name, "crasher")).contains("back-off 20s")
+    });
+}

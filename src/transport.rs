@@ -267,6 +267,23 @@ mod tests {
     }
 
     #[test]
+    fn an_api_server_refusal_for_load_is_throttling_not_the_replicas_failure() {
+        let apf = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}"#;
+        assert!(matches!(
+            classify_proxy_answer(ans(429, apf), "p"),
+            Err(ProbeError::Throttled(_))
+        ));
+        // A replica's own 429 (Vault's standby, say) is its answer.
+        let own = ans(429, r#"{"initialized":true,"standby":true}"#);
+        assert_eq!(classify_proxy_answer(own.clone(), "p").unwrap(), own);
+        assert_eq!(
+            retry_after("Too many requests (retry after 3s)"),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(retry_after("Too many requests"), None);
+    }
+
+    #[test]
     fn api_server_failures_are_told_apart() {
         let refused = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"error trying to reach service: dial tcp 10.250.1.3:2379: connect: connection refused","reason":"ServiceUnavailable","code":503}"#;
         assert_eq!(
@@ -278,6 +295,11 @@ mod tests {
         assert!(
             matches!(e, ProbeError::Forbidden(ref m) if m.contains("pods/proxy")),
             "{e}"
+        );
+        let closed = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"error trying to reach service: EOF","reason":"ServiceUnavailable","code":503}"#;
+        assert_eq!(
+            classify_proxy_answer(ans(503, closed), "p").unwrap_err(),
+            ProbeError::Unreachable("the connection was closed without an answer (EOF)".into())
         );
         let gone = r#"{"kind":"Status","message":"pods \"etcd-0\" not found","reason":"NotFound","code":404}"#;
         assert!(matches!(

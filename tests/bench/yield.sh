@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): four ways to take leadership away from an etcd leader, side by side
 # in one run on one world, on the same 3-member cluster under the same sequential write load
-# (tests/load/writeload.rs: failed writes, longest stall, longest time without an agreed
-# leader, sampled every 20 ms):
+# (tests/load/writeload.rs: failed write attempts, which it retries on the next member;
+# writes lost for good; longest stall; longest time without an agreed leader that itself
+# answers as leader, sampled every 20 ms):
 #   yield   kubectl raft yield (picks the target, sends MoveLeader, waits until all agree)
 #   bare    the transfer request by hand to the leader's pod IP (the floor)
 #   delete  kubectl delete pod <leader> (etcd hands over by itself on SIGTERM)
@@ -64,7 +65,7 @@ print(sorted((x["raft"]["lag"] or 0, x["pod"], x["raft"]["memberId"]) for x in c
 import json, sys
 d = json.load(open("/tmp/bench-load.json"))
 print(json.dumps({"method": sys.argv[1], "cmdMs": int(sys.argv[2]), "yieldWindowMs": sys.argv[3] or None,
-                  "failed": d["failed"], "stall": d["longestStallMs"], "leaderless": d["longestLeaderlessMs"],
+                  "failed": d["failed"], "lost": d["lost"], "stall": d["longestStallMs"], "leaderless": d["longestLeaderlessMs"],
                   "p99": d["p99Ms"], "writes": d["writes"]}))
 PY
   done
@@ -74,15 +75,15 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def med(xs): return statistics.median(xs) if xs else float("nan")
 def rng(xs): return f"{min(xs):.0f}–{max(xs):.0f}" if xs else "-"
-print(f"| method ({sys.argv[2]} rounds each) | failed writes (total) | longest write stall, median (range) ms | no agreed leader, median (range) ms | command time, median (range) ms | p99 write ms, median |")
-print("|---|---|---|---|---|---|")
+print(f"| method ({sys.argv[2]} rounds each) | failed write attempts (total) | lost writes (total) | longest write stall, median (range) ms | no agreed leader, median (range) ms | command time, median (range) ms | p99 write ms, median |")
+print("|---|---|---|---|---|---|---|")
 names = {"yield": "`kubectl raft yield`", "bare": "bare MoveLeader request to the leader's pod IP", "delete": "`kubectl delete pod <leader>`", "kill": "SIGKILL of the leader's process"}
 med_by = {}
 for m in ["yield", "bare", "delete", "kill"]:
     rs = [r for r in rows if r["method"] == m]
     st, ll, cm = [r["stall"] for r in rs], [r["leaderless"] for r in rs], [r["cmdMs"] for r in rs]
     med_by[m] = (med(st), med(cm))
-    print(f"| {names[m]} | {sum(r['failed'] for r in rs)} | {med(st):.0f} ({rng(st)}) | {med(ll):.0f} ({rng(ll)}) | {med(cm):.0f} ({rng(cm)}) | {med([r['p99'] for r in rs]):.1f} |")
+    print(f"| {names[m]} | {sum(r['failed'] for r in rs)} | {sum(r['lost'] for r in rs)} | {med(st):.0f} ({rng(st)}) | {med(ll):.0f} ({rng(ll)}) | {med(cm):.0f} ({rng(cm)}) | {med([r['p99'] for r in rs]):.1f} |")
 ys = [float(r["yieldWindowMs"]) for r in rows if r["method"] == "yield" and r["yieldWindowMs"] not in (None, "None")]
 print()
 print(f"yield's own report of the leaderless window: median {med(ys):.0f} ms over {len(ys)} rounds that saw one")

@@ -418,7 +418,8 @@ pub fn status_json(args: &[&str]) -> Value {
 }
 
 /// The write-load client (tests/load/writeload.rs, built by `cargo test` as an example):
-/// one sequential writer against every etcd member's pod IP, counting failed and slow writes.
+/// one sequential writer against every etcd member's pod IP, counting failed attempts (each
+/// retried on the next member), lost writes and slow writes.
 pub struct Load {
     child: std::process::Child,
 }
@@ -459,7 +460,7 @@ impl Load {
         Load { child }
     }
 
-    /// Stops the writer; its summary: writes, ok, failed, slow, longestStallMs, p99Ms, ...
+    /// Stops the writer; its summary: writes, ok, failed, lost, slow, longestStallMs, p99Ms, ...
     pub fn finish(mut self) -> Value {
         signal(self.child.id() as i32, "TERM");
         let out = std::mem::replace(&mut self.child, Command::new("true").spawn().expect("true"))

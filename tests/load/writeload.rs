@@ -3,12 +3,15 @@
 //! and every slow write and measures the longest stall a client saw.
 //!
 //! Usage: writeload --endpoints http://10.250.0.5:2379,http://10.250.0.6:2379
-//!                  [--duration 60s] [--timeout 1s] [--slow 100ms]
+//!                  [--duration 60s] [--timeout 1s] [--slow 100ms] [--budget 5s]
 //! Runs until --duration or SIGTERM/SIGINT, then prints one JSON summary on stdout. A write
-//! that fails or times out is counted and the next endpoint is tried, as a client with
-//! several endpoints does; the stall is the longest time between two successful writes.
+//! that fails or times out is counted (`failed`, with the first messages in `failures`) and
+//! tried again on the next endpoint, as a client with several endpoints does; a write that
+//! has not succeeded within --budget is given up (`lost`). The stall is the longest time
+//! between two successful writes; latency is a write's time from its first attempt.
 //! Beside the writer, a watcher asks every endpoint for etcd's status every 20 ms and
-//! measures the longest time without a leader that a majority of them agree on.
+//! measures the longest time without a leader that a majority of them agree on and that
+//! itself answers as leader (followers go on naming a crashed leader until they time out).
 
 use std::time::{Duration, Instant};
 
@@ -72,12 +75,14 @@ async fn main() {
     let run_for = duration(&arg(&args, "--duration").unwrap_or_else(|| "60s".into()));
     let timeout = duration(&arg(&args, "--timeout").unwrap_or_else(|| "1s".into()));
     let slow = duration(&arg(&args, "--slow").unwrap_or_else(|| "100ms".into()));
+    let budget = duration(&arg(&args, "--budget").unwrap_or_else(|| "5s".into()));
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     let start = Instant::now();
     let watcher = tokio::spawn(watch_leader(client.clone(), endpoints.clone()));
-    let (mut ok, mut failed, mut slow_writes) = (0u64, 0u64, 0u64);
+    let (mut ok, mut failed, mut slow_writes, mut lost) = (0u64, 0u64, 0u64, 0u64);
+    let mut first_try: Option<Instant> = None;
     let mut latencies: Vec<f64> = vec![];
     let mut last_ok = start;
     let mut longest_stall = Duration::ZERO;
@@ -97,6 +102,7 @@ async fn main() {
             .body(Full::new(Bytes::from(body)))
             .expect("request");
         let t0 = Instant::now();
+        let began = *first_try.get_or_insert(t0);
         let result = tokio::select! {
             r = tokio::time::timeout(timeout, async {
                 let resp = client.request(req).await.map_err(|e| e.to_string())?;
@@ -111,9 +117,10 @@ async fn main() {
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
         };
-        let took = t0.elapsed();
+        let took = began.elapsed();
         match result {
             Ok(()) => {
+                first_try = None;
                 ok += 1;
                 latencies.push(took.as_secs_f64() * 1000.0);
                 if took > slow {
@@ -133,6 +140,12 @@ async fn main() {
                     ));
                 }
                 current = (current + 1) % endpoints.len();
+                if began.elapsed() > budget {
+                    lost += 1;
+                    first_try = None;
+                } else {
+                    n -= 1; // the same write again
+                }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -142,9 +155,10 @@ async fn main() {
     let leaderless = LONGEST_LEADERLESS_US.load(std::sync::atomic::Ordering::SeqCst);
     latencies.sort_by(f64::total_cmp);
     let summary = serde_json::json!({
-        "writes": ok + failed,
+        "writes": ok + lost,
         "ok": ok,
         "failed": failed,
+        "lost": lost,
         "slow": slow_writes,
         "slowThresholdMs": slow.as_secs_f64() * 1000.0,
         "longestStallMs": (longest_stall.as_secs_f64() * 1e4).round() / 10.0,
@@ -161,8 +175,8 @@ async fn main() {
 static LONGEST_LEADERLESS_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Every 20 ms, every endpoint's `/v3/maintenance/status`: the leader a majority of the
-/// endpoints name (none when any answering member says it has none). Records the longest
-/// run of samples without one.
+/// endpoints name, that answers itself as leader (none when any answering member says it
+/// has none). Records the longest run of samples without one.
 async fn watch_leader(
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
     endpoints: Vec<String>,
@@ -184,18 +198,18 @@ async fn watch_leader(
                     .ok()?;
                 let body = resp.into_body().collect().await.ok()?.to_bytes();
                 let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
-                Some(v["leader"].as_str().map(str::to_string))
+                let me = v["header"]["member_id"].as_str().map(str::to_string);
+                Some((me, v["leader"].as_str().map(str::to_string)))
             }
         }))
         .await;
-        let answered: Vec<Option<String>> = answers.into_iter().flatten().collect();
-        let agreed = !answered.iter().any(Option::is_none)
-            && answered.iter().flatten().any(|l| {
-                answered
-                    .iter()
-                    .filter(|x| x.as_deref() == Some(l.as_str()))
-                    .count()
-                    >= majority
+        let answered: Vec<(Option<String>, Option<String>)> =
+            answers.into_iter().flatten().collect();
+        let agreed = !answered.iter().any(|(_, l)| l.is_none())
+            && answered.iter().any(|(me, l)| {
+                me.is_some()
+                    && me == l
+                    && answered.iter().filter(|(_, x)| x == l).count() >= majority
             });
         let at = t0 + t0.elapsed() / 2;
         match (agreed, since) {

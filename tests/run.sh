@@ -28,5 +28,8 @@ t0=$(date +%s)
 tests/world/build.sh
 echo "world built or reused in $(( $(date +%s) - t0 ))s" >&2
 
+step "cargo build --examples (the write-load client the end-to-end tests run)"
+cargo build --examples
+
 step "cargo test (unit tests, then end-to-end tests in the real world)"
 cargo test --all-targets --no-fail-fast

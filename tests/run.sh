@@ -32,4 +32,4 @@ step "cargo build --examples (the write-load client the end-to-end tests run)"
 cargo build --examples
 
 step "cargo test (unit tests, then end-to-end tests in the real world)"
-cargo test --all-targets --no-fail-fast
+cargo test --bins --tests --no-fail-fast

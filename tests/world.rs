@@ -264,12 +264,19 @@ fn deleting_the_leader_runs_its_prestop_hook_and_a_new_leader_is_elected() {
         marker.display()
     );
 
-    // A new leader, elected among the other members while the old one was gone.
+    // A new leader among the other members while the old one was gone. (Later the
+    // replacement may win an election back: etcd 3.4 runs without pre-vote, so a restarted
+    // member that misses a heartbeat on a busy machine can disrupt the leader. That is etcd,
+    // not the world; this test is about the handover at the deletion.)
     let mut new_leader = None;
-    wait_until(Duration::from_secs(30), "a new leader", || {
-        new_leader = etcd_leader(&ns.name);
-        new_leader.is_some()
-    });
+    wait_until(
+        Duration::from_secs(30),
+        "a leader other than the deleted member",
+        || {
+            new_leader = etcd_leader(&ns.name);
+            new_leader.as_ref().is_some_and(|(_, id)| id != &leader_id)
+        },
+    );
     let (new_pod, new_id) = new_leader.unwrap();
     assert_ne!(
         new_id, leader_id,

@@ -47,7 +47,10 @@ kubectl raft status -n "$ns" || true
 kill -CONT "$pid"
 echo
 echo "== $follower resumed" >&2
-until kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; s=json.load(sys.stdin)["clusters"][0]["summary"]; sys.exit(0 if s["healthyVoters"] == 3 and s["leader"] else 1)'; do sleep 1; done
+for _ in $(seq 1 60); do
+  kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; s=json.load(sys.stdin)["clusters"][0]["summary"]; sys.exit(0 if s["healthyVoters"] == 3 and s["leader"] else 1)' && break
+  sleep 1
+done
 
 say "kubectl raft yield etcd -n $ns --dry-run"
 kubectl raft yield etcd -n "$ns" --dry-run

@@ -75,6 +75,22 @@ pub enum Command {
         1 when it refused, failed, went elsewhere or timed out (the last observations are printed).")]
     Yield(YieldArgs),
 
+    /// Drain nodes the Raft-aware way: followers first, the leader last after a verified
+    /// transfer, never below a quorum of healthy voters, each replacement rejoined first.
+    #[command(after_help = "Examples:\n  \
+        kubectl raft drain worker-3 --ignore-daemonsets            # cordon, then move everything off\n  \
+        kubectl raft drain worker-3 worker-4 --dry-run             # the plan, the blockers, what each PDB answers\n  \
+        kubectl raft drain -l pool=old --ignore-daemonsets --delete-emptydir-data\n  \
+        kubectl raft drain worker-3 --allow-degraded               # a member pinned to the node goes anyway\n\n\
+        Ordinary pods are treated as `kubectl drain` treats them. Raft clusters with a replica on the\n\
+        nodes go one member at a time: followers first, the leader last after `yield`; before each\n\
+        eviction the others must still form a quorum of healthy, caught-up voters, and after it the\n\
+        replacement must be Ready and rejoined. The nodes stay cordoned when it stops; running the\n\
+        same command again resumes.\n\n\
+        Exit status: 0 when every node is drained (or, with --dry-run, nothing blocks the plan);\n\
+        1 when it refused or stopped (what was done and what is left are printed).")]
+    Drain(DrainArgs),
+
     /// List the Raft systems kubectl raft recognises (built-in profiles plus --profiles FILE).
     Systems(SystemsArgs),
 }
@@ -128,6 +144,81 @@ pub struct YieldArgs {
     pub probe: ProbeArgs,
 
     /// Output format: a summary line (table), or the documented report (docs/yield-schema.md).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct DrainArgs {
+    /// The nodes to drain.
+    #[arg(
+        value_name = "NODE",
+        required_unless_present = "selector",
+        conflicts_with = "selector"
+    )]
+    pub nodes: Vec<String>,
+
+    /// Drain the nodes with these labels instead of naming them (a label selector).
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+
+    /// Only pods with these labels are moved (a label selector); others stay.
+    #[arg(long, value_name = "SELECTOR")]
+    pub pod_selector: Option<String>,
+
+    /// Leave DaemonSet-managed pods where they are (without it, their presence stops the drain).
+    #[arg(long)]
+    pub ignore_daemonsets: bool,
+
+    /// Evict pods that use emptyDir volumes; their local data is lost.
+    #[arg(long)]
+    pub delete_emptydir_data: bool,
+
+    /// Delete pods that no controller manages (nothing recreates them).
+    #[arg(long)]
+    pub force: bool,
+
+    /// Seconds each pod is given to stop (default: the pod's own terminationGracePeriodSeconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub grace_period: Option<u32>,
+
+    /// How long to wait for any one thing (a pod to go, a PDB to allow, a replacement to
+    /// rejoin, a blocked cluster to recover) before stopping, e.g. 5m.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Delete pods instead of evicting them: PodDisruptionBudgets are not consulted
+    /// (Raft clusters are still protected by their own checks).
+    #[arg(long)]
+    pub disable_eviction: bool,
+
+    /// Print the plan: ordered steps and why, quorum and fault tolerance during each, what each
+    /// PDB answers (a server-side dry-run eviction) and every blocker; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Evict a member whose replacement cannot start elsewhere (a volume pinned to the node, no
+    /// node its anti-affinity allows); its cluster runs a member short until the node is back.
+    #[arg(long)]
+    pub allow_degraded: bool,
+
+    /// How many Raft clusters proceed at once (a cluster's own members always go one by one).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel_clusters: u16,
+
+    /// A member more log entries than this behind the leader is not counted healthy, and a
+    /// replacement is not rejoined until it is within it.
+    #[arg(long, value_name = "ENTRIES", default_value_t = 1000)]
+    pub max_lag: u64,
+
+    /// Extra profiles: a YAML file in the format of the built-in ones (docs/profiles.md).
+    #[arg(long, value_name = "FILE")]
+    pub profiles: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+
+    /// Output format: progress and a summary (table), or the documented report (docs/drain.md).
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }

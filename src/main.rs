@@ -45,6 +45,9 @@ fn main() -> ExitCode {
             Command::Yield(args) => {
                 commands::yield_::run(&cli.global, args, &mut out, &mut std::io::stderr()).await
             }
+            Command::Drain(args) => {
+                commands::drain::run(&cli.global, args, &mut out, &mut std::io::stderr()).await
+            }
             Command::Systems(args) => commands::systems::run(args, &mut out),
         }
     });

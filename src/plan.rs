@@ -516,5 +516,8 @@ pub fn judge(expect: &Expect, views: &[ReplicaView], members: usize) -> Judgemen
     Judgement { agreed, term, done }
 }
 
+pub mod drain;
+pub mod placement;
+
 #[cfg(test)]
 mod tests;

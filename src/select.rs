@@ -39,8 +39,12 @@ pub fn select_clusters(
     } else {
         clusters_from_statefulsets(snap, catalog, forced.as_ref(), sel, namespace_hint)?
     };
-    if let Some(node) = &sel.node {
-        clusters.retain(|c| c.pods.iter().any(|p| pod_node(p) == Some(node.as_str())));
+    if !sel.nodes.is_empty() {
+        clusters.retain(|c| {
+            c.pods
+                .iter()
+                .any(|p| pod_node(p).is_some_and(|n| sel.nodes.iter().any(|x| x == n)))
+        });
     }
     clusters.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Ok(clusters)
@@ -401,7 +405,7 @@ mod tests {
     fn node_filter_keeps_clusters_with_a_replica_there() {
         let cat = Catalog::builtin();
         let on = |n: &str| Selection {
-            node: Some(n.into()),
+            nodes: vec![n.into()],
             ..Default::default()
         };
         assert_eq!(

@@ -49,8 +49,7 @@ pub struct Surveyor {
 
 /// What one survey saw and concluded.
 pub struct Survey {
-    /// The objects read (drain plans from its nodes and PDBs).
-    #[allow(dead_code)]
+    /// The objects read (drain plans from its nodes and pods).
     pub snapshot: Snapshot,
     pub observations: Vec<ClusterObservation>,
     pub reports: Vec<ClusterReport>,
@@ -99,8 +98,13 @@ impl Surveyor {
     /// StatefulSets and pods are known, while the Services, EndpointSlices, PDBs and nodes
     /// (needed only for the assessment) are still being read.
     pub async fn survey(&self, sel: &Selection) -> Result<Survey> {
+        self.survey_in(self.scope(), sel).await
+    }
+
+    /// `survey` in one namespace (Some) or all of them (None), whatever the flags said:
+    /// drain surveys everywhere first, then each cluster in its own namespace.
+    pub async fn survey_in(&self, ns: Option<&str>, sel: &Selection) -> Result<Survey> {
         let client = &self.conn.client;
-        let ns = self.scope();
         let where_ = ns
             .map(|n| format!("in namespace {n:?}"))
             .unwrap_or_else(|| "in any namespace".into());
@@ -121,7 +125,7 @@ impl Surveyor {
                 pods: pods.map_err(|e| api_context(e, "list", "pods", &where_))?,
                 ..Default::default()
             };
-            let targets = select_clusters(&snap, &self.catalog, sel, &self.namespace);
+            let targets = select_clusters(&snap, &self.catalog, sel, ns.unwrap_or(&self.namespace));
             let observations = match &targets {
                 Ok(t) => self.observe(t.clone()).await,
                 Err(_) => vec![],
@@ -157,12 +161,14 @@ impl Surveyor {
             Err(e) => return Err(api_context(e, "list", "nodes", "")),
         };
         // The node list answers --node too; without the right to list nodes it cannot be checked.
-        if let (Some(node), Some(list)) = (&sel.node, &nodes) {
-            if !list
-                .iter()
-                .any(|n| n.metadata.name.as_deref() == Some(node.as_str()))
-            {
-                bail!("node {node:?} not found (list them with `kubectl get nodes`)");
+        if let Some(list) = &nodes {
+            for node in &sel.nodes {
+                if !list
+                    .iter()
+                    .any(|n| n.metadata.name.as_deref() == Some(node.as_str()))
+                {
+                    bail!("node {node:?} not found (list them with `kubectl get nodes`)");
+                }
             }
         }
         let (mut snapshot, targets, observations) = probed?;

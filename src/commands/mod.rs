@@ -1,6 +1,8 @@
 //! One module per verb; each wires discovery, observation, assessment and rendering.
 
+pub mod drain;
 pub mod local;
+pub mod progress;
 pub mod status;
 pub mod systems;
 pub mod yield_;

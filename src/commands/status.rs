@@ -12,7 +12,7 @@ use crate::survey::Surveyor;
 pub fn selection(name: Option<&str>, select: &crate::cli::SelectArgs) -> Selection {
     Selection {
         name: name.map(str::to_string),
-        node: select.node.clone(),
+        nodes: select.node.iter().cloned().collect(),
         selector: select.selector.clone(),
         system: select.system.clone(),
     }
@@ -43,7 +43,7 @@ pub async fn run(
     let survey = survey?;
     if survey.reports.is_empty() {
         let place = surveyor.place();
-        match &sel.node {
+        match sel.nodes.first() {
             Some(n) => writeln!(err, "No Raft cluster in {place} has a replica on node {n:?}.")?,
             None => writeln!(
                 err,

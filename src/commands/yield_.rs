@@ -411,7 +411,7 @@ async fn find_cluster(
     let explicit_sts = args.name.as_deref().is_some_and(|n| n.contains('/'));
     let sel = Selection {
         name: args.name.clone().filter(|_| explicit_sts),
-        node: args.select.node.clone(),
+        nodes: args.select.node.iter().cloned().collect(),
         selector: args.select.selector.clone(),
         system: args.select.system.clone(),
     };

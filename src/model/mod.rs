@@ -36,7 +36,8 @@ pub struct Snapshot {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
     pub name: Option<String>,
-    pub node: Option<String>,
+    /// Only clusters with a replica on one of these nodes (none: every cluster).
+    pub nodes: Vec<String>,
     pub selector: Option<String>,
     pub system: Option<String>,
 }

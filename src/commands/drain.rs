@@ -1,0 +1,1109 @@
+//! `kubectl raft drain`: lock, cordon, decide (plan::drain), then act one step at a time,
+//! surveying again before every step rather than trusting what was seen before.
+//!
+//! Ordinary pods go as `kubectl drain` sends them. Each Raft cluster with a replica on the
+//! nodes goes member by member: followers first, the leader last after a verified transfer
+//! (handover::act_and_wait, as `yield`), each eviction only while the others form a quorum
+//! of healthy voters, each replacement Ready and rejoined before the next.
+
+mod evict;
+mod lock;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
+use kube::api::{Api, ListParams};
+use kube::runtime::wait::await_condition;
+use kube::ResourceExt;
+use serde::Serialize;
+
+use crate::cli::{DrainArgs, GlobalArgs, Output, ProbeArgs, SelectArgs};
+use crate::commands::progress::{Line, Progress};
+use crate::errors::{api_context, is_forbidden, Reported};
+use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
+use crate::model::{human_duration, pod_ready, ClusterObservation, Selection};
+use crate::plan::drain::{
+    classify_pod, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput, ClusterPlan,
+    DrainOptions, DrainStep, PodRules, PodVerdict,
+};
+use crate::plan::placement::replacement_blocker;
+use crate::plan::{plan_yield, Expect, YieldOptions};
+use crate::report::{ClusterReport, API_VERSION};
+use crate::survey::Surveyor;
+use evict::{Evicted, Evictor};
+
+/// How often a blocked cluster is surveyed again.
+const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// The documented `-o json|yaml` result (docs/drain.md).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainReport {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub nodes: Vec<String>,
+    pub dry_run: bool,
+    pub succeeded: bool,
+    pub pods: Vec<PodReport>,
+    pub clusters: Vec<ClusterSummary>,
+    /// Why it stopped, and how to go on, when it did.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodReport {
+    pub namespace: String,
+    pub name: String,
+    pub verdict: PodVerdict,
+    /// What was done ("evicted", "already gone", ...) or, in a dry run, what the PDB answers.
+    pub result: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSummary {
+    pub namespace: String,
+    pub name: String,
+    pub system: String,
+    /// The plan as first made (the dry run prints it; a real drain re-plans before each step).
+    pub plan: ClusterPlan,
+    /// What each step answered in a dry run: the PDB's verdict for each planned eviction.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pdb_answers: BTreeMap<String, String>,
+    /// What was done, in order.
+    pub done: Vec<String>,
+    pub evictions: u32,
+    pub transfers: u32,
+    /// Term increments a transfer does not explain.
+    pub elections: u64,
+    pub longest_leaderless_ms: Option<f64>,
+    pub term_before: Option<u64>,
+    pub term_after: Option<u64>,
+    pub duration_ms: f64,
+    /// "drained", "unchanged" (nothing on the nodes), "stopped" or "planned" (dry run).
+    pub result: String,
+    pub message: String,
+}
+
+pub async fn run(
+    g: &GlobalArgs,
+    args: &DrainArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let select = SelectArgs {
+        all_namespaces: true,
+        profiles: args.profiles.clone(),
+        ..Default::default()
+    };
+    let surveyor = Arc::new(Surveyor::new(g, &select, &args.probe).await?);
+    let client = surveyor.conn.client.clone();
+    let nodes = resolve_nodes(&client, args).await?;
+    let drained: BTreeSet<String> = nodes.iter().cloned().collect();
+
+    // Which Raft clusters have a member there.
+    let first = surveyor
+        .survey_in(
+            None,
+            &Selection {
+                nodes: nodes.clone(),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let raft_pods: BTreeSet<(String, String)> = first
+        .observations
+        .iter()
+        .flat_map(|o| o.target.pods.iter())
+        .map(|p| (p.namespace().unwrap_or_default(), p.name_any()))
+        .collect();
+    let clusters: Vec<(String, String)> = first
+        .reports
+        .iter()
+        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .collect();
+
+    let evictor = Arc::new(Evictor {
+        client: surveyor.conn.probe_client.clone(),
+        grace_period: args.grace_period,
+        disable_eviction: args.disable_eviction,
+        timeout: args.timeout,
+    });
+
+    // Lock every cluster before changing anything.
+    let mut locks = vec![];
+    if !args.dry_run {
+        let holder = lock::holder_identity(&nodes);
+        for (ns, name) in &clusters {
+            match lock::acquire(&client, ns, name, &holder).await {
+                Ok((held, took_over)) => {
+                    if let Some(who) = took_over {
+                        writeln!(
+                            err,
+                            "Warning: took over {ns}/{name}'s stale drain lock from {who}"
+                        )?;
+                    }
+                    locks.push(held);
+                }
+                Err(e) => {
+                    for l in locks {
+                        l.release().await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+    let result = drain(
+        &surveyor, &evictor, args, &nodes, &drained, &raft_pods, &clusters, &first, out, err,
+    )
+    .await;
+    for l in locks {
+        l.release().await;
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drain(
+    surveyor: &Arc<Surveyor>,
+    evictor: &Arc<Evictor>,
+    args: &DrainArgs,
+    nodes: &[String],
+    drained: &BTreeSet<String>,
+    raft_pods: &BTreeSet<(String, String)>,
+    clusters: &[(String, String)],
+    first: &crate::survey::Survey,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let client = surveyor.conn.client.clone();
+    let node_api: Api<Node> = Api::all(client.clone());
+    if !args.dry_run {
+        for n in nodes {
+            node_api
+                .cordon(n)
+                .await
+                .map_err(|e| api_context(e, "patch", "nodes", ""))
+                .with_context(|| format!("cordoning node {n}"))?;
+            writeln!(err, "node/{n} cordoned")?;
+        }
+    }
+
+    // Ordinary pods: kubectl drain's filters; any refusal stops everything before an eviction.
+    let rules = PodRules {
+        ignore_daemonsets: args.ignore_daemonsets,
+        delete_emptydir_data: args.delete_emptydir_data,
+        force: args.force,
+    };
+    let mut ordinary: Vec<(Pod, PodVerdict)> = vec![];
+    for n in nodes {
+        let mut lp = ListParams::default().fields(&format!("spec.nodeName={n}"));
+        if let Some(s) = &args.pod_selector {
+            lp = lp.labels(s);
+        }
+        let pods = Api::<Pod>::all(client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| api_context(e, "list", "pods", "in any namespace"))?;
+        for p in pods.items {
+            if raft_pods.contains(&(p.namespace().unwrap_or_default(), p.name_any())) {
+                continue;
+            }
+            let v = classify_pod(&p, &rules);
+            ordinary.push((p, v));
+        }
+    }
+    ordinary.sort_by_key(|(p, _)| (p.namespace(), p.name_any()));
+    let refused: Vec<String> = ordinary
+        .iter()
+        .filter_map(|(p, v)| match v {
+            PodVerdict::Refuse(why) => Some(format!(
+                "{}/{}: {why}",
+                p.namespace().unwrap_or_default(),
+                p.name_any()
+            )),
+            _ => None,
+        })
+        .collect();
+    for (p, v) in &ordinary {
+        match v {
+            PodVerdict::Skip(why) => writeln!(
+                err,
+                "Warning: ignoring pod {}/{}: {why}",
+                p.namespace().unwrap_or_default(),
+                p.name_any()
+            )?,
+            PodVerdict::Evict(Some(w)) => writeln!(
+                err,
+                "Warning: pod {}/{}: {w}",
+                p.namespace().unwrap_or_default(),
+                p.name_any()
+            )?,
+            _ => {}
+        }
+    }
+
+    let opts = DrainOptions {
+        nodes: drained.clone(),
+        max_lag: args.max_lag,
+        allow_degraded: args.allow_degraded,
+    };
+
+    if args.dry_run {
+        return dry_run(
+            surveyor, evictor, args, nodes, &ordinary, &refused, first, &opts, out,
+        )
+        .await;
+    }
+    if !refused.is_empty() {
+        writeln!(
+            err,
+            "error: cannot drain {}: these pods cannot be moved:",
+            nodes.join(", ")
+        )?;
+        for r in &refused {
+            writeln!(err, "  {r}")?;
+        }
+        writeln!(
+            err,
+            "Nothing was evicted; the node(s) stay cordoned (`kubectl uncordon {}` to undo).",
+            nodes.join(" ")
+        )?;
+        return Err(Reported.into());
+    }
+
+    let progress = Arc::new(Progress::new());
+    let cancel = Arc::new(AtomicBool::new(false));
+    let ctrl_c = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.store(true, Ordering::SeqCst);
+                eprintln!("interrupted: stopping after the current step (Ctrl-C again to exit at once; a transfer in flight is then not reported)");
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        })
+    };
+
+    let ordinary_work = async {
+        let line = progress.line("pods");
+        let results = futures::future::join_all(
+            ordinary
+                .iter()
+                .filter(|(_, v)| matches!(v, PodVerdict::Evict(_)))
+                .map(|(p, v)| {
+                    let line = &line;
+                    async move {
+                        let result = match evictor.evict(p, line).await {
+                            Ok(Evicted::AlreadyGone) => {
+                                Ok("already gone (not evicted again)".to_string())
+                            }
+                            Ok(Evicted::Accepted) => {
+                                evictor.wait_gone(p).await.map(|_| "evicted".to_string())
+                            }
+                            Err(e) => Err(e),
+                        };
+                        (p, v, result)
+                    }
+                }),
+        )
+        .await;
+        line.finish();
+        results
+    };
+    let raft_work = futures::stream::iter(clusters.iter().cloned())
+        .map(|(ns, name)| {
+            let surveyor = surveyor.clone();
+            let evictor = evictor.clone();
+            let progress = progress.clone();
+            let cancel = cancel.clone();
+            let opts = opts.clone();
+            async move {
+                drain_cluster(
+                    &surveyor, &evictor, args, &opts, &ns, &name, &progress, &cancel,
+                )
+                .await
+            }
+        })
+        .buffer_unordered(args.parallel_clusters as usize)
+        .collect::<Vec<ClusterSummary>>();
+    let (pod_results, mut summaries) = tokio::join!(ordinary_work, raft_work);
+    ctrl_c.abort();
+    summaries.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+
+    let mut failures: Vec<String> = vec![];
+    let mut pods = vec![];
+    for (p, v, r) in pod_results {
+        let (ns, name) = (p.namespace().unwrap_or_default(), p.name_any());
+        let result = match r {
+            Ok(s) => {
+                writeln!(err, "pod/{name} {s}")?;
+                s
+            }
+            Err(e) => {
+                let m = crate::errors::anyhow_chain(&e);
+                failures.push(m.clone());
+                m
+            }
+        };
+        pods.push(PodReport {
+            namespace: ns,
+            name,
+            verdict: v.clone(),
+            result,
+        });
+    }
+    for s in &summaries {
+        if s.result == "stopped" {
+            failures.push(s.message.clone());
+        }
+    }
+    let succeeded = failures.is_empty();
+    let message = if succeeded {
+        format!("drained {}", nodes.join(", "))
+    } else {
+        format!(
+            "the drain stopped: {}. The node(s) stay cordoned. Fix what is named and run the same command again to resume (it plans from what it finds), or `kubectl uncordon {}` to give up",
+            failures.join("; "),
+            nodes.join(" ")
+        )
+    };
+    let report = DrainReport {
+        api_version: API_VERSION,
+        kind: "DrainReport",
+        nodes: nodes.to_vec(),
+        dry_run: false,
+        succeeded,
+        pods,
+        clusters: summaries,
+        message,
+    };
+    print_summary(&report, args.output, out)?;
+    if succeeded {
+        for n in nodes {
+            writeln!(err, "node/{n} drained")?;
+        }
+        Ok(())
+    } else {
+        writeln!(err, "error: {}", report.message)?;
+        Err(Reported.into())
+    }
+}
+
+/// The node names: as given, or those the selector matches.
+async fn resolve_nodes(client: &kube::Client, args: &DrainArgs) -> Result<Vec<String>> {
+    let api: Api<Node> = Api::all(client.clone());
+    if let Some(sel) = &args.selector {
+        let list = api
+            .list(&ListParams::default().labels(sel))
+            .await
+            .map_err(|e| api_context(e, "list", "nodes", ""))?;
+        let names: Vec<String> = list.items.iter().map(|n| n.name_any()).collect();
+        if names.is_empty() {
+            bail!("no node matches the selector {sel:?} (list them with `kubectl get nodes --show-labels`)");
+        }
+        return Ok(names);
+    }
+    let mut names = args.nodes.clone();
+    names.sort();
+    names.dedup();
+    for n in &names {
+        if let Err(e) = api.get(n).await {
+            if crate::errors::is_not_found(&e) {
+                bail!("node {n:?} not found (list them with `kubectl get nodes`)");
+            }
+            return Err(api_context(e, "get", "nodes", ""));
+        }
+    }
+    Ok(names)
+}
+
+/// One cluster now: its survey, and the planner's input with where replacements could go.
+async fn look(
+    surveyor: &Surveyor,
+    ns: &str,
+    name: &str,
+    drained: &BTreeSet<String>,
+) -> Result<(ClusterObservation, ClusterInput)> {
+    let sel = Selection {
+        name: Some(name.to_string()),
+        ..Default::default()
+    };
+    let survey = surveyor.survey_in(Some(ns), &sel).await?;
+    let (obs, report) = survey
+        .observations
+        .into_iter()
+        .zip(survey.reports)
+        .next()
+        .ok_or_else(|| anyhow!("{ns}/{name} is no longer a recognised Raft cluster"))?;
+    let pvs = match Api::<PersistentVolume>::all(surveyor.conn.client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => l.items,
+        Err(e) if is_forbidden(&e) => vec![],
+        Err(e) => return Err(api_context(e, "list", "persistentvolumes", "")),
+    };
+    let nodes = survey.snapshot.nodes.clone().unwrap_or_default();
+    let mut stuck = BTreeMap::new();
+    for p in &obs.target.pods {
+        let node = crate::model::pod_node(p);
+        if node.is_none_or(|n| drained.contains(n)) {
+            if let Some(why) = replacement_blocker(p, &pvs, &nodes, &survey.snapshot.pods, drained)
+            {
+                stuck.insert(p.name_any(), why);
+            }
+        }
+    }
+    let can_transfer = obs.target.profile.transfer.is_some();
+    Ok((
+        obs,
+        ClusterInput {
+            report,
+            can_transfer,
+            stuck,
+        },
+    ))
+}
+
+/// Drains one cluster's members off the nodes, a step at a time, surveying before each.
+#[allow(clippy::too_many_arguments)]
+async fn drain_cluster(
+    surveyor: &Surveyor,
+    evictor: &Evictor,
+    args: &DrainArgs,
+    opts: &DrainOptions,
+    ns: &str,
+    name: &str,
+    progress: &Progress,
+    cancel: &AtomicBool,
+) -> ClusterSummary {
+    let start = Instant::now();
+    let cluster = format!("{ns}/{name}");
+    let line = progress.line(&cluster);
+    let mut s = ClusterSummary {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        system: String::new(),
+        plan: empty_plan(ns, name),
+        pdb_answers: BTreeMap::new(),
+        done: vec![],
+        evictions: 0,
+        transfers: 0,
+        elections: 0,
+        longest_leaderless_ms: None,
+        term_before: None,
+        term_after: None,
+        duration_ms: 0.0,
+        result: "drained".into(),
+        message: String::new(),
+    };
+    let mut blocked_since: Option<Instant> = None;
+    let stop = |s: &mut ClusterSummary, why: String| {
+        s.result = "stopped".into();
+        let done = if s.done.is_empty() {
+            "nothing".to_string()
+        } else {
+            s.done.join("; ")
+        };
+        let why = why
+            .strip_prefix(&format!("{cluster}: "))
+            .unwrap_or(&why)
+            .to_string();
+        s.message = format!("{cluster}: {why} (done: {done})");
+    };
+    loop {
+        if cancel.load(Ordering::SeqCst) {
+            stop(&mut s, "interrupted".into());
+            break;
+        }
+        let (obs, input) = match look(surveyor, ns, name, &opts.nodes).await {
+            Ok(x) => x,
+            Err(e) => {
+                stop(
+                    &mut s,
+                    format!("cannot survey it: {}", crate::errors::anyhow_chain(&e)),
+                );
+                break;
+            }
+        };
+        let plan = plan_cluster(&input, opts);
+        if s.system.is_empty() {
+            s.system = input.report.system.clone();
+            s.plan = plan.clone();
+            s.term_before = plan.term;
+        }
+        if plan.term.is_some() {
+            s.term_after = plan.term;
+        }
+        let Some(step) = plan.steps.first().cloned() else {
+            match plan.blocker {
+                None => {
+                    if s.done.is_empty() {
+                        s.result = "unchanged".into();
+                    }
+                    s.message = format!("{cluster}: no member left on the drained node(s)");
+                    break;
+                }
+                Some(b) if b.reason.waitable() => {
+                    let since = *blocked_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= args.timeout {
+                        stop(
+                            &mut s,
+                            format!(
+                                "still blocked after {}: {}",
+                                human_duration(args.timeout),
+                                b.message
+                            ),
+                        );
+                        break;
+                    }
+                    line.set(&format!("waiting: {}", b.message));
+                    tokio::time::sleep(RECHECK_EVERY).await;
+                    continue;
+                }
+                Some(b) => {
+                    stop(&mut s, b.message);
+                    break;
+                }
+            }
+        };
+        blocked_since = None;
+        let r = match step.action {
+            Action::TransferThenEvict => {
+                transfer(
+                    surveyor,
+                    args,
+                    opts,
+                    &obs,
+                    &input.report,
+                    &step,
+                    &line,
+                    &mut s,
+                )
+                .await
+            }
+            Action::Evict | Action::EvictLeader => {
+                evict_member(
+                    surveyor,
+                    evictor,
+                    args,
+                    opts,
+                    &obs,
+                    &input.report,
+                    &step,
+                    &line,
+                    &mut s,
+                )
+                .await
+            }
+        };
+        if let Err(e) = r {
+            stop(&mut s, crate::errors::anyhow_chain(&e));
+            break;
+        }
+    }
+    line.finish();
+    if let (Some(a), Some(b)) = (s.term_before, s.term_after) {
+        s.elections = (b.saturating_sub(a)).saturating_sub(u64::from(s.transfers));
+    }
+    s.duration_ms = start.elapsed().as_secs_f64() * 1000.0;
+    s
+}
+
+fn empty_plan(ns: &str, name: &str) -> ClusterPlan {
+    ClusterPlan {
+        namespace: ns.into(),
+        name: name.into(),
+        system: String::new(),
+        leader: None,
+        term: None,
+        voters: 0,
+        healthy_voters: 0,
+        quorum: 0,
+        steps: vec![],
+        blocker: None,
+    }
+}
+
+fn record_window(s: &mut ClusterSummary, ms: Option<f64>) {
+    if let Some(ms) = ms {
+        s.longest_leaderless_ms = Some(s.longest_leaderless_ms.map_or(ms, |x| x.max(ms)));
+    }
+}
+
+/// Hands the leadership to a member on a node that stays, with yield's full wait.
+#[allow(clippy::too_many_arguments)]
+async fn transfer(
+    surveyor: &Surveyor,
+    args: &DrainArgs,
+    opts: &DrainOptions,
+    obs: &ClusterObservation,
+    report: &ClusterReport,
+    step: &DrainStep,
+    line: &Line,
+    s: &mut ClusterSummary,
+) -> Result<()> {
+    let yopts = YieldOptions {
+        to: None,
+        avoid_nodes: opts.nodes.iter().cloned().collect(),
+        max_lag: opts.max_lag,
+        force: false,
+    };
+    let plan = plan_yield(report, &obs.target.profile, &yopts).map_err(|r| {
+        anyhow!(
+            "cannot hand {}'s leadership over before evicting it: {r}",
+            step.pod
+        )
+    })?;
+    line.set(&format!(
+        "handing leadership {} → {} before evicting {}",
+        plan.leader, plan.target, step.pod
+    ));
+    let wait = wait_options(args, &args.probe);
+    let w = act_and_wait(
+        &surveyor.transport,
+        &obs.target,
+        report,
+        plan.expect(),
+        &wait,
+        send_transfer(&surveyor.transport, &obs.target, &plan.call, args.timeout),
+    )
+    .await;
+    record_window(s, w.leaderless_window_ms);
+    let new = w.new_leader.clone().unwrap_or_else(|| "?".into());
+    match w.outcome {
+        Outcome::Transferred => {
+            s.transfers += 1;
+            let msg = format!(
+                "leadership {} → {new} (term {} → {}, leaderless window {})",
+                plan.leader,
+                plan.term.map_or("?".into(), |t| t.to_string()),
+                w.term_after.map_or("?".into(), |t| t.to_string()),
+                w.leaderless_window_ms.map_or("none observed".into(), |m| format!("{m:.0}ms"))
+            );
+            line.note(&msg);
+            s.done.push(msg);
+            Ok(())
+        }
+        Outcome::WentElsewhere => bail!("leadership went from {} to {new}, not to {}: an election, not the transfer; nothing was evicted", plan.leader, plan.target),
+        Outcome::Failed => bail!("the transfer from {} failed: {}; nothing was evicted", plan.leader, w.error.unwrap_or_default()),
+        Outcome::TimedOut => bail!("no completed handover from {} within {}; nothing was evicted", plan.leader, human_duration(args.timeout)),
+    }
+}
+
+fn wait_options(args: &DrainArgs, probe: &ProbeArgs) -> WaitOptions {
+    WaitOptions {
+        timeout: args.timeout,
+        probe_limit: probe.probe_timeout.min(Duration::from_secs(1)),
+    }
+}
+
+/// Evicts one member, then waits for its replacement to be Ready and rejoined (unless it
+/// cannot come back while the node is drained).
+#[allow(clippy::too_many_arguments)]
+async fn evict_member(
+    surveyor: &Surveyor,
+    evictor: &Evictor,
+    args: &DrainArgs,
+    _opts: &DrainOptions,
+    obs: &ClusterObservation,
+    report: &ClusterReport,
+    step: &DrainStep,
+    line: &Line,
+    s: &mut ClusterSummary,
+) -> Result<()> {
+    let pod = obs
+        .target
+        .pods
+        .iter()
+        .find(|p| p.name_any() == step.pod)
+        .cloned()
+        .ok_or_else(|| anyhow!("pod {} is no longer part of the cluster", step.pod))?;
+    line.set(&format!(
+        "evicting {} ({}) from {}",
+        step.pod, step.why, step.node
+    ));
+    if step.action == Action::EvictLeader {
+        // No transfer: the eviction starts an election; measure it as yield --allow-election does.
+        let expect = Expect {
+            old_leader: step.pod.clone(),
+            target: None,
+            old_leader_may_vanish: true,
+        };
+        let evicting = async {
+            match evictor.evict(&pod, line).await {
+                Ok(Evicted::AlreadyGone) => Ok(()),
+                Ok(Evicted::Accepted) => evictor.wait_gone(&pod).await.map_err(|e| e.to_string()),
+                Err(e) => Err(crate::errors::anyhow_chain(&e)),
+            }
+        };
+        let wait = wait_options(args, &args.probe);
+        let w = act_and_wait(
+            &surveyor.transport,
+            &obs.target,
+            report,
+            expect,
+            &wait,
+            evicting,
+        )
+        .await;
+        record_window(s, w.leaderless_window_ms);
+        if let Some(e) = w.error {
+            bail!("evicting the leader {}: {e}", step.pod);
+        }
+        if w.outcome != Outcome::Transferred {
+            bail!(
+                "no new leader within {} after evicting the leader {}",
+                human_duration(args.timeout),
+                step.pod
+            );
+        }
+        s.evictions += 1;
+        let msg = format!(
+            "evicted the leader {} (election: {} leads, leaderless window {})",
+            step.pod,
+            w.new_leader.unwrap_or_default(),
+            w.leaderless_window_ms
+                .map_or("none observed".into(), |m| format!("{m:.0}ms"))
+        );
+        line.note(&msg);
+        s.done.push(msg);
+    } else {
+        match evictor.evict(&pod, line).await? {
+            Evicted::AlreadyGone => {
+                line.note(&format!("{} had already gone; not evicted again", step.pod));
+            }
+            Evicted::Accepted => {
+                line.set(&format!("waiting for {} to stop", step.pod));
+                evictor.wait_gone(&pod).await?;
+                s.evictions += 1;
+                let msg = format!("evicted {} from {}", step.pod, step.node);
+                line.note(&msg);
+                s.done.push(msg);
+            }
+        }
+    }
+    if let Some(why) = &step.degraded {
+        let msg = format!(
+            "{} runs a member short until node {} is back ({why}); its fault tolerance is reduced meanwhile",
+            s.plan.cluster(),
+            step.node
+        );
+        line.note(&msg);
+        s.done.push(msg);
+        return Ok(());
+    }
+    rejoin(surveyor, args, obs, &pod, line, s).await
+}
+
+/// Waits until the replacement is scheduled and Ready (a watch), then until its Raft answers
+/// healthy, in the leader's term, knows the leader and has caught up (surveys).
+async fn rejoin(
+    surveyor: &Surveyor,
+    args: &DrainArgs,
+    obs: &ClusterObservation,
+    old: &Pod,
+    line: &Line,
+    s: &mut ClusterSummary,
+) -> Result<()> {
+    let ns = old.namespace().unwrap_or_default();
+    let name = old.name_any();
+    let old_uid = old.uid().unwrap_or_default();
+    let start = Instant::now();
+    if obs.target.owner_kind == crate::model::OwnerKind::StatefulSet {
+        line.set(&format!(
+            "waiting for {name}'s replacement to be scheduled and Ready"
+        ));
+        let api: Api<Pod> = Api::namespaced(surveyor.conn.probe_client.clone(), &ns);
+        let ready = await_condition(api.clone(), &name, |p: Option<&Pod>| {
+            p.is_some_and(|p| p.uid().as_deref() != Some(old_uid.as_str()) && pod_ready(p))
+        });
+        match tokio::time::timeout(args.timeout, ready).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => bail!("watching {ns}/{name}'s replacement: {e}"),
+            Err(_) => {
+                let why = api
+                    .get_opt(&name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|p| pod_state(&p))
+                    .unwrap_or_else(|| "no pod of that name exists".into());
+                bail!(
+                    "{name}'s replacement was not Ready within {} ({why}); no further member was evicted",
+                    human_duration(args.timeout)
+                );
+            }
+        }
+    }
+    line.set(&format!(
+        "waiting for {name} to rejoin: a member that knows the leader and has caught up"
+    ));
+    loop {
+        let sel = Selection {
+            name: Some(obs.target.name.clone()),
+            ..Default::default()
+        };
+        let last = match surveyor.survey_in(Some(&ns), &sel).await {
+            Ok(sv) => match sv.reports.into_iter().next() {
+                Some(r) => {
+                    let term = r.summary.term;
+                    match r.replicas.iter().find(|x| x.pod == name) {
+                        Some(x) => match healthy_voter(x, term, args.max_lag) {
+                            Ok(()) if x.raft.has_leader != Some(false) && term.is_some() => {
+                                let msg = format!(
+                                    "{name} rejoined on {} ({} after the eviction)",
+                                    x.node.clone().unwrap_or_default(),
+                                    human_duration(start.elapsed())
+                                );
+                                line.note(&msg);
+                                s.done.push(msg);
+                                return Ok(());
+                            }
+                            Ok(()) => "the cluster has no single leader".to_string(),
+                            Err(why) => why,
+                        },
+                        None => format!("{name} is not a replica any more"),
+                    }
+                }
+                None => "the cluster was not found".into(),
+            },
+            Err(e) => crate::errors::anyhow_chain(&e),
+        };
+        if start.elapsed() >= args.timeout {
+            bail!(
+                "{name}'s replacement did not rejoin within {}: {last}; no further member was evicted",
+                human_duration(args.timeout)
+            );
+        }
+        tokio::time::sleep(RECHECK_EVERY / 2).await;
+    }
+}
+
+/// Why a pod is not running, in a few words: phase, and the scheduler's or kubelet's reason.
+fn pod_state(p: &Pod) -> String {
+    let st = p.status.clone().unwrap_or_default();
+    let mut parts = vec![st.phase.unwrap_or_else(|| "Unknown".into())];
+    for c in st.conditions.iter().flatten() {
+        if c.status != "True" {
+            if let Some(m) = c.message.as_ref().or(c.reason.as_ref()) {
+                parts.push(format!("{}: {m}", c.type_));
+            }
+        }
+    }
+    parts.join("; ")
+}
+
+/// `--dry-run`: the whole plan, blockers named, each PDB's answer; nothing changes.
+#[allow(clippy::too_many_arguments)]
+async fn dry_run(
+    surveyor: &Surveyor,
+    evictor: &Evictor,
+    args: &DrainArgs,
+    nodes: &[String],
+    ordinary: &[(Pod, PodVerdict)],
+    refused: &[String],
+    first: &crate::survey::Survey,
+    opts: &DrainOptions,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let mut pods = vec![];
+    for (p, v) in ordinary {
+        let result = match v {
+            PodVerdict::Evict(_) => evictor.dry_run(p).await,
+            PodVerdict::Skip(_) => "stays".into(),
+            PodVerdict::Refuse(_) => "blocks the drain".into(),
+        };
+        pods.push(PodReport {
+            namespace: p.namespace().unwrap_or_default(),
+            name: p.name_any(),
+            verdict: v.clone(),
+            result,
+        });
+    }
+    let mut looked = vec![];
+    for r in &first.reports {
+        looked.push(look(surveyor, &r.namespace, &r.name, &opts.nodes).await?);
+    }
+    let inputs: Vec<ClusterInput> = looked.iter().map(|(_, i)| i.clone()).collect();
+    let mut clusters = vec![];
+    for plan in plan_drain(&inputs, opts) {
+        let (obs, input) = looked
+            .iter()
+            .find(|(_, i)| i.report.namespace == plan.namespace && i.report.name == plan.name)
+            .expect("a plan per input");
+        let mut pdb_answers = BTreeMap::new();
+        for step in &plan.steps {
+            if let Some(p) = obs.target.pods.iter().find(|p| p.name_any() == step.pod) {
+                pdb_answers.insert(step.pod.clone(), evictor.dry_run(p).await);
+            }
+        }
+        let blocked = plan.blocker.is_some();
+        clusters.push(ClusterSummary {
+            namespace: plan.namespace.clone(),
+            name: plan.name.clone(),
+            system: input.report.system.clone(),
+            term_before: plan.term,
+            term_after: None,
+            plan,
+            pdb_answers,
+            done: vec![],
+            evictions: 0,
+            transfers: 0,
+            elections: 0,
+            longest_leaderless_ms: None,
+            duration_ms: 0.0,
+            result: "planned".into(),
+            message: if blocked {
+                "blocked".into()
+            } else {
+                String::new()
+            },
+        });
+    }
+    let blockers: Vec<String> = refused
+        .iter()
+        .cloned()
+        .chain(
+            clusters
+                .iter()
+                .filter_map(|c| c.plan.blocker.as_ref().map(|b| b.message.clone())),
+        )
+        .collect();
+    let succeeded = blockers.is_empty();
+    let report = DrainReport {
+        api_version: API_VERSION,
+        kind: "DrainReport",
+        nodes: nodes.to_vec(),
+        dry_run: true,
+        succeeded,
+        pods,
+        clusters,
+        message: if succeeded {
+            format!(
+                "dry run: nothing blocks draining {}; nothing was changed",
+                nodes.join(", ")
+            )
+        } else {
+            format!(
+                "dry run: {} blocker(s); nothing was changed",
+                blockers.len()
+            )
+        },
+    };
+    print_summary(&report, args.output, out)?;
+    if succeeded {
+        Ok(())
+    } else {
+        Err(Reported.into())
+    }
+}
+
+fn print_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result<()> {
+    match output {
+        Output::Json => {
+            serde_json::to_writer_pretty(&mut *out, r)?;
+            writeln!(out)?;
+            return Ok(());
+        }
+        Output::Yaml => {
+            write!(
+                out,
+                "{}",
+                serde_saphyr::to_string(r).map_err(|e| anyhow!("{e}"))?
+            )?;
+            return Ok(());
+        }
+        Output::Table | Output::Wide => {}
+    }
+    if r.dry_run {
+        for n in &r.nodes {
+            writeln!(out, "node/{n} would be cordoned")?;
+        }
+        for p in &r.pods {
+            let what = match &p.verdict {
+                PodVerdict::Evict(None) => format!("evict ({})", p.result),
+                PodVerdict::Evict(Some(w)) => format!("evict ({}); {w}", p.result),
+                PodVerdict::Skip(why) => format!("skip: {why}"),
+                PodVerdict::Refuse(why) => format!("BLOCKED: {why}"),
+            };
+            writeln!(out, "pod {}/{}: {what}", p.namespace, p.name)?;
+        }
+    }
+    for c in &r.clusters {
+        let p = &c.plan;
+        writeln!(
+            out,
+            "{} ({}): {} voters, {} healthy, quorum {}, leader {}{}",
+            p.cluster(),
+            c.system,
+            p.voters,
+            p.healthy_voters,
+            p.quorum,
+            p.leader.as_deref().unwrap_or("none"),
+            p.term.map_or(String::new(), |t| format!(" (term {t})"))
+        )?;
+        if r.dry_run {
+            for (i, s) in p.steps.iter().enumerate() {
+                let what = match s.action {
+                    Action::Evict => format!("evict {}", s.pod),
+                    Action::TransferThenEvict => format!(
+                        "hand leadership to {}, then evict {}",
+                        s.target.as_deref().unwrap_or("a replaced follower"),
+                        s.pod
+                    ),
+                    Action::EvictLeader => format!("evict the leader {} (an election)", s.pod),
+                };
+                writeln!(
+                    out,
+                    "  {}. {what} on {}: {}; meanwhile {} healthy voter(s), {} needed, fault tolerance {}; PDB: {}",
+                    i + 1,
+                    s.node,
+                    s.why,
+                    s.healthy_voters_during,
+                    s.quorum,
+                    s.fault_tolerance_during,
+                    c.pdb_answers.get(&s.pod).map_or("-", String::as_str)
+                )?;
+                if let Some(d) = &s.degraded {
+                    writeln!(out, "     its replacement cannot start until {} is back ({d}): the cluster runs a member short", s.node)?;
+                }
+            }
+            if let Some(b) = &p.blocker {
+                writeln!(out, "  BLOCKED: {}", b.message)?;
+            }
+            if p.steps.is_empty() && p.blocker.is_none() {
+                writeln!(out, "  nothing to do")?;
+            }
+        } else {
+            for d in &c.done {
+                writeln!(out, "  {d}")?;
+            }
+            let window = c
+                .longest_leaderless_ms
+                .map_or("none observed".to_string(), |m| format!("{m:.0}ms"));
+            writeln!(
+                out,
+                "  {}: {} eviction(s), {} transfer(s), {} election(s), longest leaderless window {window}, {}",
+                c.result,
+                c.evictions,
+                c.transfers,
+                c.elections,
+                human_duration(Duration::from_secs_f64(c.duration_ms / 1000.0))
+            )?;
+        }
+    }
+    writeln!(out, "{}", r.message)?;
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! Evicting one pod as `kubectl drain` does: the Eviction API (or a delete with
+//! `--disable-eviction`), PodDisruptionBudgets honoured, a 429 retried with the blocking PDB
+//! named with its numbers, and a UID precondition so that a pod recreated under the same
+//! name is never evicted in its predecessor's place.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, EvictParams, Preconditions};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+
+use crate::commands::progress::Line;
+use crate::errors::{anyhow_chain, api_context, status_of};
+use crate::select::selector_matches;
+
+/// kubectl drain retries a refused eviction every 5 s.
+const RETRY_EVERY: Duration = Duration::from_secs(5);
+
+pub struct Evictor {
+    /// A client that does not retry 429s by itself: a PDB's refusal is ours to explain.
+    pub client: Client,
+    pub grace_period: Option<u32>,
+    pub disable_eviction: bool,
+    pub timeout: Duration,
+}
+
+/// What happened to the eviction.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Evicted {
+    /// Accepted: the pod is terminating.
+    Accepted,
+    /// It had already gone, or was recreated under the same name (a new UID): not evicted.
+    AlreadyGone,
+}
+
+fn key(p: &Pod) -> String {
+    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
+}
+
+impl Evictor {
+    fn params(&self, p: &Pod, dry_run: bool) -> DeleteParams {
+        DeleteParams {
+            dry_run,
+            grace_period_seconds: self.grace_period,
+            preconditions: Some(Preconditions {
+                uid: p.uid(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    async fn once(&self, p: &Pod, dry_run: bool) -> Result<(), kube::Error> {
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &p.namespace().unwrap_or_default());
+        let dp = self.params(p, dry_run);
+        if self.disable_eviction {
+            api.delete(&p.name_any(), &dp).await.map(|_| ())
+        } else {
+            let ep = EvictParams {
+                delete_options: Some(dp),
+                post_options: kube::api::PostParams {
+                    dry_run,
+                    field_manager: None,
+                },
+            };
+            api.evict(&p.name_any(), &ep).await.map(|_| ())
+        }
+    }
+
+    /// Evicts `p`, retrying while a PDB refuses, until `timeout`.
+    pub async fn evict(&self, p: &Pod, line: &Line) -> Result<Evicted> {
+        let start = Instant::now();
+        let verb = if self.disable_eviction {
+            "delete"
+        } else {
+            "evict"
+        };
+        loop {
+            match self.once(p, false).await {
+                Ok(()) => return Ok(Evicted::Accepted),
+                Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => {
+                    return Ok(Evicted::AlreadyGone)
+                }
+                // The UID precondition failed: a new pod under the same name.
+                Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => {
+                    return Ok(Evicted::AlreadyGone)
+                }
+                Err(e) if status_of(&e).is_some_and(|s| s.code == 429) => {
+                    let why = self.blocking_pdb(p, &e).await;
+                    if start.elapsed() >= self.timeout {
+                        bail!(
+                            "cannot evict pod {} within {}: {why}",
+                            key(p),
+                            crate::model::human_duration(self.timeout)
+                        );
+                    }
+                    line.set(&format!(
+                        "cannot evict {} yet: {why}; retrying every {}s",
+                        p.name_any(),
+                        RETRY_EVERY.as_secs()
+                    ));
+                    tokio::time::sleep(RETRY_EVERY).await;
+                }
+                Err(e) => {
+                    return Err(api_context(e, "create", &format!("pods/{verb}ion"), "")
+                        .context(format!("{verb}ing pod {}", key(p))))
+                }
+            }
+        }
+    }
+
+    /// What the API server would answer now (a server-side dry run): "allowed", or why not.
+    pub async fn dry_run(&self, p: &Pod) -> String {
+        match self.once(p, true).await {
+            Ok(()) => "allowed".into(),
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 429) => {
+                format!("refused now: {}", self.blocking_pdb(p, &e).await)
+            }
+            Err(e) => format!("error: {}", anyhow_chain(&anyhow::Error::new(e))),
+        }
+    }
+
+    /// The PDB that refused, by name, with its numbers; else the API server's words.
+    async fn blocking_pdb(&self, p: &Pod, e: &kube::Error) -> String {
+        let said = status_of(e).map(|s| s.message.clone()).unwrap_or_default();
+        let api: Api<PodDisruptionBudget> =
+            Api::namespaced(self.client.clone(), &p.namespace().unwrap_or_default());
+        let Ok(list) = api.list(&Default::default()).await else {
+            return said;
+        };
+        let labels = p.labels().clone();
+        let named: Vec<String> = list
+            .items
+            .iter()
+            .filter(|b| {
+                b.spec
+                    .as_ref()
+                    .and_then(|s| s.selector.as_ref())
+                    .is_some_and(|s| selector_matches(s, &labels))
+            })
+            .map(|b| {
+                let s = b.status.clone().unwrap_or_default();
+                format!(
+                    "PodDisruptionBudget {} allows {} disruption(s) ({} healthy, {} required)",
+                    b.name_any(),
+                    s.disruptions_allowed,
+                    s.current_healthy,
+                    s.desired_healthy
+                )
+            })
+            .collect();
+        if named.is_empty() {
+            said
+        } else {
+            named.join("; ")
+        }
+    }
+
+    /// Waits until the pod with this UID is gone (its grace period and preStop hook run).
+    pub async fn wait_gone(&self, p: &Pod) -> Result<()> {
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &p.namespace().unwrap_or_default());
+        let uid = p.uid().unwrap_or_default();
+        let name = p.name_any();
+        match tokio::time::timeout(
+            self.timeout,
+            await_condition(api, &name, conditions::is_deleted(&uid)),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => bail!("watching pod {} until it is gone: {e}", key(p)),
+            Err(_) => bail!(
+                "pod {} was still there after {} (see `kubectl describe pod -n {} {name}`)",
+                key(p),
+                crate::model::human_duration(self.timeout),
+                p.namespace().unwrap_or_default()
+            ),
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Progress for long verbs: on a terminal, one live line per task (indicatif); otherwise
+//! plain timestamped lines on stderr, one per change, so logs and CI show what happened when.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+pub struct Progress {
+    multi: Option<MultiProgress>,
+}
+
+/// One task's line: `db/etcd: evicting etcd-0 (12s)`.
+pub struct Line {
+    bar: Option<ProgressBar>,
+    label: String,
+}
+
+impl Progress {
+    pub fn new() -> Self {
+        Progress {
+            multi: std::io::stderr().is_terminal().then(MultiProgress::new),
+        }
+    }
+
+    pub fn line(&self, label: &str) -> Line {
+        let bar = self.multi.as_ref().map(|m| {
+            let b = m.add(ProgressBar::new_spinner());
+            b.set_style(
+                ProgressStyle::with_template("{spinner} {prefix}: {msg} ({elapsed})")
+                    .expect("valid template"),
+            );
+            b.set_prefix(label.to_string());
+            b.enable_steady_tick(Duration::from_millis(100));
+            b
+        });
+        Line {
+            bar,
+            label: label.to_string(),
+        }
+    }
+}
+
+pub fn timestamp() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%H:%M:%S")
+        .to_string()
+}
+
+impl Line {
+    /// What the task does now (replaces the line on a terminal).
+    pub fn set(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => {
+                b.reset_elapsed();
+                b.set_message(msg.to_string());
+            }
+            None => eprintln!("{} {}: {msg}", timestamp(), self.label),
+        }
+    }
+
+    /// Something that happened, kept above the live lines.
+    pub fn note(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.println(format!("{} {}: {msg}", timestamp(), self.label)),
+            None => eprintln!("{} {}: {msg}", timestamp(), self.label),
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! The drain planner: pure decisions over a survey, in kubectl drain's shape. Ordinary pods
+//! go through a chain of small filters (`classify_pod`, like kubectl's `GetPodsForDeletion`),
+//! each returning evict, skip or refuse with the reason the user sees. Raft pods are planned
+//! per cluster (`plan_cluster`): followers first, the leader last after a transfer to a
+//! member on a node that stays, and never an eviction that leaves fewer healthy, caught-up
+//! voters than a quorum.
+//!
+//! The executor takes only the first step of a fresh plan, acts, waits, surveys again and
+//! plans again; `--dry-run` prints the whole plan. Running the same drain again therefore
+//! resumes where it stopped.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+use crate::model::Role;
+use crate::plan::{rank_targets, YieldOptions};
+use crate::report::{CheckState, ClusterReport, ReplicaReport};
+
+// --- ordinary pods, as kubectl drain treats them ----------------------------------------------
+
+/// kubectl drain's switches that decide what happens to ordinary pods.
+#[derive(Debug, Clone, Default)]
+pub struct PodRules {
+    pub ignore_daemonsets: bool,
+    pub delete_emptydir_data: bool,
+    /// Unmanaged pods (no controller) are deleted too.
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "verdict", content = "reason")]
+pub enum PodVerdict {
+    /// Evict it; the reason, when there is one, is a warning (`--force`, emptyDir data).
+    Evict(Option<String>),
+    /// Leave it where it is, with the reason.
+    Skip(String),
+    /// Stop before anything is evicted: the reason says which flag overrides it.
+    Refuse(String),
+}
+
+/// kubectl drain's filters, in its order: the first that does not say "evict" decides.
+pub fn classify_pod(p: &Pod, rules: &PodRules) -> PodVerdict {
+    if let v @ PodVerdict::Skip(_) = mirror(p, rules) {
+        return v;
+    }
+    // A finished pod holds nothing: it is deleted whatever else is true of it.
+    if finished_phase(p) {
+        return PodVerdict::Evict(None);
+    }
+    let mut warnings = vec![];
+    for filter in [daemonset, emptydir, unmanaged] {
+        match filter(p, rules) {
+            PodVerdict::Evict(Some(w)) => warnings.push(w),
+            PodVerdict::Evict(None) => {}
+            other => return other,
+        }
+    }
+    PodVerdict::Evict((!warnings.is_empty()).then(|| warnings.join("; ")))
+}
+
+fn controller(p: &Pod) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    p.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn finished_phase(p: &Pod) -> bool {
+    matches!(phase(p), "Succeeded" | "Failed")
+}
+
+fn mirror(p: &Pod, _: &PodRules) -> PodVerdict {
+    let is_mirror = p
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    if is_mirror {
+        PodVerdict::Skip(
+            "a mirror pod (the kubelet runs it from a file; it cannot be evicted)".into(),
+        )
+    } else {
+        PodVerdict::Evict(None)
+    }
+}
+
+fn daemonset(p: &Pod, rules: &PodRules) -> PodVerdict {
+    if controller(p).is_none_or(|c| c.kind != "DaemonSet") {
+        return PodVerdict::Evict(None);
+    }
+    if rules.ignore_daemonsets {
+        PodVerdict::Skip("managed by a DaemonSet (ignored: --ignore-daemonsets)".into())
+    } else {
+        PodVerdict::Refuse(
+            "managed by a DaemonSet, which would recreate it at once (use --ignore-daemonsets to leave it)".into(),
+        )
+    }
+}
+
+fn emptydir(p: &Pod, rules: &PodRules) -> PodVerdict {
+    let dirs: Vec<&str> = p
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter(|v| v.empty_dir.is_some())
+        .map(|v| v.name.as_str())
+        .collect();
+    match (dirs.is_empty(), rules.delete_emptydir_data) {
+        (true, _) => PodVerdict::Evict(None),
+        (false, true) => PodVerdict::Evict(Some(format!(
+            "its emptyDir data ({}) is deleted with it",
+            dirs.join(", ")
+        ))),
+        (false, false) => PodVerdict::Refuse(format!(
+            "has local storage in emptyDir ({}), lost on eviction (use --delete-emptydir-data to delete it anyway)",
+            dirs.join(", ")
+        )),
+    }
+}
+
+fn unmanaged(p: &Pod, rules: &PodRules) -> PodVerdict {
+    if controller(p).is_some() {
+        return PodVerdict::Evict(None);
+    }
+    if rules.force {
+        PodVerdict::Evict(Some(
+            "declares no controller: nothing recreates it (deleted anyway: --force)".into(),
+        ))
+    } else {
+        PodVerdict::Refuse(
+            "declares no controller, so nothing would recreate it (use --force to delete it anyway)".into(),
+        )
+    }
+}
+
+// --- Raft clusters ------------------------------------------------------------------------------
+
+/// What the user asked of the Raft side of `drain`.
+#[derive(Debug, Clone, Default)]
+pub struct DrainOptions {
+    /// The nodes being drained.
+    pub nodes: BTreeSet<String>,
+    /// A member more entries behind the leader than this is not counted healthy.
+    pub max_lag: u64,
+    /// Evict a member whose replacement cannot start elsewhere, leaving the cluster with one
+    /// member fewer until the node is back.
+    pub allow_degraded: bool,
+}
+
+/// One cluster as the planner sees it: its assessed report, whether its system can hand
+/// leadership over, and, per pod, why a replacement could not start anywhere else
+/// (from `placement::replacement_blocker`).
+#[derive(Debug, Clone)]
+pub struct ClusterInput {
+    pub report: ClusterReport,
+    pub can_transfer: bool,
+    pub stuck: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    /// Evict a follower (or a member that leads no longer).
+    Evict,
+    /// Hand leadership to a member on a node that stays, wait until it has, then evict.
+    TransferThenEvict,
+    /// The system cannot transfer: evicting the leader starts an election.
+    EvictLeader,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainStep {
+    pub pod: String,
+    pub node: String,
+    pub action: Action,
+    /// For a transfer: the member that would take over now (the executor decides again
+    /// when the step comes, from a fresh survey).
+    pub target: Option<String>,
+    pub why: String,
+    /// While this member is gone: healthy voters, the quorum, and the fault tolerance left.
+    pub healthy_voters_during: u32,
+    pub quorum: u32,
+    pub fault_tolerance_during: u32,
+    /// Why no replacement can start until the node is back (only with --allow-degraded).
+    pub degraded: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum BlockReason {
+    NoLeader,
+    MultipleLeaders,
+    Terminating,
+    QuorumAtRisk,
+    NoTarget,
+    Pinned,
+    Degraded,
+}
+
+impl BlockReason {
+    /// Whether waiting may clear it (an election ends, a member catches up, a pod goes);
+    /// the others need the operator.
+    pub fn waitable(self) -> bool {
+        matches!(
+            self,
+            BlockReason::NoLeader
+                | BlockReason::MultipleLeaders
+                | BlockReason::Terminating
+                | BlockReason::QuorumAtRisk
+                | BlockReason::NoTarget
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocker {
+    pub reason: BlockReason,
+    /// The pod it is about, when it is about one.
+    pub pod: Option<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPlan {
+    pub namespace: String,
+    pub name: String,
+    pub system: String,
+    pub leader: Option<String>,
+    pub term: Option<u64>,
+    pub voters: u32,
+    pub healthy_voters: u32,
+    pub quorum: u32,
+    /// In order; the first is what the executor does next.
+    pub steps: Vec<DrainStep>,
+    /// What stops the plan after its steps, when something does.
+    pub blocker: Option<Blocker>,
+}
+
+impl ClusterPlan {
+    pub fn cluster(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Whether a replica counts toward a quorum that can commit: a voter that answers healthy,
+/// is Ready and not going, in the leader's term, and within `max_lag` of the leader.
+pub fn healthy_voter(x: &ReplicaReport, term: Option<u64>, max_lag: u64) -> Result<(), String> {
+    let p = &x.pod;
+    if x.raft.learner || !x.raft.role.is_voter() {
+        return Err(format!("{p} does not vote"));
+    }
+    if x.terminating {
+        return Err(format!("{p} is terminating"));
+    }
+    if x.raft.health.state != CheckState::Ok {
+        return Err(format!(
+            "{p}'s health check is {} ({})",
+            x.raft.health.state.as_str(),
+            x.raft.health.detail
+        ));
+    }
+    if !x.ready {
+        return Err(format!("{p} is not Ready"));
+    }
+    if term.is_some() && x.raft.term.is_some() && x.raft.term != term {
+        return Err(format!(
+            "{p} is in term {}, the leader in {}",
+            x.raft.term.unwrap_or_default(),
+            term.unwrap_or_default()
+        ));
+    }
+    match x.raft.lag {
+        Some(l) if l > max_lag => Err(format!("{p} lags {l} entries (limit {max_lag})")),
+        _ => Ok(()),
+    }
+}
+
+/// Every cluster's plan, in the order of their names: the order of the input changes nothing.
+pub fn plan_drain(clusters: &[ClusterInput], opts: &DrainOptions) -> Vec<ClusterPlan> {
+    let mut plans: Vec<ClusterPlan> = clusters.iter().map(|c| plan_cluster(c, opts)).collect();
+    plans.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    plans
+}
+
+fn block(reason: BlockReason, pod: Option<&str>, message: String) -> Option<Blocker> {
+    Some(Blocker {
+        reason,
+        pod: pod.map(str::to_string),
+        message,
+    })
+}
+
+/// One cluster's steps, in order, and what stops it, if anything does.
+pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
+    let r = &c.report;
+    let cluster = format!("{}/{}", r.namespace, r.name);
+    let mut replicas: Vec<&ReplicaReport> = r.replicas.iter().collect();
+    replicas.sort_by(|a, b| a.pod.cmp(&b.pod));
+    let claimants: Vec<&&ReplicaReport> = replicas
+        .iter()
+        .filter(|x| x.raft.role == Role::Leader)
+        .collect();
+    let leader = match claimants.as_slice() {
+        [one] => Some(**one),
+        _ => None,
+    };
+    let term = leader.and_then(|l| l.raft.term);
+    let healthy: BTreeSet<&str> = replicas
+        .iter()
+        .filter(|x| healthy_voter(x, term, opts.max_lag).is_ok())
+        .map(|x| x.pod.as_str())
+        .collect();
+    let mut plan = ClusterPlan {
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+        system: r.system.clone(),
+        leader: leader.map(|l| l.pod.clone()),
+        term,
+        voters: r.summary.voters,
+        healthy_voters: healthy.len() as u32,
+        quorum: r.summary.quorum,
+        steps: vec![],
+        blocker: None,
+    };
+    let on_drained = |x: &&ReplicaReport| x.node.as_ref().is_some_and(|n| opts.nodes.contains(n));
+    let mut leaving: Vec<&ReplicaReport> = replicas.iter().copied().filter(on_drained).collect();
+    if leaving.is_empty() {
+        return plan;
+    }
+    // Followers first (by name), the leader last.
+    leaving.sort_by_key(|x| (leader.is_some_and(|l| l.pod == x.pod), x.pod.clone()));
+
+    if claimants.len() > 1 {
+        let names: Vec<&str> = claimants.iter().map(|x| x.pod.as_str()).collect();
+        plan.blocker = block(
+            BlockReason::MultipleLeaders,
+            None,
+            format!(
+                "{cluster}: {} replicas claim leadership ({}); waiting until one remains",
+                names.len(),
+                names.join(", ")
+            ),
+        );
+        return plan;
+    }
+    let Some(leader) = leader else {
+        plan.blocker = block(
+            BlockReason::NoLeader,
+            None,
+            format!("{cluster} has no leader; waiting for one before evicting any member"),
+        );
+        return plan;
+    };
+    if let Some(x) = replicas.iter().find(|x| x.terminating) {
+        plan.blocker = block(
+            BlockReason::Terminating,
+            Some(&x.pod),
+            format!(
+                "{cluster}: {} is terminating; waiting until it is gone and replaced",
+                x.pod
+            ),
+        );
+        return plan;
+    }
+    // A member already kept away by this drain (its replacement cannot start): no second one.
+    if let Some((pod, why)) = replicas
+        .iter()
+        .filter(|x| x.node.is_none())
+        .find_map(|x| c.stuck.get(&x.pod).map(|w| (x.pod.as_str(), w)))
+    {
+        plan.blocker = block(
+            BlockReason::Degraded,
+            Some(pod),
+            format!("{cluster} already runs without {pod} ({why}); no second member is evicted until it is back"),
+        );
+        return plan;
+    }
+
+    let mut sim: BTreeSet<&str> = healthy.clone();
+    let quorum = r.summary.quorum;
+    let mut degraded = false;
+    for x in leaving {
+        let node = x.node.clone().unwrap_or_default();
+        if degraded {
+            plan.blocker = block(
+                BlockReason::Degraded,
+                Some(&x.pod),
+                format!("{cluster}: {} is not evicted: the cluster is already a member short until a drained node is back, and never loses a second", x.pod),
+            );
+            break;
+        }
+        let stuck = c.stuck.get(&x.pod);
+        if let (Some(why), false) = (stuck, opts.allow_degraded) {
+            plan.blocker = block(
+                BlockReason::Pinned,
+                Some(&x.pod),
+                format!("{cluster}: {} cannot be replaced while node {node} is drained: {why}; evicting it leaves the cluster a member short until the node is back (--allow-degraded to do it anyway)", x.pod),
+            );
+            break;
+        }
+        let during = sim.len() as u32 - u32::from(sim.contains(x.pod.as_str()));
+        if during < quorum {
+            let unhealthy: Vec<String> = replicas
+                .iter()
+                .filter(|y| !sim.contains(y.pod.as_str()) && y.pod != x.pod)
+                .filter_map(|y| healthy_voter(y, term, opts.max_lag).err())
+                .collect();
+            plan.blocker = block(
+                BlockReason::QuorumAtRisk,
+                Some(&x.pod),
+                format!(
+                    "{cluster}: evicting {} would leave {during} healthy voter(s) where {quorum} are needed{}; waiting for the others to be healthy",
+                    x.pod,
+                    if unhealthy.is_empty() { String::new() } else { format!(" ({})", unhealthy.join("; ")) }
+                ),
+            );
+            break;
+        }
+        let is_leader = x.pod == leader.pod;
+        let (action, target, why) = if !is_leader {
+            (
+                Action::Evict,
+                None,
+                format!("a {}: followers go first", role_word(x)),
+            )
+        } else if !c.can_transfer {
+            (
+                Action::EvictLeader,
+                None,
+                format!("the leader goes last; {} cannot hand leadership over, so its eviction starts an election", r.system),
+            )
+        } else {
+            let ropts = YieldOptions {
+                avoid_nodes: opts.nodes.iter().cloned().collect(),
+                max_lag: opts.max_lag,
+                ..Default::default()
+            };
+            let (ranked, _) = rank_targets(r, &x.pod, &ropts);
+            let target = ranked.first().map(|t| t.pod.clone());
+            // Followers evicted before it come back on nodes that stay: they can take over.
+            let replaced_before = plan.steps.iter().any(|s| s.degraded.is_none());
+            if target.is_none() && !replaced_before {
+                plan.blocker = block(
+                    BlockReason::NoTarget,
+                    Some(&x.pod),
+                    format!("{cluster}: no healthy, caught-up voter on a node that stays can take over from the leader {}; waiting for one", x.pod),
+                );
+                break;
+            }
+            let to = match &target {
+                Some(t) => format!("to {t}"),
+                None => "to a replaced follower".to_string(),
+            };
+            (
+                Action::TransferThenEvict,
+                target,
+                format!(
+                    "the leader goes last, after a verified transfer {to} on a node that stays"
+                ),
+            )
+        };
+        plan.steps.push(DrainStep {
+            pod: x.pod.clone(),
+            node,
+            action,
+            target,
+            why,
+            healthy_voters_during: during,
+            quorum,
+            fault_tolerance_during: during - quorum,
+            degraded: stuck.cloned(),
+        });
+        if stuck.is_some() {
+            degraded = true;
+            sim.remove(x.pod.as_str());
+        } else {
+            // The executor waits until the replacement has rejoined and caught up.
+            sim.insert(x.pod.as_str());
+        }
+    }
+    plan
+}
+
+fn role_word(x: &ReplicaReport) -> &'static str {
+    match x.raft.role {
+        Role::Leader => "leader",
+        Role::Follower => "follower",
+        Role::Learner => "learner",
+        _ => "member",
+    }
+}
+
+#[cfg(test)]
+mod tests;

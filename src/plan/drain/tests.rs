@@ -1,0 +1,602 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, PersistentVolume, Pod, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::*;
+use crate::model::OwnerKind;
+use crate::plan::placement::replacement_blocker;
+use crate::report::{Check, Probes, RaftReport, Summary};
+
+/// One member, as a test describes it.
+#[derive(Clone, Debug)]
+struct M {
+    role: Role,
+    node: u8,
+    health: CheckState,
+    lag: u64,
+    term: u64,
+    ready: bool,
+}
+
+fn m(role: Role, node: u8) -> M {
+    M {
+        role,
+        node,
+        health: CheckState::Ok,
+        lag: 0,
+        term: 7,
+        ready: true,
+    }
+}
+
+fn replica(name: &str, i: usize, x: &M) -> ReplicaReport {
+    ReplicaReport {
+        pod: format!("{name}-{i}"),
+        node: Some(format!("n{}", x.node)),
+        node_unschedulable: false,
+        node_ready: Some(true),
+        pod_ip: None,
+        phase: "Running".into(),
+        ready: x.ready,
+        terminating: false,
+        restarts: 0,
+        probes: Probes::default(),
+        raft: RaftReport {
+            health: Check {
+                state: x.health,
+                detail: "d".into(),
+            },
+            readiness: None,
+            role: x.role,
+            member_id: Some(format!("{}", 100 + i)),
+            leader_id: None,
+            leader_pod: None,
+            has_leader: Some(true),
+            term: Some(x.term),
+            commit_index: Some(10),
+            applied_index: Some(10),
+            lag: Some(x.lag),
+            learner: x.role == Role::Learner,
+            version: None,
+            errors: vec![],
+        },
+        endpoints: vec![],
+    }
+}
+
+fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
+    let replicas: Vec<ReplicaReport> = ms
+        .iter()
+        .enumerate()
+        .map(|(i, x)| replica(name, i, x))
+        .collect();
+    let voters = ms.iter().filter(|x| x.role.is_voter()).count() as u32;
+    ClusterInput {
+        report: ClusterReport {
+            namespace: "db".into(),
+            name: name.into(),
+            owner_kind: OwnerKind::StatefulSet,
+            system: "etcd".into(),
+            summary: Summary {
+                desired_replicas: ms.len() as u32,
+                members: ms.len() as u32,
+                voters,
+                healthy_voters: voters,
+                quorum: crate::assess::quorum(voters),
+                has_quorum: true,
+                fault_tolerance: 0,
+                leader: None,
+                term: None,
+                ready_pods: 0,
+            },
+            pdb: None,
+            services: vec![],
+            replicas,
+            warnings: vec![],
+        },
+        can_transfer,
+        stuck: BTreeMap::new(),
+    }
+}
+
+fn opts(nodes: &[u8]) -> DrainOptions {
+    DrainOptions {
+        nodes: nodes.iter().map(|n| format!("n{n}")).collect(),
+        max_lag: 100,
+        allow_degraded: false,
+    }
+}
+
+fn three() -> Vec<M> {
+    vec![
+        m(Role::Follower, 1),
+        m(Role::Leader, 2),
+        m(Role::Follower, 3),
+    ]
+}
+
+#[test]
+fn a_followers_node_is_one_eviction() {
+    let p = plan_cluster(&input("etcd", &three(), true), &opts(&[1]));
+    assert_eq!(p.blocker, None);
+    assert_eq!(p.steps.len(), 1);
+    let s = &p.steps[0];
+    assert_eq!((s.pod.as_str(), s.action), ("etcd-0", Action::Evict));
+    assert_eq!(
+        (s.healthy_voters_during, s.quorum, s.fault_tolerance_during),
+        (2, 2, 0)
+    );
+}
+
+#[test]
+fn the_leader_goes_after_a_transfer_to_a_node_that_stays() {
+    let p = plan_cluster(&input("etcd", &three(), true), &opts(&[2]));
+    assert_eq!(p.steps.len(), 1);
+    let s = &p.steps[0];
+    assert_eq!(s.action, Action::TransferThenEvict);
+    assert_eq!(s.target.as_deref(), Some("etcd-0"));
+}
+
+#[test]
+fn two_nodes_followers_first_leader_last_one_transfer() {
+    let five = vec![
+        m(Role::Leader, 1),
+        m(Role::Follower, 2),
+        m(Role::Follower, 3),
+        m(Role::Follower, 4),
+        m(Role::Follower, 5),
+    ];
+    let p = plan_cluster(&input("etcd", &five, true), &opts(&[1, 4]));
+    let order: Vec<(&str, Action)> = p.steps.iter().map(|s| (s.pod.as_str(), s.action)).collect();
+    assert_eq!(
+        order,
+        [
+            ("etcd-3", Action::Evict),
+            ("etcd-0", Action::TransferThenEvict)
+        ]
+    );
+    assert_eq!(p.steps[1].target.as_deref(), Some("etcd-1"));
+}
+
+#[test]
+fn a_silently_broken_follower_blocks_the_eviction_of_another() {
+    let mut ms = three();
+    ms[2].health = CheckState::Unreachable;
+    let p = plan_cluster(&input("etcd", &ms, true), &opts(&[1]));
+    assert!(p.steps.is_empty());
+    let b = p.blocker.expect("blocked");
+    assert_eq!(b.reason, BlockReason::QuorumAtRisk);
+    assert!(
+        b.message.contains("etcd-2's health check is unreachable"),
+        "{}",
+        b.message
+    );
+}
+
+#[test]
+fn a_lagging_or_stale_term_member_is_not_counted_healthy() {
+    let mut ms = three();
+    ms[2].lag = 5000;
+    let p = plan_cluster(&input("etcd", &ms, true), &opts(&[1]));
+    assert_eq!(p.blocker.map(|b| b.reason), Some(BlockReason::QuorumAtRisk));
+    let mut ms = three();
+    ms[2].term = 6;
+    let p = plan_cluster(&input("etcd", &ms, true), &opts(&[1]));
+    assert_eq!(p.blocker.map(|b| b.reason), Some(BlockReason::QuorumAtRisk));
+}
+
+#[test]
+fn one_member_down_on_five_still_allows_one_eviction() {
+    let mut five = vec![m(Role::Leader, 1)];
+    five.extend((2..=5).map(|n| m(Role::Follower, n)));
+    five[4].health = CheckState::Unreachable;
+    let p = plan_cluster(&input("etcd", &five, true), &opts(&[2]));
+    assert_eq!(p.blocker, None);
+    assert_eq!(p.steps[0].fault_tolerance_during, 0);
+}
+
+#[test]
+fn no_leader_means_wait() {
+    let ms = vec![
+        m(Role::Follower, 1),
+        m(Role::Candidate, 2),
+        m(Role::Follower, 3),
+    ];
+    let p = plan_cluster(&input("etcd", &ms, true), &opts(&[1]));
+    let b = p.blocker.expect("blocked");
+    assert_eq!(b.reason, BlockReason::NoLeader);
+    assert!(b.reason.waitable());
+}
+
+#[test]
+fn without_a_transfer_the_leaders_eviction_is_an_election() {
+    let p = plan_cluster(&input("zk", &three(), false), &opts(&[2]));
+    assert_eq!(p.steps[0].action, Action::EvictLeader);
+}
+
+#[test]
+fn a_pinned_member_is_refused_unless_degraded_is_allowed() {
+    let mut c = input("etcd", &three(), true);
+    c.stuck
+        .insert("etcd-0".into(), "its volume is pinned to node n1".into());
+    let p = plan_cluster(&c, &opts(&[1]));
+    let b = p.blocker.expect("refused");
+    assert_eq!(b.reason, BlockReason::Pinned);
+    assert!(!b.reason.waitable());
+    assert!(b.message.contains("--allow-degraded"), "{}", b.message);
+
+    let mut o = opts(&[1]);
+    o.allow_degraded = true;
+    let p = plan_cluster(&c, &o);
+    assert_eq!(p.steps.len(), 1);
+    assert!(p.steps[0].degraded.is_some());
+}
+
+#[test]
+fn a_degraded_cluster_never_loses_a_second_member() {
+    let mut five = vec![m(Role::Leader, 5)];
+    five.extend((1..=4).map(|n| m(Role::Follower, n)));
+    let mut c = input("etcd", &five, true);
+    c.stuck.insert("etcd-1".into(), "pinned".into());
+    c.stuck.insert("etcd-2".into(), "pinned".into());
+    let mut o = opts(&[1, 2]);
+    o.allow_degraded = true;
+    let p = plan_cluster(&c, &o);
+    assert_eq!(p.steps.len(), 1);
+    assert_eq!(p.blocker.map(|b| b.reason), Some(BlockReason::Degraded));
+}
+
+#[test]
+fn an_unplaced_member_kept_away_by_the_drain_blocks_the_next() {
+    let mut c = input("etcd", &three(), true);
+    c.report.replicas[2].node = None;
+    c.report.replicas[2].raft.health.state = CheckState::Unreachable;
+    c.stuck.insert("etcd-2".into(), "pinned to n3".into());
+    let p = plan_cluster(&c, &opts(&[1, 3]));
+    assert_eq!(p.blocker.map(|b| b.reason), Some(BlockReason::Degraded));
+    assert!(p.steps.is_empty());
+}
+
+// --- ordinary pods --------------------------------------------------------------------------
+
+fn pod(owner: Option<&str>, emptydir: bool, phase: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": "p",
+            "ownerReferences": owner.map(|k| vec![json!({
+                "apiVersion": "apps/v1", "kind": k, "name": "o", "uid": "u", "controller": true
+            })]).unwrap_or_default(),
+        },
+        "spec": {
+            "containers": [{"name": "c"}],
+            "volumes": if emptydir { vec![json!({"name": "scratch", "emptyDir": {}})] } else { vec![] },
+        },
+        "status": {"phase": phase},
+    }))
+    .unwrap()
+}
+
+fn rules() -> PodRules {
+    PodRules::default()
+}
+
+#[test]
+fn a_replicaset_pod_is_evicted() {
+    assert_eq!(
+        classify_pod(&pod(Some("ReplicaSet"), false, "Running"), &rules()),
+        PodVerdict::Evict(None)
+    );
+}
+
+#[test]
+fn a_daemonset_pod_is_refused_or_skipped() {
+    let p = pod(Some("DaemonSet"), false, "Running");
+    assert!(
+        matches!(classify_pod(&p, &rules()), PodVerdict::Refuse(m) if m.contains("--ignore-daemonsets"))
+    );
+    let r = PodRules {
+        ignore_daemonsets: true,
+        ..rules()
+    };
+    assert!(matches!(classify_pod(&p, &r), PodVerdict::Skip(_)));
+}
+
+#[test]
+fn a_mirror_pod_is_skipped() {
+    let mut p = pod(None, false, "Running");
+    p.metadata.annotations =
+        Some([("kubernetes.io/config.mirror".to_string(), "x".to_string())].into());
+    assert!(matches!(classify_pod(&p, &rules()), PodVerdict::Skip(_)));
+}
+
+#[test]
+fn emptydir_data_is_refused_unless_allowed() {
+    let p = pod(Some("ReplicaSet"), true, "Running");
+    assert!(
+        matches!(classify_pod(&p, &rules()), PodVerdict::Refuse(m) if m.contains("--delete-emptydir-data"))
+    );
+    let r = PodRules {
+        delete_emptydir_data: true,
+        ..rules()
+    };
+    assert!(matches!(classify_pod(&p, &r), PodVerdict::Evict(Some(w)) if w.contains("scratch")));
+}
+
+#[test]
+fn an_unmanaged_pod_is_refused_unless_forced() {
+    let p = pod(None, false, "Running");
+    assert!(matches!(classify_pod(&p, &rules()), PodVerdict::Refuse(m) if m.contains("--force")));
+    let r = PodRules {
+        force: true,
+        ..rules()
+    };
+    assert!(matches!(classify_pod(&p, &r), PodVerdict::Evict(Some(_))));
+}
+
+#[test]
+fn a_finished_pod_is_deleted_whatever_it_is() {
+    assert_eq!(
+        classify_pod(&pod(None, true, "Succeeded"), &rules()),
+        PodVerdict::Evict(None)
+    );
+}
+
+// --- placement ------------------------------------------------------------------------------
+
+fn node(name: &str, cordoned: bool) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("kubernetes.io/hostname".to_string(), name.to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            unschedulable: Some(cordoned),
+            ..Default::default()
+        }),
+        status: Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+fn member(i: usize, node: &str) -> Pod {
+    let mut p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": format!("etcd-{i}"), "namespace": "db", "labels": {"app": "etcd"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "etcd"}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("data-etcd-{i}")}}],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "etcd"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]}},
+        },
+    }))
+    .unwrap();
+    p.status = Some(PodStatus::default());
+    p.metadata.owner_references = Some(vec![OwnerReference {
+        kind: "StatefulSet".into(),
+        controller: Some(true),
+        ..Default::default()
+    }]);
+    p
+}
+
+fn pinned_pv(claim: &str, node: &str) -> PersistentVolume {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("pv-{claim}")},
+        "spec": {
+            "claimRef": {"namespace": "db", "name": claim},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+            ]}]}},
+        },
+    }))
+    .unwrap()
+}
+
+fn drained(n: &str) -> BTreeSet<String> {
+    [n.to_string()].into()
+}
+
+#[test]
+fn a_member_with_a_free_node_can_be_replaced() {
+    let nodes: Vec<Node> = (1..=4).map(|i| node(&format!("n{i}"), false)).collect();
+    let pods: Vec<Pod> = (0..3).map(|i| member(i, &format!("n{}", i + 1))).collect();
+    assert_eq!(
+        replacement_blocker(&pods[0], &[], &nodes, &pods, &drained("n1")),
+        None
+    );
+}
+
+#[test]
+fn three_members_on_three_nodes_cannot_move() {
+    let nodes: Vec<Node> = (1..=3).map(|i| node(&format!("n{i}"), false)).collect();
+    let pods: Vec<Pod> = (0..3).map(|i| member(i, &format!("n{}", i + 1))).collect();
+    let why = replacement_blocker(&pods[0], &[], &nodes, &pods, &drained("n1")).expect("stuck");
+    assert!(
+        why.contains("n2 runs etcd-1 (required anti-affinity"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_cordoned_spare_node_does_not_count() {
+    let mut nodes: Vec<Node> = (1..=3).map(|i| node(&format!("n{i}"), false)).collect();
+    nodes.push(node("n4", true));
+    let pods: Vec<Pod> = (0..3).map(|i| member(i, &format!("n{}", i + 1))).collect();
+    let why = replacement_blocker(&pods[0], &[], &nodes, &pods, &drained("n1")).expect("stuck");
+    assert!(why.contains("n4 is cordoned"), "{why}");
+}
+
+#[test]
+fn a_volume_pinned_to_the_drained_node_keeps_the_member_there() {
+    let nodes: Vec<Node> = (1..=6).map(|i| node(&format!("n{i}"), false)).collect();
+    let pods: Vec<Pod> = (0..3).map(|i| member(i, &format!("n{}", i + 1))).collect();
+    let pvs = vec![pinned_pv("data-etcd-0", "n1")];
+    let why = replacement_blocker(&pods[0], &pvs, &nodes, &pods, &drained("n1")).expect("pinned");
+    assert!(why.contains("pinned by node affinity to node n1"), "{why}");
+    // Pinned to a node that stays: the replacement goes there.
+    let pvs = vec![pinned_pv("data-etcd-0", "n5")];
+    assert_eq!(
+        replacement_blocker(&pods[0], &pvs, &nodes, &pods, &drained("n1")),
+        None
+    );
+}
+
+// --- properties -----------------------------------------------------------------------------
+
+fn arb_member() -> impl Strategy<Value = M> {
+    (
+        prop_oneof![
+            6 => Just(Role::Follower),
+            1 => Just(Role::Learner),
+            1 => Just(Role::Candidate),
+            1 => Just(Role::Unknown),
+        ],
+        1u8..=6,
+        prop_oneof![4 => Just(CheckState::Ok), 1 => Just(CheckState::Unreachable), 1 => Just(CheckState::Failing)],
+        prop_oneof![4 => Just(0u64), 1 => Just(5000u64)],
+        prop_oneof![6 => Just(7u64), 1 => Just(6u64)],
+        prop_oneof![6 => Just(true), 1 => Just(false)],
+    )
+        .prop_map(|(role, node, health, lag, term, ready)| M {
+            role,
+            node,
+            health,
+            lag,
+            term,
+            ready,
+        })
+}
+
+/// A cluster: members, which one leads (if any, and sometimes two), which are pinned.
+fn arb_cluster(name: &'static str) -> impl Strategy<Value = ClusterInput> {
+    (
+        prop::collection::vec(arb_member(), 1..=7),
+        any::<prop::sample::Index>(),
+        prop_oneof![8 => Just(1usize), 1 => Just(0), 1 => Just(2)],
+        any::<bool>(),
+        prop::collection::vec(any::<bool>(), 7),
+    )
+        .prop_map(move |(mut ms, at, leaders, can_transfer, pinned)| {
+            let first = at.index(ms.len());
+            for k in 0..leaders.min(ms.len()) {
+                let i = (first + k) % ms.len();
+                ms[i].role = Role::Leader;
+                ms[i].lag = 0;
+            }
+            let mut c = input(name, &ms, can_transfer);
+            for (i, p) in pinned.iter().enumerate().take(ms.len()) {
+                if *p && i % 3 == 0 {
+                    c.stuck.insert(format!("{name}-{i}"), "pinned".into());
+                }
+            }
+            c
+        })
+}
+
+fn arb_opts() -> impl Strategy<Value = DrainOptions> {
+    (prop::collection::btree_set(1u8..=6, 1..=3), any::<bool>()).prop_map(|(nodes, deg)| {
+        DrainOptions {
+            nodes: nodes.into_iter().map(|n| format!("n{n}")).collect(),
+            max_lag: 100,
+            allow_degraded: deg,
+        }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Counted independently of the planner: before each step, the members healthy at the
+    /// start, plus the replaced ones, minus the ones kept away, minus this one, form a quorum.
+    #[test]
+    fn no_step_leaves_fewer_healthy_voters_than_a_quorum(c in arb_cluster("a"), o in arb_opts()) {
+        let p = plan_cluster(&c, &o);
+        let term = p.term;
+        let mut healthy: BTreeSet<String> = c.report.replicas.iter()
+            .filter(|x| healthy_voter(x, term, o.max_lag).is_ok())
+            .map(|x| x.pod.clone())
+            .collect();
+        for s in &p.steps {
+            let mut during = healthy.clone();
+            during.remove(&s.pod);
+            prop_assert!(during.len() as u32 >= c.report.summary.quorum, "{s:?} leaves {during:?}");
+            if s.degraded.is_some() { healthy.remove(&s.pod); } else { healthy.insert(s.pod.clone()); }
+        }
+    }
+
+    #[test]
+    fn the_leader_is_last_and_never_before_its_transfer(c in arb_cluster("a"), o in arb_opts()) {
+        let p = plan_cluster(&c, &o);
+        for (i, s) in p.steps.iter().enumerate() {
+            let leads = p.leader.as_deref() == Some(s.pod.as_str());
+            if leads {
+                prop_assert_eq!(i, p.steps.len() - 1, "the leader is not last: {:?}", p.steps);
+                let want = if c.can_transfer { Action::TransferThenEvict } else { Action::EvictLeader };
+                prop_assert_eq!(s.action, want);
+            } else {
+                prop_assert_eq!(s.action, Action::Evict);
+            }
+        }
+    }
+
+    #[test]
+    fn only_members_on_drained_nodes_go_and_each_once(c in arb_cluster("a"), o in arb_opts()) {
+        let p = plan_cluster(&c, &o);
+        let mut seen = BTreeSet::new();
+        for s in &p.steps {
+            prop_assert!(o.nodes.contains(&s.node));
+            prop_assert!(seen.insert(s.pod.clone()), "{} twice", s.pod);
+        }
+    }
+
+    #[test]
+    fn a_degraded_step_is_the_clusters_last(c in arb_cluster("a"), o in arb_opts()) {
+        let p = plan_cluster(&c, &o);
+        if let Some(i) = p.steps.iter().position(|s| s.degraded.is_some()) {
+            prop_assert!(o.allow_degraded);
+            prop_assert_eq!(i, p.steps.len() - 1);
+        }
+    }
+
+    /// Several drained nodes still mean one transfer per cluster, to a member on a node that
+    /// stays whenever one can take over.
+    #[test]
+    fn one_transfer_per_cluster_to_a_node_that_stays(c in arb_cluster("a"), o in arb_opts()) {
+        let p = plan_cluster(&c, &o);
+        let transfers: Vec<&DrainStep> = p.steps.iter().filter(|s| s.action == Action::TransferThenEvict).collect();
+        prop_assert!(transfers.len() <= 1);
+        for t in transfers {
+            if let Some(target) = &t.target {
+                let node = c.report.replicas.iter().find(|x| &x.pod == target).and_then(|x| x.node.clone());
+                prop_assert!(node.is_some_and(|n| !o.nodes.contains(&n)));
+            }
+        }
+    }
+
+    #[test]
+    fn reordering_the_input_changes_no_plan(
+        a in arb_cluster("a"), b in arb_cluster("b"), o in arb_opts(), seed in any::<u64>()
+    ) {
+        let plans = plan_drain(&[a.clone(), b.clone()], &o);
+        let mut a2 = a.clone();
+        let mut b2 = b.clone();
+        // A deterministic shuffle of each cluster's replicas.
+        let n = a2.report.replicas.len();
+        a2.report.replicas.rotate_left((seed as usize) % n);
+        b2.report.replicas.reverse();
+        prop_assert_eq!(plans, plan_drain(&[b2, a2], &o));
+    }
+}

@@ -32,7 +32,7 @@ use crate::plan::drain::{
     classify_pod, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput, ClusterPlan,
     DrainOptions, DrainStep, PodRules, PodVerdict,
 };
-use crate::plan::placement::replacement_blocker;
+use crate::plan::placement::{replacement_blocker, replacement_blockers};
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
@@ -106,6 +106,7 @@ pub async fn run(
     let surveyor = Arc::new(Surveyor::new(g, &select, &args.probe).await?);
     let client = surveyor.conn.client.clone();
     let nodes = resolve_nodes(&client, args).await?;
+    let client = &client;
     let drained: BTreeSet<String> = nodes.iter().cloned().collect();
 
     // Which Raft clusters have a member there.
@@ -124,10 +125,34 @@ pub async fn run(
         .flat_map(|o| o.target.pods.iter())
         .map(|p| (p.namespace().unwrap_or_default(), p.name_any()))
         .collect();
-    let clusters: Vec<(String, String)> = first
-        .reports
+    // Every pod on the nodes (that --pod-selector selects): the clusters to drain are those
+    // with one of them; the others are ordinary pods.
+    let mut on_nodes: Vec<Pod> = vec![];
+    for n in &nodes {
+        let mut lp = ListParams::default().fields(&format!("spec.nodeName={n}"));
+        if let Some(s) = &args.pod_selector {
+            lp = lp.labels(s);
+        }
+        let pods = Api::<Pod>::all(client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| api_context(e, "list", "pods", "in any namespace"))?;
+        on_nodes.extend(pods.items);
+    }
+    let selected: BTreeSet<(String, String)> = on_nodes
         .iter()
-        .map(|r| (r.namespace.clone(), r.name.clone()))
+        .map(|p| (p.namespace().unwrap_or_default(), p.name_any()))
+        .collect();
+    let clusters: Vec<(String, String)> = first
+        .observations
+        .iter()
+        .filter(|o| {
+            o.target
+                .pods
+                .iter()
+                .any(|p| selected.contains(&(p.namespace().unwrap_or_default(), p.name_any())))
+        })
+        .map(|o| (o.target.namespace.clone(), o.target.name.clone()))
         .collect();
 
     let evictor = Arc::new(Evictor {
@@ -142,7 +167,7 @@ pub async fn run(
     if !args.dry_run {
         let holder = lock::holder_identity(&nodes);
         for (ns, name) in &clusters {
-            match lock::acquire(&client, ns, name, &holder).await {
+            match lock::acquire(client, ns, name, &holder).await {
                 Ok((held, took_over)) => {
                     if let Some(who) = took_over {
                         writeln!(
@@ -162,7 +187,7 @@ pub async fn run(
         }
     }
     let result = drain(
-        &surveyor, &evictor, args, &nodes, &drained, &raft_pods, &clusters, &first, out, err,
+        &surveyor, &evictor, args, &nodes, &drained, &raft_pods, &on_nodes, &clusters, out, err,
     )
     .await;
     for l in locks {
@@ -179,8 +204,8 @@ async fn drain(
     nodes: &[String],
     drained: &BTreeSet<String>,
     raft_pods: &BTreeSet<(String, String)>,
+    on_nodes: &[Pod],
     clusters: &[(String, String)],
-    first: &crate::survey::Survey,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
@@ -203,24 +228,11 @@ async fn drain(
         delete_emptydir_data: args.delete_emptydir_data,
         force: args.force,
     };
-    let mut ordinary: Vec<(Pod, PodVerdict)> = vec![];
-    for n in nodes {
-        let mut lp = ListParams::default().fields(&format!("spec.nodeName={n}"));
-        if let Some(s) = &args.pod_selector {
-            lp = lp.labels(s);
-        }
-        let pods = Api::<Pod>::all(client.clone())
-            .list(&lp)
-            .await
-            .map_err(|e| api_context(e, "list", "pods", "in any namespace"))?;
-        for p in pods.items {
-            if raft_pods.contains(&(p.namespace().unwrap_or_default(), p.name_any())) {
-                continue;
-            }
-            let v = classify_pod(&p, &rules);
-            ordinary.push((p, v));
-        }
-    }
+    let mut ordinary: Vec<(Pod, PodVerdict)> = on_nodes
+        .iter()
+        .filter(|p| !raft_pods.contains(&(p.namespace().unwrap_or_default(), p.name_any())))
+        .map(|p| (p.clone(), classify_pod(p, &rules)))
+        .collect();
     ordinary.sort_by_key(|(p, _)| (p.namespace(), p.name_any()));
     let refused: Vec<String> = ordinary
         .iter()
@@ -259,7 +271,7 @@ async fn drain(
 
     if args.dry_run {
         return dry_run(
-            surveyor, evictor, args, nodes, &ordinary, &refused, first, &opts, out,
+            surveyor, evictor, args, nodes, &ordinary, &refused, clusters, &opts, out,
         )
         .await;
     }
@@ -434,18 +446,20 @@ async fn look(
     ns: &str,
     name: &str,
     drained: &BTreeSet<String>,
-) -> Result<(ClusterObservation, ClusterInput)> {
+) -> Result<Option<(ClusterObservation, ClusterInput)>> {
     let sel = Selection {
         name: Some(name.to_string()),
         ..Default::default()
     };
-    let survey = surveyor.survey_in(Some(ns), &sel).await?;
-    let (obs, report) = survey
-        .observations
-        .into_iter()
-        .zip(survey.reports)
-        .next()
-        .ok_or_else(|| anyhow!("{ns}/{name} is no longer a recognised Raft cluster"))?;
+    let survey = match surveyor.survey_in(Some(ns), &sel).await {
+        Ok(s) => s,
+        // Its namespace or StatefulSet was deleted meanwhile: nothing left to drain.
+        Err(e) if e.to_string().contains("not found") => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {
+        return Ok(None);
+    };
     let pvs = match Api::<PersistentVolume>::all(surveyor.conn.client.clone())
         .list(&ListParams::default())
         .await
@@ -455,25 +469,32 @@ async fn look(
         Err(e) => return Err(api_context(e, "list", "persistentvolumes", "")),
     };
     let nodes = survey.snapshot.nodes.clone().unwrap_or_default();
-    let mut stuck = BTreeMap::new();
-    for p in &obs.target.pods {
-        let node = crate::model::pod_node(p);
-        if node.is_none_or(|n| drained.contains(n)) {
-            if let Some(why) = replacement_blocker(p, &pvs, &nodes, &survey.snapshot.pods, drained)
-            {
-                stuck.insert(p.name_any(), why);
-            }
+    // Members leaving in the planner's order (followers by name, the leader last): each
+    // replacement takes a node, so a later one may find none left.
+    let pods = &survey.snapshot.pods;
+    let leader = report.summary.leader.as_deref();
+    let mut leaving: Vec<&Pod> = obs
+        .target
+        .pods
+        .iter()
+        .filter(|p| crate::model::pod_node(p).is_some_and(|n| drained.contains(n)))
+        .collect();
+    leaving.sort_by_key(|p| (Some(p.name_any().as_str()) == leader, p.name_any()));
+    let mut stuck = replacement_blockers(leaving, &pvs, &nodes, pods, drained);
+    for p in obs.target.pods.iter().filter(|p| crate::model::pod_node(p).is_none()) {
+        if let Some(why) = replacement_blocker(p, &pvs, &nodes, pods, drained) {
+            stuck.insert(p.name_any(), why);
         }
     }
     let can_transfer = obs.target.profile.transfer.is_some();
-    Ok((
+    Ok(Some((
         obs,
         ClusterInput {
             report,
             can_transfer,
             stuck,
         },
-    ))
+    )))
 }
 
 /// Drains one cluster's members off the nodes, a step at a time, surveying before each.
@@ -528,7 +549,14 @@ async fn drain_cluster(
             break;
         }
         let (obs, input) = match look(surveyor, ns, name, &opts.nodes).await {
-            Ok(x) => x,
+            Ok(Some(x)) => x,
+            Ok(None) => {
+                if s.done.is_empty() {
+                    s.result = "unchanged".into();
+                }
+                s.message = format!("{cluster}: it no longer exists");
+                break;
+            }
             Err(e) => {
                 stop(
                     &mut s,
@@ -914,7 +942,7 @@ async fn dry_run(
     nodes: &[String],
     ordinary: &[(Pod, PodVerdict)],
     refused: &[String],
-    first: &crate::survey::Survey,
+    clusters: &[(String, String)],
     opts: &DrainOptions,
     out: &mut dyn Write,
 ) -> Result<()> {
@@ -933,11 +961,11 @@ async fn dry_run(
         });
     }
     let mut looked = vec![];
-    for r in &first.reports {
-        looked.push(look(surveyor, &r.namespace, &r.name, &opts.nodes).await?);
+    for (ns, name) in clusters {
+        looked.extend(look(surveyor, ns, name, &opts.nodes).await?);
     }
     let inputs: Vec<ClusterInput> = looked.iter().map(|(_, i)| i.clone()).collect();
-    let mut clusters = vec![];
+    let mut summaries = vec![];
     for plan in plan_drain(&inputs, opts) {
         let (obs, input) = looked
             .iter()
@@ -950,7 +978,7 @@ async fn dry_run(
             }
         }
         let blocked = plan.blocker.is_some();
-        clusters.push(ClusterSummary {
+        summaries.push(ClusterSummary {
             namespace: plan.namespace.clone(),
             name: plan.name.clone(),
             system: input.report.system.clone(),
@@ -976,7 +1004,7 @@ async fn dry_run(
         .iter()
         .cloned()
         .chain(
-            clusters
+            summaries
                 .iter()
                 .filter_map(|c| c.plan.blocker.as_ref().map(|b| b.message.clone())),
         )
@@ -989,7 +1017,7 @@ async fn dry_run(
         dry_run: true,
         succeeded,
         pods,
-        clusters,
+        clusters: summaries,
         message: if succeeded {
             format!(
                 "dry run: nothing blocks draining {}; nothing was changed",

@@ -22,9 +22,55 @@ pub fn replacement_blocker(
     pods: &[Pod],
     drained: &BTreeSet<String>,
 ) -> Option<String> {
+    place(pod, pvs, nodes, pods, drained).err()
+}
+
+/// For members leaving in this order: why each one's replacement could not start, given
+/// that the replacements before it took a node each (the scheduler's first fit, by name).
+/// Two members leaving a 3-node pool with one spare node: the first gets it, the second not.
+pub fn replacement_blockers<'a>(
+    leaving: impl IntoIterator<Item = &'a Pod>,
+    pvs: &[PersistentVolume],
+    nodes: &[Node],
+    pods: &[Pod],
+    drained: &BTreeSet<String>,
+) -> BTreeMap<String, String> {
+    let mut world: Vec<Pod> = pods.to_vec();
+    let mut stuck = BTreeMap::new();
+    for p in leaving {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        match place(p, pvs, nodes, &world, drained) {
+            Ok(node) => {
+                // Its replacement, under the same name, on the node it would get.
+                let mut moved = p.clone();
+                if let Some(spec) = moved.spec.as_mut() {
+                    spec.node_name = Some(node);
+                }
+                world.retain(|x| x.metadata.name != moved.metadata.name || x.metadata.namespace != moved.metadata.namespace);
+                world.push(moved);
+            }
+            Err(why) => {
+                stuck.insert(name, why);
+            }
+        }
+    }
+    stuck
+}
+
+/// The node that would take `pod`'s replacement (the first by name that allows it), or why
+/// none would.
+fn place(
+    pod: &Pod,
+    pvs: &[PersistentVolume],
+    nodes: &[Node],
+    pods: &[Pod],
+    drained: &BTreeSet<String>,
+) -> Result<String, String> {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-    let spec = pod.spec.as_ref()?;
+    let Some(spec) = pod.spec.as_ref() else {
+        return Err("the pod has no spec".into());
+    };
     let claims: BTreeSet<&str> = spec
         .volumes
         .iter()
@@ -60,7 +106,9 @@ pub fn replacement_blocker(
 
     let mut why_not: BTreeMap<String, String> = BTreeMap::new();
     let mut pv_allows_some = pv_names.is_empty();
-    for node in nodes {
+    let mut nodes_by_name: Vec<&Node> = nodes.iter().collect();
+    nodes_by_name.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for node in nodes_by_name {
         let n = node.metadata.name.clone().unwrap_or_default();
         let pv_ok = pv_names.iter().all(|pv| {
             let terms: Vec<&NodeSelectorTerm> = pinned
@@ -80,7 +128,7 @@ pub fn replacement_blocker(
             why_not.insert(n, reason);
             continue;
         }
-        return None;
+        return Ok(n);
     }
     if !pv_allows_some {
         let allowed: Vec<String> = nodes
@@ -88,7 +136,7 @@ pub fn replacement_blocker(
             .filter(|node| pinned.iter().any(|(_, t)| term_matches(t, node)))
             .filter_map(|n| n.metadata.name.clone())
             .collect();
-        return Some(format!(
+        return Err(format!(
             "its volume ({}) is pinned by node affinity to {}",
             pv_names.iter().copied().collect::<Vec<_>>().join(", "),
             if allowed.is_empty() {
@@ -103,7 +151,7 @@ pub fn replacement_blocker(
         .filter(|(n, _)| !drained.contains(n))
         .map(|(n, r)| format!("{n} {r}"))
         .collect();
-    Some(if reasons.is_empty() {
+    Err(if reasons.is_empty() {
         "no other node exists".to_string()
     } else {
         format!("no other node can run it ({})", reasons.join("; "))

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Nodes of the shared test world: one more than the 5-member etcd needs.
-pub const NODES: u32 = 6;
+/// Nodes of the shared test world: two more than the 5-member etcd needs (with required
+/// anti-affinity, draining two of its nodes needs two spare ones).
+pub const NODES: u32 = 7;
 
 pub struct World {
     pub kubeconfig: PathBuf,
@@ -422,6 +423,21 @@ pub fn status_json(args: &[&str]) -> Value {
 /// retried on the next member), lost writes and slow writes.
 pub struct Load {
     child: std::process::Child,
+    /// With `start_following`: the thread that keeps the endpoints file current.
+    follower: Option<(
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::thread::JoinHandle<()>,
+    )>,
+}
+
+/// The client URLs of the etcd pods that run and are not being deleted.
+fn live_etcd_endpoints(ns: &str) -> Vec<String> {
+    etcd_pods(ns)
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| p["status"]["podIP"].as_str())
+        .map(|ip| format!("http://{ip}:2379"))
+        .collect()
 }
 
 pub fn example_bin(name: &str) -> PathBuf {
@@ -457,11 +473,58 @@ impl Load {
             .expect("start writeload");
         // Let it write a little before anything happens.
         std::thread::sleep(Duration::from_millis(500));
-        Load { child }
+        Load {
+            child,
+            follower: None,
+        }
+    }
+
+    /// Like `start`, but the writer follows members to their new addresses (a drain replaces
+    /// pods): a thread rewrites its endpoints file from the live pods every 300 ms.
+    pub fn start_following(ns: &str) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let file = std::env::temp_dir().join(format!("kraft-endpoints-{ns}"));
+        std::fs::write(&file, live_etcd_endpoints(ns).join(",")).expect("endpoints file");
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (stop, file, ns) = (stop.clone(), file.clone(), ns.to_string());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let eps = live_etcd_endpoints(&ns);
+                    if !eps.is_empty() {
+                        let tmp = file.with_extension("tmp");
+                        if std::fs::write(&tmp, eps.join(",")).is_ok() {
+                            let _ = std::fs::rename(&tmp, &file);
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            })
+        };
+        let child = Command::new(example_bin("writeload"))
+            .args([
+                "--endpoints-file",
+                file.to_str().unwrap(),
+                "--duration",
+                "300s",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start writeload");
+        std::thread::sleep(Duration::from_millis(500));
+        Load {
+            child,
+            follower: Some((stop, thread)),
+        }
     }
 
     /// Stops the writer; its summary: writes, ok, failed, lost, slow, longestStallMs, p99Ms, ...
     pub fn finish(mut self) -> Value {
+        if let Some((stop, thread)) = self.follower.take() {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = thread.join();
+        }
         signal(self.child.id() as i32, "TERM");
         let out = std::mem::replace(&mut self.child, Command::new("true").spawn().expect("true"))
             .wait_with_output()
@@ -477,6 +540,9 @@ impl Load {
 
 impl Drop for Load {
     fn drop(&mut self) {
+        if let Some((stop, _)) = &self.follower {
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -3,7 +3,11 @@
 //! and every slow write and measures the longest stall a client saw.
 //!
 //! Usage: writeload --endpoints http://10.250.0.5:2379,http://10.250.0.6:2379
+//!                  [--endpoints-file FILE]
 //!                  [--duration 60s] [--timeout 1s] [--slow 100ms] [--budget 5s]
+//! With --endpoints-file, the endpoints are read again from FILE (comma- or line-separated)
+//! after every failed attempt, so pods replaced at new addresses (a drain) are followed, as a
+//! client that resolves a Service name again would.
 //! Runs until --duration or SIGTERM/SIGINT, then prints one JSON summary on stdout. A write
 //! that fails or times out is counted (`failed`, with the first messages in `failures`) and
 //! tried again on the next endpoint, as a client with several endpoints does; a write that
@@ -24,6 +28,13 @@ fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn parse_endpoints(s: &str) -> Vec<String> {
+    s.split([',', '\n'])
+        .map(|s| s.trim().trim_end_matches('/').to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn duration(s: &str) -> Duration {
@@ -67,11 +78,18 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let endpoints: Vec<String> = arg(&args, "--endpoints")
-        .expect("--endpoints URL[,URL...]")
-        .split(',')
-        .map(|s| s.trim_end_matches('/').to_string())
-        .collect();
+    let file = arg(&args, "--endpoints-file");
+    let read_file = |f: &str| -> Vec<String> {
+        std::fs::read_to_string(f)
+            .map(|t| parse_endpoints(&t))
+            .unwrap_or_default()
+    };
+    let mut endpoints: Vec<String> = match (arg(&args, "--endpoints"), &file) {
+        (Some(e), _) => parse_endpoints(&e),
+        (None, Some(f)) => read_file(f),
+        (None, None) => panic!("--endpoints URL[,URL...] or --endpoints-file FILE"),
+    };
+    assert!(!endpoints.is_empty(), "no endpoints");
     let run_for = duration(&arg(&args, "--duration").unwrap_or_else(|| "60s".into()));
     let timeout = duration(&arg(&args, "--timeout").unwrap_or_else(|| "1s".into()));
     let slow = duration(&arg(&args, "--slow").unwrap_or_else(|| "100ms".into()));
@@ -80,7 +98,11 @@ async fn main() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     let start = Instant::now();
-    let watcher = tokio::spawn(watch_leader(client.clone(), endpoints.clone()));
+    let watcher = tokio::spawn(watch_leader(
+        client.clone(),
+        endpoints.clone(),
+        file.clone(),
+    ));
     let (mut ok, mut failed, mut slow_writes, mut lost) = (0u64, 0u64, 0u64, 0u64);
     let mut first_try: Option<Instant> = None;
     let mut latencies: Vec<f64> = vec![];
@@ -139,6 +161,12 @@ async fn main() {
                         endpoints[current]
                     ));
                 }
+                if let Some(f) = &file {
+                    let fresh = read_file(f);
+                    if !fresh.is_empty() {
+                        endpoints = fresh;
+                    }
+                }
                 current = (current + 1) % endpoints.len();
                 if began.elapsed() > budget {
                     lost += 1;
@@ -179,12 +207,22 @@ static LONGEST_LEADERLESS_US: std::sync::atomic::AtomicU64 = std::sync::atomic::
 /// has none). Records the longest run of samples without one.
 async fn watch_leader(
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
-    endpoints: Vec<String>,
+    mut endpoints: Vec<String>,
+    file: Option<String>,
 ) {
-    let majority = endpoints.len() / 2 + 1;
     let mut since: Option<Instant> = None;
     loop {
         let t0 = Instant::now();
+        if let Some(fresh) = file
+            .as_deref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+        {
+            let fresh = parse_endpoints(&fresh);
+            if !fresh.is_empty() {
+                endpoints = fresh;
+            }
+        }
+        let majority = endpoints.len() / 2 + 1;
         let answers = futures::future::join_all(endpoints.iter().map(|e| {
             let client = client.clone();
             let url = format!("{e}/v3/maintenance/status");

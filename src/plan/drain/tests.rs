@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::*;
 use crate::model::OwnerKind;
-use crate::plan::placement::replacement_blocker;
+use crate::plan::placement::{replacement_blocker, replacement_blockers};
 use crate::report::{Check, Probes, RaftReport, Summary};
 
 /// One member, as a test describes it.
@@ -437,6 +437,16 @@ fn a_cordoned_spare_node_does_not_count() {
     let pods: Vec<Pod> = (0..3).map(|i| member(i, &format!("n{}", i + 1))).collect();
     let why = replacement_blocker(&pods[0], &[], &nodes, &pods, &drained("n1")).expect("stuck");
     assert!(why.contains("n4 is cordoned"), "{why}");
+}
+
+#[test]
+fn each_replacement_takes_a_node_so_a_later_one_may_find_none() {
+    let nodes: Vec<Node> = (1..=4).map(|i| node(&format!("n{i}"), false)).collect();
+    let pods: Vec<Pod> = (0..3).map(|i| member(i, &format!("n{}", i + 1))).collect();
+    let gone: BTreeSet<String> = ["n1".to_string(), "n2".to_string()].into();
+    let stuck = replacement_blockers([&pods[0], &pods[1]], &[], &nodes, &pods, &gone);
+    assert_eq!(stuck.keys().collect::<Vec<_>>(), ["etcd-1"], "{stuck:?}");
+    assert!(stuck["etcd-1"].contains("n4 runs etcd-0"), "{stuck:?}");
 }
 
 #[test]

@@ -1,0 +1,632 @@
+//! `kubectl raft drain` end to end in the test world, under a write load where it matters.
+//! Every test cordons nodes, so each holds the nodes exclusively and uncordons on the way out.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// Uncordons the nodes when the test ends, however it ends.
+struct Cordoned(Vec<String>);
+
+impl Drop for Cordoned {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = kubectl(&["uncordon", n]);
+        }
+    }
+}
+
+/// `kubectl raft drain ARGS -o json`: (exit code, report, stderr).
+fn drain(args: &[&str]) -> (Option<i32>, Value, String) {
+    let mut a = vec!["drain"];
+    a.extend_from_slice(args);
+    a.extend(["-o", "json"]);
+    let out = raft(&a);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), report, stderr(&out))
+}
+
+/// Pod name -> UID, for the pods of a namespace.
+fn uids(ns: &str) -> BTreeMap<String, String> {
+    kubectl_json(&["get", "pods", "-n", ns])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().unwrap().to_string(),
+                p["metadata"]["uid"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until no pod of another namespace is on the node (earlier tests' namespaces are
+/// deleted in the background), so that the drain moves only this test's pods.
+fn wait_node_alone(node: &str, ns: &str) {
+    wait_until(
+        Duration::from_secs(90),
+        &format!("node {node} free of other tests' pods"),
+        || {
+            kubectl_json(&[
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                &format!("spec.nodeName={node}"),
+            ])["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["metadata"]["namespace"] == ns)
+        },
+    );
+}
+
+fn cluster(report: &Value) -> &Value {
+    let clusters = report["clusters"]
+        .as_array()
+        .expect("clusters in the report");
+    assert_eq!(clusters.len(), 1, "one cluster in {report:#}");
+    &clusters[0]
+}
+
+fn follower_of(ns: &str, leader: &str) -> String {
+    etcd_pods(ns)
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .find(|n| *n != leader)
+        .expect("a follower")
+        .to_string()
+}
+
+/// etcd-3.yaml with `edit` applied, deployed and Ready.
+fn deploy_etcd_variant(ns: &str, edit: impl Fn(String) -> String) {
+    let text = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    let f = tempfile(&edit(text));
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_etcd_ready(ns, 3);
+}
+
+fn pinned(text: String) -> String {
+    text.replace(
+        "      accessModes: [ReadWriteOnce]",
+        "      storageClassName: kworld-local-pinned\n      accessModes: [ReadWriteOnce]",
+    )
+}
+
+#[test]
+fn a_followers_node_is_drained_without_a_transfer_or_a_lost_write() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-follower");
+    deploy_etcd(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = follower_of(&ns.name, &leader);
+    let node = node_of(&ns.name, &follower);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let load = Load::start_following(&ns.name);
+    let (code, report, err) = drain(&[&node, "--timeout", "90s"]);
+    let w = load.finish();
+    assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
+    let c = cluster(&report);
+    assert_eq!(
+        (
+            c["evictions"].as_u64(),
+            c["transfers"].as_u64(),
+            c["elections"].as_u64()
+        ),
+        (Some(1), Some(0), Some(0)),
+        "{c:#}"
+    );
+    assert_ne!(
+        node_of(&ns.name, &follower),
+        node,
+        "{follower} is still on {node}"
+    );
+    assert_eq!(
+        etcd_leader(&ns.name).map(|l| l.0),
+        Some(leader),
+        "the leader changed"
+    );
+    assert_eq!(w["lost"], 0, "writes were lost: {w}");
+    let unschedulable = kubectl_json(&["get", "node", &node])["spec"]["unschedulable"].as_bool();
+    assert_eq!(unschedulable, Some(true), "{node} is not cordoned");
+}
+
+#[test]
+fn the_leaders_node_goes_after_one_verified_transfer() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-leader");
+    deploy_etcd(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let load = Load::start_following(&ns.name);
+    let (code, report, err) = drain(&[&node, "--timeout", "90s"]);
+    let w = load.finish();
+    assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
+    let c = cluster(&report);
+    assert_eq!(
+        (c["transfers"].as_u64(), c["elections"].as_u64()),
+        (Some(1), Some(0)),
+        "{c:#}"
+    );
+    let done: Vec<&str> = c["done"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        done[0].starts_with(&format!("leadership {leader} → ")),
+        "the transfer is not first: {done:?}"
+    );
+    let (new_leader, _) = etcd_leader(&ns.name).expect("a leader after the drain");
+    assert_ne!(new_leader, leader);
+    assert_ne!(node_of(&ns.name, &new_leader), node);
+    assert_eq!(w["lost"], 0, "writes were lost: {w}");
+}
+
+#[test]
+fn two_nodes_of_a_five_member_cluster_need_one_transfer() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-five");
+    deploy_etcd(&ns.name, 5);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = follower_of(&ns.name, &leader);
+    let nodes = vec![node_of(&ns.name, &leader), node_of(&ns.name, &follower)];
+    for n in &nodes {
+        wait_node_alone(n, &ns.name);
+    }
+    let _c = Cordoned(nodes.clone());
+    let load = Load::start_following(&ns.name);
+    let (code, report, err) = drain(&[&nodes[0], &nodes[1], "--timeout", "90s"]);
+    let w = load.finish();
+    assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
+    let c = cluster(&report);
+    assert_eq!(
+        (
+            c["evictions"].as_u64(),
+            c["transfers"].as_u64(),
+            c["elections"].as_u64()
+        ),
+        (Some(2), Some(1), Some(0)),
+        "{c:#}"
+    );
+    let done: Vec<&str> = c["done"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let evicted_follower = done
+        .iter()
+        .position(|d| d.starts_with(&format!("evicted {follower} ")));
+    let transfer = done.iter().position(|d| d.starts_with("leadership "));
+    assert!(
+        evicted_follower < transfer,
+        "the follower must go before the transfer: {done:?}"
+    );
+    assert_eq!(w["lost"], 0, "writes were lost: {w}");
+}
+
+#[test]
+fn a_silently_broken_follower_stops_the_eviction_of_another() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-frozen");
+    deploy_etcd(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let pods: Vec<String> = etcd_pods(&ns.name)
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .filter(|n| *n != leader)
+        .collect();
+    let (frozen, victim) = (&pods[0], &pods[1]);
+    let node = node_of(&ns.name, victim);
+    let _c = Cordoned(vec![node.clone()]);
+    let before = uids(&ns.name);
+    let pid = container_pid(&ns.name, frozen);
+    let (code, report, err) = while_frozen(pid, || drain(&[&node, "--timeout", "6s"]));
+    assert_eq!(code, Some(1), "the drain went ahead: {report:#}");
+    let message = cluster(&report)["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains(&format!(
+            "evicting {victim} would leave 1 healthy voter(s) where 2 are needed"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains(frozen.as_str()),
+        "the broken member is not named: {message}"
+    );
+    assert!(
+        err.contains("run the same command again to resume"),
+        "{err}"
+    );
+    assert_eq!(
+        uids(&ns.name).get(victim),
+        before.get(victim),
+        "{victim} was evicted"
+    );
+}
+
+#[test]
+fn a_member_pinned_to_its_node_is_named_in_the_dry_run_and_refused() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-pinned");
+    deploy_etcd_variant(&ns.name, pinned);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = follower_of(&ns.name, &leader);
+    let node = node_of(&ns.name, &follower);
+    let (code, plan, _) = drain(&[&node, "--dry-run"]);
+    assert_eq!(code, Some(1), "a blocked plan exits 1: {plan:#}");
+    let blocker = &cluster(&plan)["plan"]["blocker"];
+    assert_eq!(blocker["reason"], "Pinned", "{plan:#}");
+    assert_eq!(blocker["pod"], follower.as_str());
+    assert!(
+        blocker["message"]
+            .as_str()
+            .unwrap()
+            .contains("pinned by node affinity"),
+        "{blocker}"
+    );
+    assert!(
+        kubectl_json(&["get", "node", &node])["spec"]["unschedulable"].is_null(),
+        "a dry run cordoned {node}"
+    );
+
+    let _c = Cordoned(vec![node.clone()]);
+    let before = uids(&ns.name);
+    let (code, _, err) = drain(&[&node, "--timeout", "10s"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("--allow-degraded"), "{err}");
+    assert_eq!(
+        uids(&ns.name).get(&follower),
+        before.get(&follower),
+        "{follower} was evicted"
+    );
+}
+
+#[test]
+fn with_allow_degraded_a_pinned_member_goes_and_no_second_follows() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-degraded");
+    deploy_etcd_variant(&ns.name, pinned);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let followers: Vec<String> = etcd_pods(&ns.name)
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .filter(|n| *n != leader)
+        .collect();
+    let first = node_of(&ns.name, &followers[0]);
+    let second = node_of(&ns.name, &followers[1]);
+    let _c = Cordoned(vec![first.clone(), second.clone()]);
+    let (code, report, err) = drain(&[&first, "--allow-degraded", "--timeout", "60s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let done = cluster(&report)["done"].to_string();
+    assert!(done.contains("runs a member short until node"), "{done}");
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "the replacement to wait Pending for its node",
+        || pod_json(&ns.name, &followers[0])["status"]["phase"] == "Pending",
+    );
+
+    let before = uids(&ns.name);
+    let (code, report, _) = drain(&[&second, "--allow-degraded", "--timeout", "5s"]);
+    assert_eq!(code, Some(1), "a second member went: {report:#}");
+    assert!(
+        cluster(&report)["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("already runs without {}", followers[0])),
+        "{report:#}"
+    );
+    assert_eq!(uids(&ns.name).get(&followers[1]), before.get(&followers[1]));
+}
+
+#[test]
+fn three_members_on_three_nodes_are_refused_in_the_dry_run() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-three");
+    let allowed = ["kworld-1", "kworld-2", "kworld-3"];
+    deploy_etcd_variant(&ns.name, |t| {
+        t.replace(
+            "      affinity:\n",
+            &format!(
+                "      affinity:\n        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n            nodeSelectorTerms:\n            - matchExpressions:\n              - {{key: kubernetes.io/hostname, operator: In, values: [{}]}}\n",
+                allowed.join(", ")
+            ),
+        )
+    });
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = follower_of(&ns.name, &leader);
+    let node = node_of(&ns.name, &follower);
+    let (code, plan, _) = drain(&[&node, "--dry-run"]);
+    assert_eq!(code, Some(1), "{plan:#}");
+    let blocker = &cluster(&plan)["plan"]["blocker"];
+    assert_eq!(blocker["reason"], "Pinned", "{plan:#}");
+    let m = blocker["message"].as_str().unwrap();
+    assert!(
+        m.contains("required anti-affinity")
+            && m.contains("does not match the pod's required node affinity"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_second_drain_of_the_same_cluster_is_refused_by_the_lock() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-lock");
+    deploy_etcd(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let pods: Vec<String> = etcd_pods(&ns.name)
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .filter(|n| *n != leader)
+        .collect();
+    let node = node_of(&ns.name, &pods[1]);
+    let _c = Cordoned(vec![node.clone()]);
+    let pid = container_pid(&ns.name, &pods[0]);
+    while_frozen(pid, || {
+        // The first drain waits for the frozen member (up to 60 s), holding the lock.
+        let first = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"))
+            .args(["drain", &node, "--timeout", "60s"])
+            .env("KUBECONFIG", &world().kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("first drain");
+        wait_until(Duration::from_secs(20), "the first drain's lock", || {
+            kubectl(&["get", "lease", "-n", &ns.name, "kubectl-raft-drain.etcd"])
+                .status
+                .success()
+        });
+        let (code, _, err) = drain(&[&node, "--timeout", "5s"]);
+        // Ctrl-C stops the first between steps: it reports and releases the lock.
+        signal(first.id() as i32, "INT");
+        let out = first.wait_with_output().expect("first drain ends");
+        assert_eq!(code, Some(1));
+        assert!(
+            err.contains(&format!("{}/etcd is being drained by", ns.name))
+                && err.contains("kubectl raft drain"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "kubectl delete lease -n {} kubectl-raft-drain.etcd",
+                ns.name
+            )),
+            "{err}"
+        );
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("interrupted"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    assert!(
+        !kubectl(&["get", "lease", "-n", &ns.name, "kubectl-raft-drain.etcd"])
+            .status
+            .success(),
+        "the lock was left behind"
+    );
+}
+
+#[test]
+fn a_stale_lock_is_taken_over() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-stale");
+    deploy_etcd(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let node = node_of(&ns.name, &follower_of(&ns.name, &leader));
+    wait_node_alone(&node, &ns.name);
+    let lease = tempfile(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: kubectl-raft-drain.etcd}\nspec:\n  holderIdentity: alice@laptop pid 1\n  leaseDurationSeconds: 30\n  renewTime: \"2020-01-01T00:00:00.000000Z\"\n",
+    );
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", lease.path_str()]);
+    let _c = Cordoned(vec![node.clone()]);
+    let (code, report, err) = drain(&[&node, "--timeout", "60s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    assert!(
+        err.contains("took over") && err.contains("alice@laptop"),
+        "{err}"
+    );
+}
+
+const ORDINARY: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web, drain-test: "ID"}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: NODE}
+      terminationGracePeriodSeconds: 1
+      containers: [{name: web, image: busybox, command: [/bin/sleep, "3600"]}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: cache}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: cache}}
+  template:
+    metadata: {labels: {app: cache, drain-test: "ID"}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: NODE}
+      terminationGracePeriodSeconds: 1
+      containers: [{name: cache, image: busybox, command: [/bin/sleep, "3600"], volumeMounts: [{name: scratch, mountPath: /scratch}]}]
+      volumes: [{name: scratch, emptyDir: {}}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent, drain-test: "ID"}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: NODE}
+      terminationGracePeriodSeconds: 1
+      containers: [{name: agent, image: busybox, command: [/bin/sleep, "3600"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bare, labels: {drain-test: "ID"}}
+spec:
+  nodeName: NODE
+  terminationGracePeriodSeconds: 1
+  containers: [{name: bare, image: busybox, command: [/bin/sleep, "3600"]}]
+"#;
+
+/// The four kinds of ordinary pod on one node, labelled drain-test=ID; returns the node.
+fn deploy_ordinary(ns: &str, id: &str) -> String {
+    let node = format!("kworld-{}", common::NODES);
+    let text = ORDINARY.replace("NODE", &node).replace("ID", id);
+    let f = tempfile(&text);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_in(
+        ns,
+        Duration::from_secs(60),
+        "4 ordinary pods running",
+        || {
+            kubectl_json(&["get", "pods", "-n", ns])["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["status"]["phase"] == "Running")
+                .count()
+                == 4
+        },
+    );
+    node
+}
+
+#[test]
+fn ordinary_pods_that_kubectl_drain_refuses_stop_the_drain_before_any_eviction() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-pods");
+    let id = ns.name.clone();
+    let node = deploy_ordinary(&ns.name, &id);
+    let _c = Cordoned(vec![node.clone()]);
+    let before = uids(&ns.name);
+    let (code, _, err) = drain(&[&node, "--pod-selector", &format!("drain-test={id}")]);
+    assert_eq!(code, Some(1), "{err}");
+    for (pod, flag) in [
+        ("agent-", "--ignore-daemonsets"),
+        ("cache-", "--delete-emptydir-data"),
+        ("bare", "--force"),
+    ] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains(&format!("{}/{pod}", ns.name)) && l.contains(flag)),
+            "{pod} is not refused with {flag}: {err}"
+        );
+    }
+    assert!(err.contains("Nothing was evicted"), "{err}");
+    assert_eq!(uids(&ns.name), before, "something was evicted");
+}
+
+#[test]
+fn ordinary_pods_go_as_kubectl_drain_sends_them() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-pods-ok");
+    let id = ns.name.clone();
+    let node = deploy_ordinary(&ns.name, &id);
+    let _c = Cordoned(vec![node.clone()]);
+    let before = uids(&ns.name);
+    let (code, report, err) = drain(&[
+        &node,
+        "--pod-selector",
+        &format!("drain-test={id}"),
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--force",
+        "--timeout",
+        "60s",
+    ]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let after = uids(&ns.name);
+    let agent = before.keys().find(|k| k.starts_with("agent-")).unwrap();
+    assert_eq!(
+        after.get(agent),
+        before.get(agent),
+        "the DaemonSet pod was evicted"
+    );
+    assert!(
+        !after.contains_key("bare"),
+        "the unmanaged pod is still there"
+    );
+    for prefix in ["web-", "cache-"] {
+        let old = before.keys().find(|k| k.starts_with(prefix)).unwrap();
+        assert!(!after.contains_key(old), "{old} was not evicted");
+    }
+    assert!(
+        err.contains("ignoring pod") && err.contains("DaemonSet"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pdb_that_blocks_is_named_and_the_drain_goes_on_when_it_frees() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-pdb");
+    let id = ns.name.clone();
+    let node = deploy_ordinary(&ns.name, &id);
+    let pdb = tempfile("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n");
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", pdb.path_str()]);
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "the PDB to count the pod",
+        || kubectl_json(&["get", "pdb", "web", "-n", &ns.name])["status"]["currentHealthy"] == 1,
+    );
+    let _c = Cordoned(vec![node.clone()]);
+    let child = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"))
+        .args([
+            "drain",
+            &node,
+            "--pod-selector",
+            &format!("app=web,drain-test={id}"),
+            "--timeout",
+            "60s",
+        ])
+        .env("KUBECONFIG", &world().kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("drain");
+    std::thread::sleep(Duration::from_secs(7));
+    kubectl_ok(&[
+        "patch",
+        "pdb",
+        "web",
+        "-n",
+        &ns.name,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"minAvailable":0}}"#,
+    ]);
+    let out = child.wait_with_output().expect("drain ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("PodDisruptionBudget web allows 0 disruption(s) (1 healthy, 1 required)"),
+        "{err}"
+    );
+}

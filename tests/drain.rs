@@ -630,3 +630,76 @@ fn a_pdb_that_blocks_is_named_and_the_drain_goes_on_when_it_frees() {
         "{err}"
     );
 }
+
+#[test]
+fn a_replacement_that_never_becomes_ready_stops_the_drain_and_a_rerun_resumes() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-resume");
+    deploy_etcd(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = follower_of(&ns.name, &leader);
+    let nodes = vec![node_of(&ns.name, &follower), node_of(&ns.name, &leader)];
+    for n in &nodes {
+        wait_node_alone(n, &ns.name);
+    }
+    let _c = Cordoned(nodes.clone());
+    // Pods replaced from now on start from a broken template; the running ones stay.
+    let sts = |patch: &str| {
+        kubectl_ok(&[
+            "patch",
+            "sts",
+            "etcd",
+            "-n",
+            &ns.name,
+            "--type=json",
+            "-p",
+            patch,
+        ])
+    };
+    sts(r#"[{"op":"replace","path":"/spec/updateStrategy","value":{"type":"OnDelete"}}]"#);
+    sts(
+        r#"[{"op":"replace","path":"/spec/template/spec/containers/0/command","value":["/bin/false"]}]"#,
+    );
+    let (code, report, err) = drain(&[&nodes[0], &nodes[1], "--timeout", "15s"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    let c = cluster(&report);
+    assert!(
+        c["message"].as_str().unwrap().contains(&format!(
+            "{follower}'s replacement was not Ready within 15s"
+        )),
+        "{c:#}"
+    );
+    assert_eq!(
+        (c["evictions"].as_u64(), c["transfers"].as_u64()),
+        (Some(1), Some(0)),
+        "it went on: {c:#}"
+    );
+    assert_eq!(
+        etcd_leader(&ns.name).map(|l| l.0),
+        Some(leader.clone()),
+        "the leader was touched"
+    );
+
+    // The fix: a good template, and the broken pod replaced.
+    sts(
+        r#"[{"op":"replace","path":"/spec/template/spec/containers/0/command","value":["/usr/bin/etcd"]}]"#,
+    );
+    kubectl_ok(&["delete", "pod", &follower, "-n", &ns.name, "--wait=false"]);
+    wait_etcd_ready(&ns.name, 3);
+    let (code, report, err) = drain(&[&nodes[0], &nodes[1], "--timeout", "60s"]);
+    assert_eq!(code, Some(0), "the rerun did not finish: {err}\n{report:#}");
+    let c = cluster(&report);
+    assert_eq!(
+        (c["evictions"].as_u64(), c["transfers"].as_u64()),
+        (Some(1), Some(1)),
+        "{c:#}"
+    );
+    for n in &nodes {
+        assert!(
+            etcd_pods(&ns.name)
+                .iter()
+                .all(|p| p["spec"]["nodeName"] != n.as_str()),
+            "a member is still on {n}"
+        );
+    }
+}

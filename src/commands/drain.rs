@@ -481,7 +481,12 @@ async fn look(
         .collect();
     leaving.sort_by_key(|p| (Some(p.name_any().as_str()) == leader, p.name_any()));
     let mut stuck = replacement_blockers(leaving, &pvs, &nodes, pods, drained);
-    for p in obs.target.pods.iter().filter(|p| crate::model::pod_node(p).is_none()) {
+    for p in obs
+        .target
+        .pods
+        .iter()
+        .filter(|p| crate::model::pod_node(p).is_none())
+    {
         if let Some(why) = replacement_blocker(p, &pvs, &nodes, pods, drained) {
             stuck.insert(p.name_any(), why);
         }

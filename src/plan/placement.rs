@@ -46,7 +46,10 @@ pub fn replacement_blockers<'a>(
                 if let Some(spec) = moved.spec.as_mut() {
                     spec.node_name = Some(node);
                 }
-                world.retain(|x| x.metadata.name != moved.metadata.name || x.metadata.namespace != moved.metadata.namespace);
+                world.retain(|x| {
+                    x.metadata.name != moved.metadata.name
+                        || x.metadata.namespace != moved.metadata.namespace
+                });
                 world.push(moved);
             }
             Err(why) => {

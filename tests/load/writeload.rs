@@ -194,6 +194,10 @@ async fn main() {
         "p99Ms": (percentile(&latencies, 0.99) * 10.0).round() / 10.0,
         "maxMs": (latencies.last().copied().unwrap_or(0.0) * 10.0).round() / 10.0,
         "longestLeaderlessMs": (leaderless as f64 / 100.0).round() / 10.0,
+        "leaderChanges": LEADER_CHANGES.load(std::sync::atomic::Ordering::SeqCst),
+        "termsAdvanced": LAST_TERM
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .saturating_sub(FIRST_TERM.load(std::sync::atomic::Ordering::SeqCst)),
         "seconds": (start.elapsed().as_secs_f64() * 100.0).round() / 100.0,
         "failures": failures,
     });
@@ -201,6 +205,10 @@ async fn main() {
 }
 
 static LONGEST_LEADERLESS_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Changes of the agreed leader, and the first and highest Raft term any member reported.
+static LEADER_CHANGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FIRST_TERM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static LAST_TERM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Every 20 ms, every endpoint's `/v3/maintenance/status`: the leader a majority of the
 /// endpoints name, that answers itself as leader (none when any answering member says it
@@ -210,7 +218,9 @@ async fn watch_leader(
     mut endpoints: Vec<String>,
     file: Option<String>,
 ) {
+    use std::sync::atomic::Ordering::SeqCst;
     let mut since: Option<Instant> = None;
+    let mut last_leader: Option<String> = None;
     loop {
         let t0 = Instant::now();
         if let Some(fresh) = file
@@ -237,18 +247,32 @@ async fn watch_leader(
                 let body = resp.into_body().collect().await.ok()?.to_bytes();
                 let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
                 let me = v["header"]["member_id"].as_str().map(str::to_string);
+                let term = v["raftTerm"].as_str().and_then(|t| t.parse::<u64>().ok());
+                if let Some(t) = term {
+                    FIRST_TERM.compare_exchange(0, t, SeqCst, SeqCst).ok();
+                    LAST_TERM.fetch_max(t, SeqCst);
+                }
                 Some((me, v["leader"].as_str().map(str::to_string)))
             }
         }))
         .await;
         let answered: Vec<(Option<String>, Option<String>)> =
             answers.into_iter().flatten().collect();
-        let agreed = !answered.iter().any(|(_, l)| l.is_none())
-            && answered.iter().any(|(me, l)| {
+        let leader = answered
+            .iter()
+            .find(|(me, l)| {
                 me.is_some()
                     && me == l
                     && answered.iter().filter(|(_, x)| x == l).count() >= majority
-            });
+            })
+            .and_then(|(me, _)| me.clone());
+        let agreed = !answered.iter().any(|(_, l)| l.is_none()) && leader.is_some();
+        if agreed {
+            if last_leader.is_some() && last_leader != leader {
+                LEADER_CHANGES.fetch_add(1, SeqCst);
+            }
+            last_leader = leader;
+        }
         let at = t0 + t0.elapsed() / 2;
         match (agreed, since) {
             (false, None) => since = Some(at),

@@ -239,12 +239,22 @@ pub async fn send_transfer(
     if call.ok_status.contains(&ans.status) {
         return Ok(());
     }
-    Err(format!(
-        "{} refused the transfer: HTTP {}: {}",
+    Err(refusal(call, &ans))
+}
+
+/// "POD refused the transfer: HTTP 403: <its message> (<the profile's hint for 403>)".
+pub fn refusal(call: &TransferCall, ans: &HttpAnswer) -> String {
+    let hint = call
+        .hints
+        .get(&ans.status)
+        .map(|h| format!(" ({h})"))
+        .unwrap_or_default();
+    format!(
+        "{} refused the transfer: HTTP {}: {}{hint}",
         call.pod,
         ans.status,
-        refusal_message(&ans, call.error_json.as_deref())
-    ))
+        refusal_message(ans, call.error_json.as_deref())
+    )
 }
 
 /// The error message in a refusal, at the profile's JSON pointer, else the body's first line.
@@ -263,6 +273,35 @@ pub fn refusal_message(ans: &HttpAnswer, pointer: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_keeper_refusal_says_what_to_do() {
+        let keeper = crate::profile::Catalog::builtin()
+            .require("clickhouse-keeper")
+            .unwrap()
+            .clone();
+        let t = keeper.transfer.unwrap();
+        for req in [t.untargeted.unwrap(), t.targeted.unwrap()] {
+            let call = TransferCall {
+                pod: "keeper-0".into(),
+                method: "GET".into(),
+                path: req.request.path.clone(),
+                body: None,
+                ok_status: req.ok_status.clone(),
+                error_json: req.error_json.clone(),
+                hints: req.hints.clone(),
+                synchronous: false,
+            };
+            // Recorded shape of the older handler's answer (shared reference).
+            let forbidden =
+                HttpAnswer::new(403, r#"{"message":"Command is disabled. Check server settings."}"#);
+            assert_eq!(
+                refusal(&call, &forbidden),
+                "keeper-0 refused the transfer: HTTP 403: Command is disabled. Check server settings. (the command is not allowed: add ydld and rqld to keeper_server.four_letter_word_allow_list)"
+            );
+            assert!(refusal(&call, &HttpAnswer::new(404, "")).contains("older than 23.12"));
+        }
+    }
 
     #[test]
     fn etcd_refusals_read_their_message() {

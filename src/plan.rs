@@ -88,6 +88,8 @@ pub struct TransferCall {
     pub ok_status: Vec<u16>,
     #[serde(skip)]
     pub error_json: Option<String>,
+    #[serde(skip)]
+    pub hints: BTreeMap<u16, String>,
     pub synchronous: bool,
 }
 
@@ -374,6 +376,7 @@ pub fn plan_yield(
         body: request.request.body.as_deref().map(fill),
         ok_status: request.ok_status.clone(),
         error_json: request.error_json.clone(),
+        hints: request.hints.clone(),
         synchronous: request.synchronous,
     };
     Ok(YieldPlan {

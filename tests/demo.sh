@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: bring up the local test world (a Kubernetes control plane built from source,
 # pods as processes), deploy a 3-member etcd StatefulSet, install kubectl-raft and run it the
-# way a user does, as `kubectl raft`.
+# way a user does, as `kubectl raft`: status, yield and drain.
 # Usage: bash tests/demo.sh        (as root; leaves the world running: tests/world/down.sh stops it)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -64,6 +64,21 @@ say "kubectl raft yield etcd -n $ns"
 kubectl raft yield etcd -n "$ns"
 wait
 echo "writes during the handover: $(cat "$KWORLD_DIR/demo-load.json")"
+say "kubectl raft status -n $ns"
+kubectl raft status -n "$ns"
+
+leader=$(kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusters"][0]["summary"]["leader"])')
+node=$(kubectl get pod "$leader" -n "$ns" -o jsonpath='{.spec.nodeName}')
+echo
+echo "== draining $node, the leader's node: the plan first, then the drain" >&2
+say "kubectl raft drain $node --ignore-daemonsets --dry-run"
+kubectl raft drain "$node" --ignore-daemonsets --dry-run
+say "kubectl raft drain $node --ignore-daemonsets"
+kubectl raft drain "$node" --ignore-daemonsets
+say "kubectl get pods -n $ns -o wide"
+kubectl get pods -n "$ns" -o wide
+say "kubectl uncordon $node"
+kubectl uncordon "$node"
 say "kubectl raft status -n $ns"
 kubectl raft status -n "$ns"
 echo

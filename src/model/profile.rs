@@ -68,6 +68,10 @@ pub struct TransferRequest {
     /// is only an acknowledgement and the result must be waited for.
     #[serde(default)]
     pub synchronous: bool,
+    /// What a refusal with this status code means and what to do, added to its message
+    /// (Keeper: 403 = the command is not allow-listed).
+    #[serde(default)]
+    pub hints: std::collections::BTreeMap<u16, String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

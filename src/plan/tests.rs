@@ -216,7 +216,7 @@ fn keeper_yields_untargeted_to_the_leader_and_requests_leadership_at_a_named_tar
     let p = plan_yield(&c, &keeper, &opts()).unwrap();
     assert!(!p.targeted);
     assert_eq!(p.call.pod, "etcd-1");
-    assert_eq!(p.call.path, "/api/v1/commands?command=ydld");
+    assert_eq!(p.call.path, "/api/v1/commands/ydld?command=ydld");
     assert_eq!(
         p.expect().target,
         None,
@@ -232,7 +232,7 @@ fn keeper_yields_untargeted_to_the_leader_and_requests_leadership_at_a_named_tar
         p.call.pod, "etcd-2",
         "rqld goes to the member that takes over"
     );
-    assert_eq!(p.call.path, "/api/v1/commands?command=rqld");
+    assert_eq!(p.call.path, "/api/v1/commands/rqld?command=rqld");
 }
 
 #[test]

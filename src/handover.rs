@@ -293,8 +293,10 @@ mod tests {
                 synchronous: false,
             };
             // Recorded shape of the older handler's answer (shared reference).
-            let forbidden =
-                HttpAnswer::new(403, r#"{"message":"Command is disabled. Check server settings."}"#);
+            let forbidden = HttpAnswer::new(
+                403,
+                r#"{"message":"Command is disabled. Check server settings."}"#,
+            );
             assert_eq!(
                 refusal(&call, &forbidden),
                 "keeper-0 refused the transfer: HTTP 403: Command is disabled. Check server settings. (the command is not allowed: add ydld and rqld to keeper_server.four_letter_word_allow_list)"

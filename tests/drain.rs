@@ -23,12 +23,24 @@ impl Drop for Cordoned {
 
 /// `kubectl raft drain ARGS -o json`: (exit code, report, stderr).
 fn drain(args: &[&str]) -> (Option<i32>, Value, String) {
-    let mut a = vec!["drain"];
-    a.extend_from_slice(args);
-    a.extend(["-o", "json"]);
-    let out = raft(&a);
-    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (out.status.code(), report, stderr(&out))
+    verb_json("drain", args)
+}
+
+/// A drain of `nodes` under a write load that follows the members: the report's one cluster
+/// (the drain asserted to have succeeded) and the writer's summary. The nodes stay cordoned
+/// until the returned guard goes.
+fn drain_under_load(ns: &str, nodes: &[String]) -> (Value, Value, Cordoned) {
+    for n in nodes {
+        wait_node_alone(n, ns);
+    }
+    let cordoned = Cordoned(nodes.to_vec());
+    let load = Load::start_following(ns);
+    let mut args: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    args.extend(["--timeout", "90s"]);
+    let (code, report, err) = drain(&args);
+    let writes = load.finish();
+    assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
+    (cluster(&report).clone(), writes, cordoned)
 }
 
 /// Pod name -> UID, for the pods of a namespace.
@@ -76,13 +88,17 @@ fn cluster(report: &Value) -> &Value {
     &clusters[0]
 }
 
-fn follower_of(ns: &str, leader: &str) -> String {
+/// The etcd members other than `leader`, by name.
+fn followers(ns: &str, leader: &str) -> Vec<String> {
     etcd_pods(ns)
         .iter()
-        .filter_map(|p| p["metadata"]["name"].as_str())
-        .find(|n| *n != leader)
-        .expect("a follower")
-        .to_string()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .filter(|n| n != leader)
+        .collect()
+}
+
+fn follower_of(ns: &str, leader: &str) -> String {
+    followers(ns, leader).remove(0)
 }
 
 /// etcd-3.yaml with `edit` applied, deployed and Ready.
@@ -108,13 +124,7 @@ fn a_followers_node_is_drained_without_a_transfer_or_a_lost_write() {
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
     let follower = follower_of(&ns.name, &leader);
     let node = node_of(&ns.name, &follower);
-    wait_node_alone(&node, &ns.name);
-    let _c = Cordoned(vec![node.clone()]);
-    let load = Load::start_following(&ns.name);
-    let (code, report, err) = drain(&[&node, "--timeout", "90s"]);
-    let w = load.finish();
-    assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
-    let c = cluster(&report);
+    let (c, w, _cordoned) = drain_under_load(&ns.name, std::slice::from_ref(&node));
     assert_eq!(
         (
             c["evictions"].as_u64(),
@@ -146,13 +156,7 @@ fn the_leaders_node_goes_after_one_verified_transfer() {
     deploy_etcd(&ns.name, 3);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
     let node = node_of(&ns.name, &leader);
-    wait_node_alone(&node, &ns.name);
-    let _c = Cordoned(vec![node.clone()]);
-    let load = Load::start_following(&ns.name);
-    let (code, report, err) = drain(&[&node, "--timeout", "90s"]);
-    let w = load.finish();
-    assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
-    let c = cluster(&report);
+    let (c, w, _cordoned) = drain_under_load(&ns.name, std::slice::from_ref(&node));
     assert_eq!(
         (c["transfers"].as_u64(), c["elections"].as_u64()),
         (Some(1), Some(0)),
@@ -182,15 +186,7 @@ fn two_nodes_of_a_five_member_cluster_need_one_transfer() {
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
     let follower = follower_of(&ns.name, &leader);
     let nodes = vec![node_of(&ns.name, &leader), node_of(&ns.name, &follower)];
-    for n in &nodes {
-        wait_node_alone(n, &ns.name);
-    }
-    let _c = Cordoned(nodes.clone());
-    let load = Load::start_following(&ns.name);
-    let (code, report, err) = drain(&[&nodes[0], &nodes[1], "--timeout", "90s"]);
-    let w = load.finish();
-    assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
-    let c = cluster(&report);
+    let (c, w, _cordoned) = drain_under_load(&ns.name, &nodes);
     assert_eq!(
         (
             c["evictions"].as_u64(),
@@ -223,11 +219,7 @@ fn a_silently_broken_follower_stops_the_eviction_of_another() {
     let ns = TestNamespace::new("dr-frozen");
     deploy_etcd(&ns.name, 3);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let pods: Vec<String> = etcd_pods(&ns.name)
-        .iter()
-        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
-        .filter(|n| *n != leader)
-        .collect();
+    let pods = followers(&ns.name, &leader);
     let (frozen, victim) = (&pods[0], &pods[1]);
     let node = node_of(&ns.name, victim);
     let _c = Cordoned(vec![node.clone()]);
@@ -260,38 +252,47 @@ fn a_silently_broken_follower_stops_the_eviction_of_another() {
     );
 }
 
-#[test]
-fn a_member_pinned_to_its_node_is_named_in_the_dry_run_and_refused() {
-    let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("dr-pinned");
+/// A 3-member etcd on node-pinned volumes: (namespace, a follower, its node).
+fn pinned_cluster(prefix: &str) -> (TestNamespace, String, String) {
+    let ns = TestNamespace::new(prefix);
     deploy_etcd_variant(&ns.name, pinned);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
     let follower = follower_of(&ns.name, &leader);
     let node = node_of(&ns.name, &follower);
+    (ns, follower, node)
+}
+
+#[test]
+fn the_dry_run_names_a_member_pinned_to_its_node() {
+    let _nodes = exclusive_nodes();
+    let (ns, follower, node) = pinned_cluster("dr-pinned-plan");
     let (code, plan, _) = drain(&[&node, "--dry-run"]);
     assert_eq!(code, Some(1), "a blocked plan exits 1: {plan:#}");
     let blocker = &cluster(&plan)["plan"]["blocker"];
     assert_eq!(blocker["reason"], "Pinned", "{plan:#}");
     assert_eq!(blocker["pod"], follower.as_str());
+    let m = blocker["message"].as_str().unwrap();
+    assert!(m.contains("pinned by node affinity"), "{m}");
+    let node_spec = kubectl_json(&["get", "node", &node])["spec"].clone();
     assert!(
-        blocker["message"]
-            .as_str()
-            .unwrap()
-            .contains("pinned by node affinity"),
-        "{blocker}"
-    );
-    assert!(
-        kubectl_json(&["get", "node", &node])["spec"]["unschedulable"].is_null(),
+        node_spec["unschedulable"].is_null(),
         "a dry run cordoned {node}"
     );
+    drop(ns);
+}
 
+#[test]
+fn a_member_pinned_to_its_node_is_refused_without_allow_degraded() {
+    let _nodes = exclusive_nodes();
+    let (ns, follower, node) = pinned_cluster("dr-pinned");
     let _c = Cordoned(vec![node.clone()]);
     let before = uids(&ns.name);
     let (code, _, err) = drain(&[&node, "--timeout", "10s"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("--allow-degraded"), "{err}");
+    let after = uids(&ns.name);
     assert_eq!(
-        uids(&ns.name).get(&follower),
+        after.get(&follower),
         before.get(&follower),
         "{follower} was evicted"
     );
@@ -303,11 +304,7 @@ fn with_allow_degraded_a_pinned_member_goes_and_no_second_follows() {
     let ns = TestNamespace::new("dr-degraded");
     deploy_etcd_variant(&ns.name, pinned);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let followers: Vec<String> = etcd_pods(&ns.name)
-        .iter()
-        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
-        .filter(|n| *n != leader)
-        .collect();
+    let followers = followers(&ns.name, &leader);
     let first = node_of(&ns.name, &followers[0]);
     let second = node_of(&ns.name, &followers[1]);
     let _c = Cordoned(vec![first.clone(), second.clone()]);
@@ -370,11 +367,7 @@ fn a_second_drain_of_the_same_cluster_is_refused_by_the_lock() {
     let ns = TestNamespace::new("dr-lock");
     deploy_etcd(&ns.name, 3);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let pods: Vec<String> = etcd_pods(&ns.name)
-        .iter()
-        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
-        .filter(|n| *n != leader)
-        .collect();
+    let pods = followers(&ns.name, &leader);
     let node = node_of(&ns.name, &pods[1]);
     let _c = Cordoned(vec![node.clone()]);
     let pid = container_pid(&ns.name, &pods[0]);

@@ -502,6 +502,15 @@ async fn look(
     )))
 }
 
+/// What every step of one cluster's drain works with.
+struct Ctx<'a> {
+    surveyor: &'a Surveyor,
+    evictor: &'a Evictor,
+    args: &'a DrainArgs,
+    opts: &'a DrainOptions,
+    line: &'a Line,
+}
+
 /// Drains one cluster's members off the nodes, a step at a time, surveying before each.
 #[allow(clippy::too_many_arguments)]
 async fn drain_cluster(
@@ -612,33 +621,17 @@ async fn drain_cluster(
             }
         };
         blocked_since = None;
+        let ctx = Ctx {
+            surveyor,
+            evictor,
+            args,
+            opts,
+            line: &line,
+        };
         let r = match step.action {
-            Action::TransferThenEvict => {
-                transfer(
-                    surveyor,
-                    args,
-                    opts,
-                    &obs,
-                    &input.report,
-                    &step,
-                    &line,
-                    &mut s,
-                )
-                .await
-            }
+            Action::TransferThenEvict => transfer(&ctx, &obs, &input.report, &step, &mut s).await,
             Action::Evict | Action::EvictLeader => {
-                evict_member(
-                    surveyor,
-                    evictor,
-                    args,
-                    opts,
-                    &obs,
-                    &input.report,
-                    &step,
-                    &line,
-                    &mut s,
-                )
-                .await
+                evict_member(&ctx, &obs, &input.report, &step, &mut s).await
             }
         };
         if let Err(e) = r {
@@ -676,17 +669,20 @@ fn record_window(s: &mut ClusterSummary, ms: Option<f64>) {
 }
 
 /// Hands the leadership to a member on a node that stays, with yield's full wait.
-#[allow(clippy::too_many_arguments)]
 async fn transfer(
-    surveyor: &Surveyor,
-    args: &DrainArgs,
-    opts: &DrainOptions,
+    ctx: &Ctx<'_>,
     obs: &ClusterObservation,
     report: &ClusterReport,
     step: &DrainStep,
-    line: &Line,
     s: &mut ClusterSummary,
 ) -> Result<()> {
+    let Ctx {
+        surveyor,
+        args,
+        opts,
+        line,
+        ..
+    } = *ctx;
     let yopts = YieldOptions {
         to: None,
         avoid_nodes: opts.nodes.iter().cloned().collect(),
@@ -744,18 +740,20 @@ fn wait_options(args: &DrainArgs, probe: &ProbeArgs) -> WaitOptions {
 
 /// Evicts one member, then waits for its replacement to be Ready and rejoined (unless it
 /// cannot come back while the node is drained).
-#[allow(clippy::too_many_arguments)]
 async fn evict_member(
-    surveyor: &Surveyor,
-    evictor: &Evictor,
-    args: &DrainArgs,
-    _opts: &DrainOptions,
+    ctx: &Ctx<'_>,
     obs: &ClusterObservation,
     report: &ClusterReport,
     step: &DrainStep,
-    line: &Line,
     s: &mut ClusterSummary,
 ) -> Result<()> {
+    let Ctx {
+        surveyor,
+        evictor,
+        args,
+        line,
+        ..
+    } = *ctx;
     let pod = obs
         .target
         .pods

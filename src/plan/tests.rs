@@ -6,12 +6,12 @@ use crate::profile::Catalog;
 use crate::report::{Check, Probes, RaftReport, Summary};
 
 #[derive(Clone, Debug)]
-struct M {
-    role: Role,
-    health: CheckState,
-    lag: Option<u64>,
-    cordoned: bool,
-    node: u8,
+pub(in crate::plan) struct M {
+    pub role: Role,
+    pub health: CheckState,
+    pub lag: Option<u64>,
+    pub cordoned: bool,
+    pub node: u8,
 }
 
 fn m(role: Role) -> M {
@@ -24,7 +24,8 @@ fn m(role: Role) -> M {
     }
 }
 
-fn replica(i: usize, x: &M) -> ReplicaReport {
+/// A healthy-looking replica `etcd-{i}` as `x` describes it (shared with drain's tests).
+pub(in crate::plan) fn replica(i: usize, x: &M) -> ReplicaReport {
     ReplicaReport {
         pod: format!("etcd-{i}"),
         node: Some(format!("n{}", if x.node == 0 { i as u8 } else { x.node })),

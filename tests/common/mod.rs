@@ -424,11 +424,14 @@ pub fn status_json(args: &[&str]) -> Value {
 pub struct Load {
     child: std::process::Child,
     /// With `start_following`: the thread that keeps the endpoints file current.
-    follower: Option<(
-        std::sync::Arc<std::sync::atomic::AtomicBool>,
-        std::thread::JoinHandle<()>,
-    )>,
+    follower: Option<Follower>,
 }
+
+/// A stop flag and the thread it stops.
+type Follower = (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+);
 
 /// The client URLs of the etcd pods that run and are not being deleted.
 fn live_etcd_endpoints(ns: &str) -> Vec<String> {
@@ -465,18 +468,20 @@ impl Load {
             .map(|ip| format!("http://{ip}:2379"))
             .collect();
         assert!(!endpoints.is_empty(), "etcd pods with IPs in {ns}");
+        Load::spawn(&["--endpoints", &endpoints.join(",")], None)
+    }
+
+    fn spawn(args: &[&str], follower: Option<Follower>) -> Self {
         let child = Command::new(example_bin("writeload"))
-            .args(["--endpoints", &endpoints.join(","), "--duration", "300s"])
+            .args(args)
+            .args(["--duration", "300s"])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start writeload");
         // Let it write a little before anything happens.
         std::thread::sleep(Duration::from_millis(500));
-        Load {
-            child,
-            follower: None,
-        }
+        Load { child, follower }
     }
 
     /// Like `start`, but the writer follows members to their new addresses (a drain replaces
@@ -501,22 +506,10 @@ impl Load {
                 }
             })
         };
-        let child = Command::new(example_bin("writeload"))
-            .args([
-                "--endpoints-file",
-                file.to_str().unwrap(),
-                "--duration",
-                "300s",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start writeload");
-        std::thread::sleep(Duration::from_millis(500));
-        Load {
-            child,
-            follower: Some((stop, thread)),
-        }
+        Load::spawn(
+            &["--endpoints-file", file.to_str().unwrap()],
+            Some((stop, thread)),
+        )
     }
 
     /// Stops the writer; its summary: writes, ok, failed, lost, slow, longestStallMs, p99Ms, ...
@@ -548,14 +541,19 @@ impl Drop for Load {
     }
 }
 
-/// Runs the plugin's yield with `-o json`; (exit code, report, stderr).
-pub fn yield_json(args: &[&str]) -> (Option<i32>, Value, String) {
-    let mut a = vec!["yield"];
+/// Runs a verb of the plugin with `-o json`; (exit code, report, stderr).
+pub fn verb_json(verb: &str, args: &[&str]) -> (Option<i32>, Value, String) {
+    let mut a = vec![verb];
     a.extend_from_slice(args);
     a.extend(["-o", "json"]);
     let out = raft(&a);
     let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (out.status.code(), report, stderr(&out))
+}
+
+/// `kubectl raft yield ARGS -o json`.
+pub fn yield_json(args: &[&str]) -> (Option<i32>, Value, String) {
+    verb_json("yield", args)
 }
 
 /// `kworld node-pause|node-resume|node-down NODE [args]`.

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::*;
 use crate::model::OwnerKind;
 use crate::plan::placement::{replacement_blocker, replacement_blockers};
-use crate::report::{Check, Probes, RaftReport, Summary};
+use crate::report::Summary;
 
 /// One member, as a test describes it.
 #[derive(Clone, Debug)]
@@ -35,38 +35,18 @@ fn m(role: Role, node: u8) -> M {
 }
 
 fn replica(name: &str, i: usize, x: &M) -> ReplicaReport {
-    ReplicaReport {
-        pod: format!("{name}-{i}"),
-        node: Some(format!("n{}", x.node)),
-        node_unschedulable: false,
-        node_ready: Some(true),
-        pod_ip: None,
-        phase: "Running".into(),
-        ready: x.ready,
-        terminating: false,
-        restarts: 0,
-        probes: Probes::default(),
-        raft: RaftReport {
-            health: Check {
-                state: x.health,
-                detail: "d".into(),
-            },
-            readiness: None,
-            role: x.role,
-            member_id: Some(format!("{}", 100 + i)),
-            leader_id: None,
-            leader_pod: None,
-            has_leader: Some(true),
-            term: Some(x.term),
-            commit_index: Some(10),
-            applied_index: Some(10),
-            lag: Some(x.lag),
-            learner: x.role == Role::Learner,
-            version: None,
-            errors: vec![],
-        },
-        endpoints: vec![],
-    }
+    let base = crate::plan::tests::M {
+        role: x.role,
+        health: x.health,
+        lag: Some(x.lag),
+        cordoned: false,
+        node: x.node,
+    };
+    let mut r = crate::plan::tests::replica(i, &base);
+    r.pod = format!("{name}-{i}");
+    r.ready = x.ready;
+    r.raft.term = Some(x.term);
+    r
 }
 
 fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {

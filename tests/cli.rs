@@ -30,7 +30,13 @@ fn systems_lists_the_builtin_profiles() {
         .collect();
     assert_eq!(
         first_column,
-        ["etcd", "clickhouse-keeper", "zookeeper", "spurctld"]
+        [
+            "etcd",
+            "clickhouse-keeper",
+            "rqlite",
+            "zookeeper",
+            "spurctld"
+        ]
     );
     assert!(stdout
         .lines()

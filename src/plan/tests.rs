@@ -237,6 +237,24 @@ fn keeper_yields_untargeted_to_the_leader_and_requests_leadership_at_a_named_tar
 }
 
 #[test]
+fn rqlite_asks_the_leader_to_transfer_to_the_targets_node_id_and_waits() {
+    let rqlite = Catalog::builtin().get("rqlite").unwrap().clone();
+    let c = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
+    let p = plan_yield(&c, &rqlite, &opts()).unwrap();
+    assert!(p.targeted && p.call.synchronous);
+    assert_eq!(
+        (
+            p.call.pod.as_str(),
+            p.call.method.as_str(),
+            p.call.path.as_str()
+        ),
+        ("etcd-0", "POST", "/leader?wait")
+    );
+    assert_eq!(p.call.body.as_deref(), Some(r#"{"id": "101"}"#));
+    assert!(p.call.hints[&405].contains("v8.40.0"));
+}
+
+#[test]
 fn drain_never_gets_a_target_on_a_node_it_drains() {
     let c = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
     let o = YieldOptions {

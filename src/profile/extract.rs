@@ -225,6 +225,15 @@ pub fn finish(profile: &Profile, facts: &mut RaftFacts) {
     if facts.learner == Some(true) && facts.role != Some(Role::Leader) {
         facts.role = Some(Role::Learner);
     }
+    // An empty or zero leader id names nobody (rqlite's "", raft's 0).
+    if profile.leader_known_from_leader_id
+        && facts
+            .leader_id
+            .as_deref()
+            .is_some_and(|l| l.is_empty() || l == "0")
+    {
+        facts.leader_id = None;
+    }
     if facts.has_leader.is_none()
         && profile.leader_known_from_leader_id
         && facts.member_id.is_some()
@@ -396,6 +405,46 @@ mod tests {
         assert_eq!(m[0].name.as_deref(), Some("e3"));
         assert!(m[1].learner);
         assert!(parse_membership(&spec, &ans(200, "{}")).is_err());
+    }
+
+    /// rqlite's documented /status shape (store.raft is hashicorp/raft's Stats(), numbers as numbers).
+    #[test]
+    fn rqlite_leader_and_follower() {
+        let status = |id: &str, state: &str, leader: &str| {
+            format!(
+                r#"{{"store":{{"node_id":"{id}","addr":"{id}.rqlite:4002","leader":{{"node_id":"{leader}","addr":"{leader}.rqlite:4002"}},"raft":{{"state":"{state}","term":7,"commit_index":120,"applied_index":119,"last_log_index":120}},"ready":true}},"http":{{}},"node":{{}}}}"#
+            )
+        };
+        let (f, e) = facts_of(
+            "rqlite",
+            &[(
+                "status",
+                ans(200, &status("rqlite-1", "Follower", "rqlite-0")),
+            )],
+        );
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(f.role, Some(Role::Follower));
+        assert_eq!(f.member_id.as_deref(), Some("rqlite-1"));
+        assert_eq!(f.leader_id.as_deref(), Some("rqlite-0"));
+        assert_eq!(
+            (f.term, f.commit_index, f.applied_index),
+            (Some(7), Some(120), Some(119))
+        );
+        let (f, _) = facts_of(
+            "rqlite",
+            &[(
+                "status",
+                ans(200, &status("rqlite-0", "Leader", "rqlite-0")),
+            )],
+        );
+        assert_eq!(f.role, Some(Role::Leader));
+        // No leader: an empty leader node id.
+        let (f, _) = facts_of(
+            "rqlite",
+            &[("status", ans(200, &status("rqlite-2", "Candidate", "")))],
+        );
+        assert_eq!(f.role, Some(Role::Candidate));
+        assert_eq!(f.has_leader, Some(false));
     }
 
     #[test]

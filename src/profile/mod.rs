@@ -214,7 +214,13 @@ mod tests {
         let cat = Catalog::builtin();
         assert_eq!(
             cat.names(),
-            ["etcd", "clickhouse-keeper", "zookeeper", "spurctld"]
+            [
+                "etcd",
+                "clickhouse-keeper",
+                "rqlite",
+                "zookeeper",
+                "spurctld"
+            ]
         );
     }
 

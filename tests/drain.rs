@@ -103,10 +103,24 @@ fn follower_of(ns: &str, leader: &str) -> String {
 
 /// etcd-3.yaml with `edit` applied, deployed and Ready.
 fn deploy_etcd_variant(ns: &str, edit: impl Fn(String) -> String) {
-    let text = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    deploy_etcd_n_variant(ns, 3, edit)
+}
+
+/// etcd-N.yaml with `edit` applied, deployed and Ready.
+fn deploy_etcd_n_variant(ns: &str, members: u32, edit: impl Fn(String) -> String) {
+    let path = repo().join(format!("tests/manifests/etcd-{members}.yaml"));
+    let text = std::fs::read_to_string(path).unwrap();
     let f = tempfile(&edit(text));
     kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
-    wait_etcd_ready(ns, 3);
+    wait_etcd_ready(ns, members);
+}
+
+/// A TCP readiness probe, as ZooKeeper charts ship: a frozen member's pod stays Ready.
+fn tcp_probe(text: String) -> String {
+    text.replace(
+        "httpGet: {path: /health, port: client}",
+        "tcpSocket: {port: client}",
+    )
 }
 
 fn pinned(text: String) -> String {
@@ -260,6 +274,33 @@ fn pinned_cluster(prefix: &str) -> (TestNamespace, String, String) {
     let follower = follower_of(&ns.name, &leader);
     let node = node_of(&ns.name, &follower);
     (ns, follower, node)
+}
+
+#[test]
+fn with_one_member_of_five_silently_down_a_node_is_still_drained() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-one-down");
+    deploy_etcd_n_variant(&ns.name, 5, tcp_probe);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let pods = followers(&ns.name, &leader);
+    let (frozen, victim) = (&pods[0], &pods[1]);
+    let node = node_of(&ns.name, victim);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let pid = container_pid(&ns.name, frozen);
+    let (code, report, err) = while_frozen(pid, || drain(&[&node, "--timeout", "60s"]));
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let step = &cluster(&report)["plan"]["steps"][0];
+    assert_eq!(step["pod"], victim.as_str(), "{report:#}");
+    assert_eq!(
+        (
+            step["healthyVotersDuring"].as_u64(),
+            step["faultToleranceDuring"].as_u64()
+        ),
+        (Some(3), Some(0)),
+        "{step:#}"
+    );
+    assert_ne!(node_of(&ns.name, victim), node);
 }
 
 #[test]
@@ -695,4 +736,29 @@ fn a_replacement_that_never_becomes_ready_stops_the_drain_and_a_rerun_resumes() 
             "a member is still on {n}"
         );
     }
+}
+
+#[test]
+fn zookeepers_leader_goes_last_in_an_election_that_is_counted() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-zk");
+    deploy_zookeeper(&ns.name);
+    let status = status_json(&["zk", "-n", &ns.name]);
+    let leader = status["clusters"][0]["summary"]["leader"]
+        .as_str()
+        .expect("a ZooKeeper leader")
+        .to_string();
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let (code, report, err) = drain(&[&node, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = cluster(&report);
+    assert_eq!(c["plan"]["steps"][0]["action"], "evictLeader", "{c:#}");
+    assert_eq!(
+        (c["transfers"].as_u64(), c["elections"].as_u64()),
+        (Some(0), Some(1)),
+        "{c:#}"
+    );
+    assert_ne!(node_of(&ns.name, &leader), node);
 }

@@ -190,22 +190,6 @@ fn zookeeper_allow_election_deletes_the_leader_and_reports_the_new_one() {
     );
 }
 
-fn deploy_zookeeper(ns: &str) {
-    let manifest = repo().join("tests/manifests/zookeeper-3.yaml");
-    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
-    wait_in(
-        ns,
-        Duration::from_secs(180),
-        "3 ZooKeeper servers with a leader",
-        || {
-            let out = raft(&["status", "zk", "-n", ns, "-o", "json"]);
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-            v["clusters"][0]["summary"]["leader"].is_string()
-                && v["clusters"][0]["summary"]["healthyVoters"] == 3
-        },
-    );
-}
-
 /// The etcd manifest with `yield --local` as its preStop hook, logging to the member's volume.
 fn deploy_etcd_with_local_yield(ns: &str) {
     // The etcd manifest with the in-pod handover as its preStop hook; the binary is on the

@@ -640,8 +640,11 @@ async fn drain_cluster(
         }
     }
     line.finish();
+    // Elections: the leader evictions that started one, or the term increments a transfer
+    // does not explain, whichever says more.
     if let (Some(a), Some(b)) = (s.term_before, s.term_after) {
-        s.elections = (b.saturating_sub(a)).saturating_sub(u64::from(s.transfers));
+        let unexplained = (b.saturating_sub(a)).saturating_sub(u64::from(s.transfers));
+        s.elections = s.elections.max(unexplained);
     }
     s.duration_ms = start.elapsed().as_secs_f64() * 1000.0;
     s
@@ -801,6 +804,7 @@ async fn evict_member(
             );
         }
         s.evictions += 1;
+        s.elections += 1;
         let msg = format!(
             "evicted the leader {} (election: {} leads, leaderless window {})",
             step.pod,
@@ -892,7 +896,10 @@ async fn rejoin(
                     let term = r.summary.term;
                     match r.replicas.iter().find(|x| x.pod == name) {
                         Some(x) => match healthy_voter(x, term, args.max_lag) {
-                            Ok(()) if x.raft.has_leader != Some(false) && term.is_some() => {
+                            Ok(())
+                                if x.raft.has_leader != Some(false)
+                                    && r.summary.leader.is_some() =>
+                            {
                                 let msg = format!(
                                     "{name} rejoined on {} ({} after the eviction)",
                                     x.node.clone().unwrap_or_default(),

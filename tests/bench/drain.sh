@@ -9,11 +9,13 @@
 #             readiness probe, as ZooKeeper has), then another follower's node drained
 #   twonodes  the leader's node and a follower's node at once, 5-member etcd
 # Prints Markdown tables for docs/benchmarks.md.
-# Usage: bash tests/bench/drain.sh [ROUNDS=3]
+# Usage: bash tests/bench/drain.sh [ROUNDS=3]   (SCENARIOS="healthy broken twonodes" by default)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 rounds=${1:-3}
+scenarios=" ${SCENARIOS:-healthy broken twonodes} "
+want() { [[ $scenarios == *" $1 "* ]]; }
 export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
 export KUBECONFIG=$(bash tests/world/up.sh --nodes 7)
 k="$KWORLD_DIR/bin/kubectl"
@@ -87,7 +89,7 @@ drain_with() { # method nodes...
 }
 
 # --- healthy: every node in turn ------------------------------------------------------------
-for members in 3 5; do
+want healthy && for members in 3 5; do
   ns=bench-drain-$members
   for method in kubectl raft; do
     deploy "$ns" "tests/manifests/etcd-$members.yaml" "$members"
@@ -109,11 +111,12 @@ done
 # --- broken: a frozen follower whose pod stays Ready, then another follower's node -------------
 sed 's|httpGet: {path: /health, port: client}|tcpSocket: {port: client}|' tests/manifests/etcd-3.yaml > "$tmp/etcd-3-tcp.yaml"
 ns=bench-drain-broken
-for method in kubectl raft; do
+want broken && for method in kubectl raft; do
   for r in $(seq 1 "$rounds"); do
     deploy "$ns" "$tmp/etcd-3-tcp.yaml" 3
     leader=$(leader_of "$ns")
-    read -r frozen victim < <("$k" get pods -n "$ns" -l app=etcd -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$" | tr '\n' ' ')
+    others=($("$k" get pods -n "$ns" -l app=etcd -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$"))
+    frozen=${others[0]} victim=${others[1]}
     node=$("$k" get pod "$victim" -n "$ns" -o jsonpath='{.spec.nodeName}')
     start_load "$ns"
     echo "$frozen" > "$tmp/exclude"
@@ -135,11 +138,11 @@ for method in kubectl raft; do
     "$k" uncordon "$node" >/dev/null
   done
 done
-"$k" delete namespace "$ns" --wait=false >/dev/null
+"$k" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
 
 # --- two nodes at once on the 5-member etcd -----------------------------------------------------
 ns=bench-drain-two
-for method in kubectl raft; do
+want twonodes && for method in kubectl raft; do
   for r in $(seq 1 "$rounds"); do
     deploy "$ns" tests/manifests/etcd-5.yaml 5
     leader=$(leader_of "$ns")
@@ -158,7 +161,7 @@ for method in kubectl raft; do
     "$k" uncordon "$a" "$b" >/dev/null
   done
 done
-"$k" delete namespace "$ns" --wait=false >/dev/null
+"$k" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
 
 python3 - "$results" "$rounds" <<'PY'
 import json, statistics, sys

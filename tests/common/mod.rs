@@ -261,6 +261,23 @@ pub fn wait_in(ns: &str, limit: Duration, what: &str, mut f: impl FnMut() -> boo
     }
 }
 
+/// Applies tests/manifests/zookeeper-3.yaml and waits for a leader and 3 healthy servers.
+pub fn deploy_zookeeper(ns: &str) {
+    let manifest = repo().join("tests/manifests/zookeeper-3.yaml");
+    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    wait_in(
+        ns,
+        Duration::from_secs(180),
+        "3 ZooKeeper servers with a leader",
+        || {
+            let out = raft(&["status", "zk", "-n", ns, "-o", "json"]);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            v["clusters"][0]["summary"]["leader"].is_string()
+                && v["clusters"][0]["summary"]["healthyVoters"] == 3
+        },
+    );
+}
+
 /// Applies tests/manifests/etcd-N.yaml and waits until every member is Ready.
 pub fn deploy_etcd(ns: &str, members: u32) {
     let manifest = repo().join(format!("tests/manifests/etcd-{members}.yaml"));

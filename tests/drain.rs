@@ -762,3 +762,86 @@ fn zookeepers_leader_goes_last_in_an_election_that_is_counted() {
     );
     assert_ne!(node_of(&ns.name, &leader), node);
 }
+
+#[test]
+fn disable_eviction_deletes_past_a_pdb_with_the_grace_period_given() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-delete");
+    let id = ns.name.clone();
+    let node = deploy_ordinary(&ns.name, &id);
+    let pdb = tempfile("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\nspec:\n  minAvailable: 1\n  selector: {matchLabels: {app: web}}\n");
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", pdb.path_str()]);
+    let _c = Cordoned(vec![node.clone()]);
+    let before = uids(&ns.name);
+    let web = before
+        .keys()
+        .find(|k| k.starts_with("web-"))
+        .unwrap()
+        .clone();
+    let selector = format!("app=web,drain-test={id}");
+    let (code, report, err) = drain(&[
+        &node,
+        "--pod-selector",
+        &selector,
+        "--disable-eviction",
+        "--grace-period",
+        "0",
+        "--timeout",
+        "30s",
+    ]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    assert_eq!(report["pods"][0]["result"], "evicted", "{report:#}");
+    assert!(!uids(&ns.name).contains_key(&web), "{web} is still there");
+}
+
+#[test]
+fn two_clusters_drain_side_by_side_with_parallel_clusters() {
+    let _nodes = exclusive_nodes();
+    let a = TestNamespace::new("dr-par-a");
+    let b = TestNamespace::new("dr-par-b");
+    deploy_etcd(&a.name, 3);
+    deploy_etcd(&b.name, 3);
+    let mut nodes = vec![];
+    for ns in [&a.name, &b.name] {
+        let (leader, _) = etcd_leader(ns).expect("a leader");
+        nodes.push(node_of(ns, &follower_of(ns, &leader)));
+    }
+    nodes.sort();
+    nodes.dedup();
+    for n in &nodes {
+        wait_until(Duration::from_secs(90), "no foreign pods", || {
+            kubectl_json(&[
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                &format!("spec.nodeName={n}"),
+            ])["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| {
+                    p["metadata"]["namespace"] == a.name.as_str()
+                        || p["metadata"]["namespace"] == b.name.as_str()
+                })
+        });
+    }
+    let _c = Cordoned(nodes.clone());
+    let mut args: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    args.extend(["--parallel-clusters", "2", "--timeout", "90s"]);
+    let (code, report, err) = drain(&args);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let results: Vec<(&str, &str)> = report["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["namespace"].as_str().unwrap(),
+                c["result"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{report:#}");
+    assert!(results.iter().all(|(_, r)| *r == "drained"), "{results:?}");
+}

@@ -79,6 +79,8 @@ pub struct ClusterSummary {
     pub pdb_answers: BTreeMap<String, String>,
     /// What was done, in order.
     pub done: Vec<String>,
+    /// Members still on the drained nodes at the last survey ("pod on node").
+    pub left: Vec<String>,
     pub evictions: u32,
     pub transfers: u32,
     /// Term increments a transfer does not explain.
@@ -533,6 +535,7 @@ async fn drain_cluster(
         plan: empty_plan(ns, name),
         pdb_answers: BTreeMap::new(),
         done: vec![],
+        left: vec![],
         evictions: 0,
         transfers: 0,
         elections: 0,
@@ -555,6 +558,11 @@ async fn drain_cluster(
             .strip_prefix(&format!("{cluster}: "))
             .unwrap_or(&why)
             .to_string();
+        let done = if s.left.is_empty() {
+            done
+        } else {
+            format!("{done}; left: {}", s.left.join(", "))
+        };
         s.message = format!("{cluster}: {why} (done: {done})");
     };
     loop {
@@ -580,6 +588,15 @@ async fn drain_cluster(
             }
         };
         let plan = plan_cluster(&input, opts);
+        s.left = input
+            .report
+            .replicas
+            .iter()
+            .filter_map(|x| {
+                let n = x.node.as_ref().filter(|n| opts.nodes.contains(*n))?;
+                Some(format!("{} on {n}", x.pod))
+            })
+            .collect();
         if s.system.is_empty() {
             s.system = input.report.system.clone();
             s.plan = plan.clone();
@@ -997,6 +1014,7 @@ async fn dry_run(
             plan,
             pdb_answers,
             done: vec![],
+            left: vec![],
             evictions: 0,
             transfers: 0,
             elections: 0,

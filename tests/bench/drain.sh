@@ -120,7 +120,7 @@ want broken && for method in kubectl raft; do
     node=$("$k" get pod "$victim" -n "$ns" -o jsonpath='{.spec.nodeName}')
     start_load "$ns"
     echo "$frozen" > "$tmp/exclude"
-    sleep 0.5
+    sleep 1   # the writer has dropped it (the file is rewritten every 0.3 s, read every 0.2 s)
     pid=$("$k" get pod "$frozen" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
     kill -STOP "$pid"
     sleep 1

@@ -6,8 +6,8 @@
 //!                  [--endpoints-file FILE]
 //!                  [--duration 60s] [--timeout 1s] [--slow 100ms] [--budget 5s]
 //! With --endpoints-file, the endpoints are read again from FILE (comma- or line-separated)
-//! after every failed attempt, so pods replaced at new addresses (a drain) are followed, as a
-//! client that resolves a Service name again would.
+//! every 200 ms and after every failed attempt, so pods replaced at new addresses (a drain) are
+//! followed and pods leaving are dropped, as a client that resolves a Service name again would.
 //! Runs until --duration or SIGTERM/SIGINT, then prints one JSON summary on stdout. A write
 //! that fails or times out is counted (`failed`, with the first messages in `failures`) and
 //! tried again on the next endpoint, as a client with several endpoints does; a write that
@@ -112,7 +112,25 @@ async fn main() {
     let mut current = 0usize;
     let key = base64(b"writeload");
     let mut n = 0u64;
+    let mut last_read = Instant::now();
     while start.elapsed() < run_for {
+        // Follow the endpoints file: an endpoint that left it (a member being deleted) is
+        // not written to again, as a client that re-resolves its Service would not.
+        if let Some(f) = file
+            .as_deref()
+            .filter(|_| last_read.elapsed() >= Duration::from_millis(200))
+        {
+            last_read = Instant::now();
+            let fresh = read_file(f);
+            if !fresh.is_empty() && fresh != endpoints {
+                let at = fresh
+                    .iter()
+                    .position(|e| *e == endpoints[current])
+                    .unwrap_or(0);
+                endpoints = fresh;
+                current = at;
+            }
+        }
         n += 1;
         let body = format!(
             r#"{{"key":"{key}","value":"{}"}}"#,

@@ -287,6 +287,7 @@ mod tests {
                 method: "GET".into(),
                 path: req.request.path.clone(),
                 body: None,
+                headers: req.request.headers.clone(),
                 ok_status: req.ok_status.clone(),
                 error_json: req.error_json.clone(),
                 hints: req.hints.clone(),

@@ -84,6 +84,9 @@ pub struct TransferCall {
     pub method: String,
     pub path: String,
     pub body: Option<String>,
+    /// Header templates as the profile gives them (`${VAULT_TOKEN}`, not its value).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
     #[serde(skip)]
     pub ok_status: Vec<u16>,
     #[serde(skip)]
@@ -96,6 +99,7 @@ pub struct TransferCall {
 impl TransferCall {
     pub fn request(&self) -> HttpRequest {
         HttpRequest {
+            headers: self.headers.clone(),
             method: self.method.clone(),
             path: self.path.clone(),
             body: self.body.clone(),
@@ -374,6 +378,7 @@ pub fn plan_yield(
         method: request.request.method.clone(),
         path: fill(&request.request.path),
         body: request.request.body.as_deref().map(fill),
+        headers: request.request.headers.clone(),
         ok_status: request.ok_status.clone(),
         error_json: request.error_json.clone(),
         hints: request.hints.clone(),

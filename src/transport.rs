@@ -112,7 +112,7 @@ impl Transport {
                     "/api/v1/namespaces/{}/pods/{}/proxy{}",
                     ep.namespace, port, req.path
                 );
-                let request = build_request(&req.method, &uri, body.into_bytes())?;
+                let request = build_request(req, &uri, body.into_bytes())?;
                 let resp = client
                     .send(request.map(kube::client::Body::from))
                     .await
@@ -152,7 +152,7 @@ impl Transport {
                     ip.to_string()
                 };
                 let uri = format!("http://{host}:{}{}", ep.port, req.path);
-                let request = build_request(&req.method, &uri, body.into_bytes())?;
+                let request = build_request(req, &uri, body.into_bytes())?;
                 let resp = client
                     .request(request.map(|b| Full::new(Bytes::from(b))))
                     .await
@@ -166,13 +166,24 @@ impl Transport {
 }
 
 fn build_request(
-    method: &str,
+    req: &HttpRequest,
     uri: &str,
     body: Vec<u8>,
 ) -> Result<http::Request<Vec<u8>>, ProbeError> {
+    let method = req.method.as_str();
     let mut b = http::Request::builder().method(method).uri(uri);
     if !body.is_empty() {
         b = b.header(http::header::CONTENT_TYPE, "application/json");
+    }
+    for (name, template) in &req.headers {
+        let value = crate::model::profile::expand_env(template, |v| std::env::var(v).ok())
+            .map_err(|var| {
+                ProbeError::Other(format!(
+                    "{method} {} needs ${var} for its {name} header: export {var}=... (the token is sent, never printed)",
+                    req.path
+                ))
+            })?;
+        b = b.header(name.as_str(), value);
     }
     b.body(body)
         .map_err(|e| ProbeError::Other(format!("bad request {method} {uri}: {e}")))

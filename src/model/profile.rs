@@ -122,6 +122,27 @@ pub struct HttpRequest {
     pub path: String,
     #[serde(default)]
     pub body: Option<String>,
+    /// Extra headers; `${NAME}` in a value is the environment variable NAME at run time
+    /// (tokens: `X-Vault-Token: ${VAULT_TOKEN}`), never written into a report.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+/// `${NAME}` in `value` replaced by `lookup(NAME)`; the first name it cannot find is the error.
+pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push_str(&lookup(name).ok_or_else(|| name.to_string())?);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 pub(crate) fn default_method() -> String {
@@ -232,4 +253,18 @@ pub struct MembershipSpec {
     /// `yield --local`, which reaches its peers without the Kubernetes API.
     #[serde(default)]
     pub url: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_templates_take_values_from_the_environment() {
+        let env = |n: &str| (n == "VAULT_TOKEN").then(|| "s.abc".to_string());
+        assert_eq!(expand_env("${VAULT_TOKEN}", env).unwrap(), "s.abc");
+        assert_eq!(expand_env("Bearer ${VAULT_TOKEN}!", env).unwrap(), "Bearer s.abc!");
+        assert_eq!(expand_env("plain", env).unwrap(), "plain");
+        assert_eq!(expand_env("${CONSUL_HTTP_TOKEN}", env).unwrap_err(), "CONSUL_HTTP_TOKEN");
+    }
 }

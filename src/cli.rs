@@ -91,6 +91,17 @@ pub enum Command {
         1 when it refused or stopped (what was done and what is left are printed).")]
     Drain(DrainArgs),
 
+    /// Print a shell completion script (bash, zsh, fish, powershell).
+    #[command(after_help = "Examples:\n  \
+        source <(kubectl-raft completion bash)                      # this shell\n  \
+        kubectl-raft completion bash > /etc/bash_completion.d/kubectl-raft\n  \
+        kubectl-raft completion zsh > \"${fpath[1]}/_kubectl-raft\"\n  \
+        kubectl-raft completion fish > ~/.config/fish/completions/kubectl-raft.fish")]
+    Completion(CompletionArgs),
+
+    /// Print the version, the git commit it was built from and the Kubernetes API it speaks.
+    Version(VersionArgs),
+
     /// List the Raft systems kubectl raft recognises (built-in profiles plus --profiles FILE).
     Systems(SystemsArgs),
 }
@@ -219,6 +230,20 @@ pub struct DrainArgs {
     pub probe: ProbeArgs,
 
     /// Output format: progress and a summary (table), or the documented report (docs/drain.md).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CompletionArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct VersionArgs {
+    /// Output format: a line per fact (table), or json/yaml.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }

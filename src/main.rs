@@ -48,6 +48,11 @@ fn main() -> ExitCode {
             Command::Drain(args) => {
                 commands::drain::run(&cli.global, args, &mut out, &mut std::io::stderr()).await
             }
+            Command::Completion(args) => {
+                commands::version::completion(args.shell, &mut out);
+                Ok(())
+            }
+            Command::Version(args) => commands::version::run(args, &mut out),
             Command::Systems(args) => commands::systems::run(args, &mut out),
         }
     });

@@ -126,3 +126,32 @@ fn yield_needs_a_cluster_and_local_needs_a_system() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).1.contains("--system"), "{}", text(&out).1);
 }
+
+#[test]
+fn the_bash_completion_loads_and_completes_subcommands() {
+    let bin = env!("CARGO_BIN_EXE_kubectl-raft");
+    let script = format!(
+        r#"source <("{bin}" completion bash) || exit 3
+COMP_WORDS=(kubectl-raft dr); COMP_CWORD=1; COMP_LINE="kubectl-raft dr"; COMP_POINT=${{#COMP_LINE}}
+complete -p kubectl-raft >/dev/null || exit 4
+fn=$(complete -p kubectl-raft | sed -E 's/.*-F ([^ ]+).*/\1/')
+"$fn" kubectl-raft dr kubectl-raft
+echo "${{COMPREPLY[@]}}""#
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .output()
+        .expect("bash");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.trim(), "drain", "{stderr}");
+}
+
+#[test]
+fn version_names_the_kubernetes_api() {
+    let out = raft(&["version", "-o", "json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(v["kubernetesApi"], "v1.34");
+}

@@ -5,4 +5,5 @@ pub mod local;
 pub mod progress;
 pub mod status;
 pub mod systems;
+pub mod version;
 pub mod yield_;

@@ -263,8 +263,14 @@ mod tests {
     fn header_templates_take_values_from_the_environment() {
         let env = |n: &str| (n == "VAULT_TOKEN").then(|| "s.abc".to_string());
         assert_eq!(expand_env("${VAULT_TOKEN}", env).unwrap(), "s.abc");
-        assert_eq!(expand_env("Bearer ${VAULT_TOKEN}!", env).unwrap(), "Bearer s.abc!");
+        assert_eq!(
+            expand_env("Bearer ${VAULT_TOKEN}!", env).unwrap(),
+            "Bearer s.abc!"
+        );
         assert_eq!(expand_env("plain", env).unwrap(), "plain");
-        assert_eq!(expand_env("${CONSUL_HTTP_TOKEN}", env).unwrap_err(), "CONSUL_HTTP_TOKEN");
+        assert_eq!(
+            expand_env("${CONSUL_HTTP_TOKEN}", env).unwrap_err(),
+            "CONSUL_HTTP_TOKEN"
+        );
     }
 }

@@ -418,8 +418,9 @@ spec:
         Duration::from_secs(60),
         "the replacement running",
         || {
-            let p = pod_json(&ns.name, "pr-0");
-            p["metadata"]["uid"] != old.as_str() && p["status"]["phase"] == "Running"
+            pod_json_opt(&ns.name, "pr-0").is_some_and(|p| {
+                p["metadata"]["uid"] != old.as_str() && p["status"]["phase"] == "Running"
+            })
         },
     );
     std::thread::sleep(Duration::from_secs(2));

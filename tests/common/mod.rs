@@ -595,6 +595,15 @@ pub fn with_node<T>(node: &str, down: bool, f: impl FnOnce() -> T + std::panic::
     result.unwrap_or_else(|e| std::panic::resume_unwind(e))
 }
 
+/// The pod, or None while it does not exist (between a deletion and its replacement).
+pub fn pod_json_opt(ns: &str, name: &str) -> Option<Value> {
+    let out = kubectl(&["get", "pod", name, "-n", ns, "-o", "json"]);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
+}
+
 pub fn pod_json(ns: &str, name: &str) -> Value {
     kubectl_json(&["get", "pod", name, "-n", ns])
 }

@@ -88,6 +88,14 @@ fn cluster(report: &Value) -> &Value {
     &clusters[0]
 }
 
+/// A namespace with an N-member etcd, Ready, and its leader.
+fn etcd_with_leader(prefix: &str, members: u32) -> (TestNamespace, String) {
+    let ns = TestNamespace::new(prefix);
+    deploy_etcd(&ns.name, members);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    (ns, leader)
+}
+
 /// The etcd members other than `leader`, by name.
 fn followers(ns: &str, leader: &str) -> Vec<String> {
     etcd_pods(ns)
@@ -133,9 +141,7 @@ fn pinned(text: String) -> String {
 #[test]
 fn a_followers_node_is_drained_without_a_transfer_or_a_lost_write() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("dr-follower");
-    deploy_etcd(&ns.name, 3);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (ns, leader) = etcd_with_leader("dr-follower", 3);
     let follower = follower_of(&ns.name, &leader);
     let node = node_of(&ns.name, &follower);
     let (c, w, _cordoned) = drain_under_load(&ns.name, std::slice::from_ref(&node));
@@ -166,9 +172,7 @@ fn a_followers_node_is_drained_without_a_transfer_or_a_lost_write() {
 #[test]
 fn the_leaders_node_goes_after_one_verified_transfer() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("dr-leader");
-    deploy_etcd(&ns.name, 3);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (ns, leader) = etcd_with_leader("dr-leader", 3);
     let node = node_of(&ns.name, &leader);
     let (c, w, _cordoned) = drain_under_load(&ns.name, std::slice::from_ref(&node));
     assert_eq!(
@@ -195,9 +199,7 @@ fn the_leaders_node_goes_after_one_verified_transfer() {
 #[test]
 fn two_nodes_of_a_five_member_cluster_need_one_transfer() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("dr-five");
-    deploy_etcd(&ns.name, 5);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (ns, leader) = etcd_with_leader("dr-five", 5);
     let follower = follower_of(&ns.name, &leader);
     let nodes = vec![node_of(&ns.name, &leader), node_of(&ns.name, &follower)];
     let (c, w, _cordoned) = drain_under_load(&ns.name, &nodes);
@@ -230,9 +232,7 @@ fn two_nodes_of_a_five_member_cluster_need_one_transfer() {
 #[test]
 fn a_silently_broken_follower_stops_the_eviction_of_another() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("dr-frozen");
-    deploy_etcd(&ns.name, 3);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (ns, leader) = etcd_with_leader("dr-frozen", 3);
     let pods = followers(&ns.name, &leader);
     let (frozen, victim) = (&pods[0], &pods[1]);
     let node = node_of(&ns.name, victim);
@@ -405,9 +405,7 @@ fn three_members_on_three_nodes_are_refused_in_the_dry_run() {
 #[test]
 fn a_second_drain_of_the_same_cluster_is_refused_by_the_lock() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("dr-lock");
-    deploy_etcd(&ns.name, 3);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (ns, leader) = etcd_with_leader("dr-lock", 3);
     let pods = followers(&ns.name, &leader);
     let node = node_of(&ns.name, &pods[1]);
     let _c = Cordoned(vec![node.clone()]);
@@ -461,9 +459,7 @@ fn a_second_drain_of_the_same_cluster_is_refused_by_the_lock() {
 #[test]
 fn a_stale_lock_is_taken_over() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("dr-stale");
-    deploy_etcd(&ns.name, 3);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (ns, leader) = etcd_with_leader("dr-stale", 3);
     let node = node_of(&ns.name, &follower_of(&ns.name, &leader));
     wait_node_alone(&node, &ns.name);
     let lease = tempfile(
@@ -668,9 +664,7 @@ fn a_pdb_that_blocks_is_named_and_the_drain_goes_on_when_it_frees() {
 #[test]
 fn a_replacement_that_never_becomes_ready_stops_the_drain_and_a_rerun_resumes() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("dr-resume");
-    deploy_etcd(&ns.name, 3);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (ns, leader) = etcd_with_leader("dr-resume", 3);
     let follower = follower_of(&ns.name, &leader);
     let nodes = vec![node_of(&ns.name, &follower), node_of(&ns.name, &leader)];
     for n in &nodes {

@@ -60,7 +60,8 @@ pub(in crate::plan) fn replica(i: usize, x: &M) -> ReplicaReport {
     }
 }
 
-fn cluster(ms: &[M]) -> ClusterReport {
+/// A cluster `db/etcd` of these members, summarised (shared with drain's tests).
+pub(in crate::plan) fn cluster(ms: &[M]) -> ClusterReport {
     let replicas: Vec<ReplicaReport> = ms.iter().enumerate().map(|(i, x)| replica(i, x)).collect();
     let voters = ms.iter().filter(|x| x.role.is_voter()).count() as u32;
     let healthy = ms

@@ -8,9 +8,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::model::OwnerKind;
 use crate::plan::placement::{replacement_blocker, replacement_blockers};
-use crate::report::Summary;
 
 /// One member, as a test describes it.
 #[derive(Clone, Debug)]
@@ -34,51 +32,28 @@ fn m(role: Role, node: u8) -> M {
     }
 }
 
-fn replica(name: &str, i: usize, x: &M) -> ReplicaReport {
-    let base = crate::plan::tests::M {
+fn base(x: &M) -> crate::plan::tests::M {
+    crate::plan::tests::M {
         role: x.role,
         health: x.health,
         lag: Some(x.lag),
         cordoned: false,
         node: x.node,
-    };
-    let mut r = crate::plan::tests::replica(i, &base);
-    r.pod = format!("{name}-{i}");
-    r.ready = x.ready;
-    r.raft.term = Some(x.term);
-    r
+    }
 }
 
+/// plan's test cluster, named `name`, with each member's readiness and term as given.
 fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
-    let replicas: Vec<ReplicaReport> = ms
-        .iter()
-        .enumerate()
-        .map(|(i, x)| replica(name, i, x))
-        .collect();
-    let voters = ms.iter().filter(|x| x.role.is_voter()).count() as u32;
+    let bases: Vec<crate::plan::tests::M> = ms.iter().map(base).collect();
+    let mut report = crate::plan::tests::cluster(&bases);
+    report.name = name.into();
+    for (i, (r, x)) in report.replicas.iter_mut().zip(ms).enumerate() {
+        r.pod = format!("{name}-{i}");
+        r.ready = x.ready;
+        r.raft.term = Some(x.term);
+    }
     ClusterInput {
-        report: ClusterReport {
-            namespace: "db".into(),
-            name: name.into(),
-            owner_kind: OwnerKind::StatefulSet,
-            system: "etcd".into(),
-            summary: Summary {
-                desired_replicas: ms.len() as u32,
-                members: ms.len() as u32,
-                voters,
-                healthy_voters: voters,
-                quorum: crate::assess::quorum(voters),
-                has_quorum: true,
-                fault_tolerance: 0,
-                leader: None,
-                term: None,
-                ready_pods: 0,
-            },
-            pdb: None,
-            services: vec![],
-            replicas,
-            warnings: vec![],
-        },
+        report,
         can_transfer,
         stuck: BTreeMap::new(),
     }

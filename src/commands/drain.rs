@@ -470,7 +470,20 @@ async fn look(
         Err(e) if is_forbidden(&e) => vec![],
         Err(e) => return Err(api_context(e, "list", "persistentvolumes", "")),
     };
-    let nodes = survey.snapshot.nodes.clone().unwrap_or_default();
+    // Without the right to list nodes, where a replacement could go is unknown: no member is
+    // called unplaceable for that (a replacement that cannot start still stops the drain, by
+    // its Ready timeout).
+    let Some(nodes) = survey.snapshot.nodes.clone() else {
+        let can_transfer = obs.target.profile.transfer.is_some();
+        return Ok(Some((
+            obs,
+            ClusterInput {
+                report,
+                can_transfer,
+                stuck: BTreeMap::new(),
+            },
+        )));
+    };
     // Members leaving in the planner's order (followers by name, the leader last): each
     // replacement takes a node, so a later one may find none left.
     let pods = &survey.snapshot.pods;

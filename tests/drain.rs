@@ -40,7 +40,7 @@ fn drain_under_load(ns: &str, nodes: &[String]) -> (Value, Value, Cordoned) {
     let (code, report, err) = drain(&args);
     let writes = load.finish();
     assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
-    (cluster(&report).clone(), writes, cordoned)
+    (cluster(&report, ns).clone(), writes, cordoned)
 }
 
 /// Pod name -> UID, for the pods of a namespace.
@@ -80,12 +80,14 @@ fn wait_node_alone(node: &str, ns: &str) {
     );
 }
 
-fn cluster(report: &Value) -> &Value {
+/// The report's cluster in namespace `ns` (a node may also hold other tests' members).
+fn cluster<'a>(report: &'a Value, ns: &str) -> &'a Value {
     let clusters = report["clusters"]
         .as_array()
         .expect("clusters in the report");
-    assert_eq!(clusters.len(), 1, "one cluster in {report:#}");
-    &clusters[0]
+    let mine: Vec<&Value> = clusters.iter().filter(|c| c["namespace"] == ns).collect();
+    assert_eq!(mine.len(), 1, "one cluster of {ns} in {report:#}");
+    mine[0]
 }
 
 /// A namespace with an N-member etcd, Ready, and its leader.
@@ -241,7 +243,7 @@ fn a_silently_broken_follower_stops_the_eviction_of_another() {
     let pid = container_pid(&ns.name, frozen);
     let (code, report, err) = while_frozen(pid, || drain(&[&node, "--timeout", "6s"]));
     assert_eq!(code, Some(1), "the drain went ahead: {report:#}");
-    let message = cluster(&report)["message"]
+    let message = cluster(&report, &ns.name)["message"]
         .as_str()
         .unwrap_or_default()
         .to_string();
@@ -290,7 +292,7 @@ fn with_one_member_of_five_silently_down_a_node_is_still_drained() {
     let pid = container_pid(&ns.name, frozen);
     let (code, report, err) = while_frozen(pid, || drain(&[&node, "--timeout", "60s"]));
     assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let step = &cluster(&report)["plan"]["steps"][0];
+    let step = &cluster(&report, &ns.name)["plan"]["steps"][0];
     assert_eq!(step["pod"], victim.as_str(), "{report:#}");
     assert_eq!(
         (
@@ -309,7 +311,7 @@ fn the_dry_run_names_a_member_pinned_to_its_node() {
     let (ns, follower, node) = pinned_cluster("dr-pinned-plan");
     let (code, plan, _) = drain(&[&node, "--dry-run"]);
     assert_eq!(code, Some(1), "a blocked plan exits 1: {plan:#}");
-    let blocker = &cluster(&plan)["plan"]["blocker"];
+    let blocker = &cluster(&plan, &ns.name)["plan"]["blocker"];
     assert_eq!(blocker["reason"], "Pinned", "{plan:#}");
     assert_eq!(blocker["pod"], follower.as_str());
     let m = blocker["message"].as_str().unwrap();
@@ -348,10 +350,12 @@ fn with_allow_degraded_a_pinned_member_goes_and_no_second_follows() {
     let followers = followers(&ns.name, &leader);
     let first = node_of(&ns.name, &followers[0]);
     let second = node_of(&ns.name, &followers[1]);
+    wait_node_alone(&first, &ns.name);
+    wait_node_alone(&second, &ns.name);
     let _c = Cordoned(vec![first.clone(), second.clone()]);
     let (code, report, err) = drain(&[&first, "--allow-degraded", "--timeout", "60s"]);
     assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let done = cluster(&report)["done"].to_string();
+    let done = cluster(&report, &ns.name)["done"].to_string();
     assert!(done.contains("runs a member short until node"), "{done}");
     wait_in(
         &ns.name,
@@ -364,7 +368,7 @@ fn with_allow_degraded_a_pinned_member_goes_and_no_second_follows() {
     let (code, report, _) = drain(&[&second, "--allow-degraded", "--timeout", "5s"]);
     assert_eq!(code, Some(1), "a second member went: {report:#}");
     assert!(
-        cluster(&report)["message"]
+        cluster(&report, &ns.name)["message"]
             .as_str()
             .unwrap()
             .contains(&format!("already runs without {}", followers[0])),
@@ -392,7 +396,7 @@ fn three_members_on_three_nodes_are_refused_in_the_dry_run() {
     let node = node_of(&ns.name, &follower);
     let (code, plan, _) = drain(&[&node, "--dry-run"]);
     assert_eq!(code, Some(1), "{plan:#}");
-    let blocker = &cluster(&plan)["plan"]["blocker"];
+    let blocker = &cluster(&plan, &ns.name)["plan"]["blocker"];
     assert_eq!(blocker["reason"], "Pinned", "{plan:#}");
     let m = blocker["message"].as_str().unwrap();
     assert!(
@@ -690,7 +694,7 @@ fn a_replacement_that_never_becomes_ready_stops_the_drain_and_a_rerun_resumes() 
     );
     let (code, report, err) = drain(&[&nodes[0], &nodes[1], "--timeout", "15s"]);
     assert_eq!(code, Some(1), "{err}\n{report:#}");
-    let c = cluster(&report);
+    let c = cluster(&report, &ns.name);
     assert!(
         c["message"].as_str().unwrap().contains(&format!(
             "{follower}'s replacement was not Ready within 15s"
@@ -716,7 +720,7 @@ fn a_replacement_that_never_becomes_ready_stops_the_drain_and_a_rerun_resumes() 
     wait_etcd_ready(&ns.name, 3);
     let (code, report, err) = drain(&[&nodes[0], &nodes[1], "--timeout", "60s"]);
     assert_eq!(code, Some(0), "the rerun did not finish: {err}\n{report:#}");
-    let c = cluster(&report);
+    let c = cluster(&report, &ns.name);
     assert_eq!(
         (c["evictions"].as_u64(), c["transfers"].as_u64()),
         (Some(1), Some(1)),
@@ -747,7 +751,7 @@ fn zookeepers_leader_goes_last_in_an_election_that_is_counted() {
     let _c = Cordoned(vec![node.clone()]);
     let (code, report, err) = drain(&[&node, "--timeout", "90s"]);
     assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let c = cluster(&report);
+    let c = cluster(&report, &ns.name);
     assert_eq!(c["plan"]["steps"][0]["action"], "evictLeader", "{c:#}");
     assert_eq!(
         (c["transfers"].as_u64(), c["elections"].as_u64()),

@@ -58,28 +58,6 @@ fn uids(ns: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Waits until no pod of another namespace is on the node (earlier tests' namespaces are
-/// deleted in the background), so that the drain moves only this test's pods.
-fn wait_node_alone(node: &str, ns: &str) {
-    wait_until(
-        Duration::from_secs(90),
-        &format!("node {node} free of other tests' pods"),
-        || {
-            kubectl_json(&[
-                "get",
-                "pods",
-                "-A",
-                "--field-selector",
-                &format!("spec.nodeName={node}"),
-            ])["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|p| p["metadata"]["namespace"] == ns)
-        },
-    );
-}
-
 /// The report's cluster in namespace `ns` (a node may also hold other tests' members).
 fn cluster<'a>(report: &'a Value, ns: &str) -> &'a Value {
     let clusters = report["clusters"]
@@ -807,22 +785,7 @@ fn two_clusters_drain_side_by_side_with_parallel_clusters() {
     nodes.sort();
     nodes.dedup();
     for n in &nodes {
-        wait_until(Duration::from_secs(90), "no foreign pods", || {
-            kubectl_json(&[
-                "get",
-                "pods",
-                "-A",
-                "--field-selector",
-                &format!("spec.nodeName={n}"),
-            ])["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|p| {
-                    p["metadata"]["namespace"] == a.name.as_str()
-                        || p["metadata"]["namespace"] == b.name.as_str()
-                })
-        });
+        wait_node_holds_only(n, &[&a.name, &b.name]);
     }
     let _c = Cordoned(nodes.clone());
     let mut args: Vec<&str> = nodes.iter().map(String::as_str).collect();

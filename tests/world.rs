@@ -167,24 +167,7 @@ fn kubectl_drain_moves_a_follower_that_rejoins_with_its_data() {
 
     // Pods of earlier tests' namespaces may still be terminating on that node; wait them
     // out, so the drain is about this cluster alone.
-    wait_until(
-        Duration::from_secs(90),
-        "other tests' pods to leave the node",
-        || {
-            let pods = kubectl_json(&[
-                "get",
-                "pods",
-                "-A",
-                "--field-selector",
-                &format!("spec.nodeName={node}"),
-            ]);
-            pods["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|p| p["metadata"]["namespace"] == ns.name.as_str())
-        },
-    );
+    wait_node_alone(&node, &ns.name);
     let watch = LeaderWatch::start(&ns.name);
     // The machine's own kubectl, as an operator would run it.
     let out = kubectl_with(

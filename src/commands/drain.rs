@@ -23,7 +23,7 @@ use kube::runtime::wait::await_condition;
 use kube::ResourceExt;
 use serde::Serialize;
 
-use crate::cli::{DrainArgs, GlobalArgs, Output, ProbeArgs, SelectArgs};
+use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
 use crate::commands::progress::{Line, Progress};
 use crate::errors::{api_context, is_forbidden, Reported};
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
@@ -32,7 +32,7 @@ use crate::plan::drain::{
     classify_pod, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput, ClusterPlan,
     DrainOptions, DrainStep, PodRules, PodVerdict,
 };
-use crate::plan::placement::{replacement_blocker, replacement_blockers};
+use crate::plan::placement::stuck_members;
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
@@ -188,14 +188,34 @@ pub async fn run(
             }
         }
     }
+    let found = Found {
+        first: &first,
+        raft_pods: &raft_pods,
+        on_nodes: &on_nodes,
+        clusters: &clusters,
+        pvs: Arc::new(list_pvs(client).await?),
+    };
     let result = drain(
-        &surveyor, &evictor, args, &nodes, &drained, &raft_pods, &on_nodes, &clusters, out, err,
+        &surveyor, &evictor, args, &nodes, &drained, &found, out, err,
     )
     .await;
     for l in locks {
         l.release().await;
     }
     result
+}
+
+/// What the first look at the nodes found.
+struct Found<'a> {
+    /// The survey of every Raft cluster with a member on the nodes.
+    first: &'a crate::survey::Survey,
+    /// Their pods (not ordinary pods), by namespace and name.
+    raft_pods: &'a BTreeSet<(String, String)>,
+    /// Every pod on the nodes that --pod-selector selects.
+    on_nodes: &'a [Pod],
+    /// The clusters to drain: those with one of those pods.
+    clusters: &'a [(String, String)],
+    pvs: Arc<Vec<PersistentVolume>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -205,12 +225,16 @@ async fn drain(
     args: &DrainArgs,
     nodes: &[String],
     drained: &BTreeSet<String>,
-    raft_pods: &BTreeSet<(String, String)>,
-    on_nodes: &[Pod],
-    clusters: &[(String, String)],
+    found: &Found<'_>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
+    let Found {
+        raft_pods,
+        on_nodes,
+        clusters,
+        ..
+    } = *found;
     let client = surveyor.conn.client.clone();
     let node_api: Api<Node> = Api::all(client.clone());
     if !args.dry_run {
@@ -272,10 +296,7 @@ async fn drain(
     };
 
     if args.dry_run {
-        return dry_run(
-            surveyor, evictor, args, nodes, &ordinary, &refused, clusters, &opts, out,
-        )
-        .await;
+        return dry_run(evictor, args, nodes, &ordinary, &refused, found, &opts, out).await;
     }
     if !refused.is_empty() {
         writeln!(
@@ -342,9 +363,10 @@ async fn drain(
             let progress = progress.clone();
             let cancel = cancel.clone();
             let opts = opts.clone();
+            let pvs = found.pvs.clone();
             async move {
                 drain_cluster(
-                    &surveyor, &evictor, args, &opts, &ns, &name, &progress, &cancel,
+                    &surveyor, &evictor, &pvs, args, &opts, &ns, &name, &progress, &cancel,
                 )
                 .await
             }
@@ -442,9 +464,47 @@ async fn resolve_nodes(client: &kube::Client, args: &DrainArgs) -> Result<Vec<St
     Ok(names)
 }
 
-/// One cluster now: its survey, and the planner's input with where replacements could go.
+/// Every PersistentVolume (pinned volumes decide where replacements can go). Listed once per
+/// drain: a member's replacement keeps its claim and so its volume. Without the right to list
+/// them, none is known to pin anything.
+async fn list_pvs(client: &kube::Client) -> Result<Vec<PersistentVolume>> {
+    match Api::<PersistentVolume>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Ok(l.items),
+        Err(e) if is_forbidden(&e) => Ok(vec![]),
+        Err(e) => Err(api_context(e, "list", "persistentvolumes", "")),
+    }
+}
+
+/// The planner's input for one surveyed cluster.
+fn cluster_input(
+    obs: &ClusterObservation,
+    report: ClusterReport,
+    snapshot: &crate::model::Snapshot,
+    pvs: &[PersistentVolume],
+    drained: &BTreeSet<String>,
+) -> ClusterInput {
+    let stuck = stuck_members(
+        &obs.target.pods,
+        report.summary.leader.as_deref(),
+        pvs,
+        snapshot.nodes.as_deref(),
+        &snapshot.pods,
+        drained,
+    );
+    ClusterInput {
+        report,
+        can_transfer: obs.target.profile.transfer.is_some(),
+        stuck,
+    }
+}
+
+/// One cluster now: its survey, and the planner's input; None when it no longer exists.
 async fn look(
     surveyor: &Surveyor,
+    pvs: &[PersistentVolume],
     ns: &str,
     name: &str,
     drained: &BTreeSet<String>,
@@ -462,59 +522,8 @@ async fn look(
     let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {
         return Ok(None);
     };
-    let pvs = match Api::<PersistentVolume>::all(surveyor.conn.client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => l.items,
-        Err(e) if is_forbidden(&e) => vec![],
-        Err(e) => return Err(api_context(e, "list", "persistentvolumes", "")),
-    };
-    // Without the right to list nodes, where a replacement could go is unknown: no member is
-    // called unplaceable for that (a replacement that cannot start still stops the drain, by
-    // its Ready timeout).
-    let Some(nodes) = survey.snapshot.nodes.clone() else {
-        let can_transfer = obs.target.profile.transfer.is_some();
-        return Ok(Some((
-            obs,
-            ClusterInput {
-                report,
-                can_transfer,
-                stuck: BTreeMap::new(),
-            },
-        )));
-    };
-    // Members leaving in the planner's order (followers by name, the leader last): each
-    // replacement takes a node, so a later one may find none left.
-    let pods = &survey.snapshot.pods;
-    let leader = report.summary.leader.as_deref();
-    let mut leaving: Vec<&Pod> = obs
-        .target
-        .pods
-        .iter()
-        .filter(|p| crate::model::pod_node(p).is_some_and(|n| drained.contains(n)))
-        .collect();
-    leaving.sort_by_key(|p| (Some(p.name_any().as_str()) == leader, p.name_any()));
-    let mut stuck = replacement_blockers(leaving, &pvs, &nodes, pods, drained);
-    for p in obs
-        .target
-        .pods
-        .iter()
-        .filter(|p| crate::model::pod_node(p).is_none())
-    {
-        if let Some(why) = replacement_blocker(p, &pvs, &nodes, pods, drained) {
-            stuck.insert(p.name_any(), why);
-        }
-    }
-    let can_transfer = obs.target.profile.transfer.is_some();
-    Ok(Some((
-        obs,
-        ClusterInput {
-            report,
-            can_transfer,
-            stuck,
-        },
-    )))
+    let input = cluster_input(&obs, report, &survey.snapshot, pvs, drained);
+    Ok(Some((obs, input)))
 }
 
 /// What every step of one cluster's drain works with.
@@ -531,6 +540,7 @@ struct Ctx<'a> {
 async fn drain_cluster(
     surveyor: &Surveyor,
     evictor: &Evictor,
+    pvs: &[PersistentVolume],
     args: &DrainArgs,
     opts: &DrainOptions,
     ns: &str,
@@ -583,7 +593,7 @@ async fn drain_cluster(
             stop(&mut s, "interrupted".into());
             break;
         }
-        let (obs, input) = match look(surveyor, ns, name, &opts.nodes).await {
+        let (obs, input) = match look(surveyor, pvs, ns, name, &opts.nodes).await {
             Ok(Some(x)) => x,
             Ok(None) => {
                 if s.done.is_empty() {
@@ -732,7 +742,7 @@ async fn transfer(
         "handing leadership {} → {} before evicting {}",
         plan.leader, plan.target, step.pod
     ));
-    let wait = wait_options(args, &args.probe);
+    let wait = wait_options(args);
     let w = act_and_wait(
         &surveyor.transport,
         &obs.target,
@@ -764,10 +774,10 @@ async fn transfer(
     }
 }
 
-fn wait_options(args: &DrainArgs, probe: &ProbeArgs) -> WaitOptions {
+fn wait_options(args: &DrainArgs) -> WaitOptions {
     WaitOptions {
         timeout: args.timeout,
-        probe_limit: probe.probe_timeout.min(Duration::from_secs(1)),
+        probe_limit: args.probe.probe_timeout.min(Duration::from_secs(1)),
     }
 }
 
@@ -812,7 +822,7 @@ async fn evict_member(
                 Err(e) => Err(crate::errors::anyhow_chain(&e)),
             }
         };
-        let wait = wait_options(args, &args.probe);
+        let wait = wait_options(args);
         let w = act_and_wait(
             &surveyor.transport,
             &obs.target,
@@ -976,13 +986,12 @@ fn pod_state(p: &Pod) -> String {
 /// `--dry-run`: the whole plan, blockers named, each PDB's answer; nothing changes.
 #[allow(clippy::too_many_arguments)]
 async fn dry_run(
-    surveyor: &Surveyor,
     evictor: &Evictor,
     args: &DrainArgs,
     nodes: &[String],
     ordinary: &[(Pod, PodVerdict)],
     refused: &[String],
-    clusters: &[(String, String)],
+    found: &Found<'_>,
     opts: &DrainOptions,
     out: &mut dyn Write,
 ) -> Result<()> {
@@ -1000,10 +1009,23 @@ async fn dry_run(
             result,
         });
     }
-    let mut looked = vec![];
-    for (ns, name) in clusters {
-        looked.extend(look(surveyor, ns, name, &opts.nodes).await?);
-    }
+    // The first survey is fresh: the dry run plans from it.
+    let first = found.first;
+    let looked: Vec<(&ClusterObservation, ClusterInput)> = first
+        .observations
+        .iter()
+        .zip(&first.reports)
+        .filter(|(o, _)| {
+            found
+                .clusters
+                .iter()
+                .any(|(ns, name)| &o.target.namespace == ns && &o.target.name == name)
+        })
+        .map(|(o, r)| {
+            let input = cluster_input(o, r.clone(), &first.snapshot, &found.pvs, &opts.nodes);
+            (o, input)
+        })
+        .collect();
     let inputs: Vec<ClusterInput> = looked.iter().map(|(_, i)| i.clone()).collect();
     let mut summaries = vec![];
     for plan in plan_drain(&inputs, opts) {

@@ -60,6 +60,39 @@ pub fn replacement_blockers<'a>(
     stuck
 }
 
+/// Every member of a cluster whose replacement could not start off the drained nodes, with
+/// why: those on the drained nodes in the planner's order (followers by name, the leader
+/// last), each placed after the ones before it, and those already waiting unplaced. Without
+/// the node list (no right to list nodes) nothing is known, so nobody is called stuck.
+pub fn stuck_members(
+    members: &[Pod],
+    leader: Option<&str>,
+    pvs: &[PersistentVolume],
+    nodes: Option<&[Node]>,
+    pods: &[Pod],
+    drained: &BTreeSet<String>,
+) -> BTreeMap<String, String> {
+    let Some(nodes) = nodes else {
+        return BTreeMap::new();
+    };
+    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+    let mut leaving: Vec<&Pod> = members
+        .iter()
+        .filter(|p| crate::model::pod_node(p).is_some_and(|n| drained.contains(n)))
+        .collect();
+    leaving.sort_by_key(|p| (Some(name(p).as_str()) == leader, name(p)));
+    let mut stuck = replacement_blockers(leaving, pvs, nodes, pods, drained);
+    for p in members
+        .iter()
+        .filter(|p| crate::model::pod_node(p).is_none())
+    {
+        if let Some(why) = replacement_blocker(p, pvs, nodes, pods, drained) {
+            stuck.insert(name(p), why);
+        }
+    }
+    stuck
+}
+
 /// The node that would take `pod`'s replacement (the first by name that allows it), or why
 /// none would.
 fn place(

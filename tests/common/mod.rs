@@ -261,6 +261,37 @@ pub fn wait_in(ns: &str, limit: Duration, what: &str, mut f: impl FnMut() -> boo
     }
 }
 
+/// Waits until no pod of another namespace is on the node (earlier tests' namespaces are
+/// deleted in the background), so that a drain moves only this test's pods.
+pub fn wait_node_alone(node: &str, ns: &str) {
+    wait_node_holds_only(node, &[ns]);
+}
+
+/// Waits until every pod on the node belongs to one of these namespaces.
+pub fn wait_node_holds_only(node: &str, namespaces: &[&str]) {
+    wait_until(
+        Duration::from_secs(90),
+        &format!("node {node} free of other tests' pods"),
+        || {
+            kubectl_json(&[
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                &format!("spec.nodeName={node}"),
+            ])["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| {
+                    namespaces
+                        .iter()
+                        .any(|ns| p["metadata"]["namespace"] == *ns)
+                })
+        },
+    );
+}
+
 /// Applies tests/manifests/zookeeper-3.yaml and waits for a leader and 3 healthy servers.
 pub fn deploy_zookeeper(ns: &str) {
     let manifest = repo().join("tests/manifests/zookeeper-3.yaml");

@@ -74,11 +74,6 @@ impl Evictor {
     /// Evicts `p`, retrying while a PDB refuses, until `timeout`.
     pub async fn evict(&self, p: &Pod, line: &Line) -> Result<Evicted> {
         let start = Instant::now();
-        let verb = if self.disable_eviction {
-            "delete"
-        } else {
-            "evict"
-        };
         loop {
             match self.once(p, false).await {
                 Ok(()) => return Ok(Evicted::Accepted),
@@ -106,8 +101,13 @@ impl Evictor {
                     tokio::time::sleep(RETRY_EVERY).await;
                 }
                 Err(e) => {
-                    return Err(api_context(e, "create", &format!("pods/{verb}ion"), "")
-                        .context(format!("{verb}ing pod {}", key(p))))
+                    let (api_verb, resource, doing) = if self.disable_eviction {
+                        ("delete", "pods", "deleting")
+                    } else {
+                        ("create", "pods/eviction", "evicting")
+                    };
+                    return Err(api_context(e, api_verb, resource, "")
+                        .context(format!("{doing} pod {}", key(p))));
                 }
             }
         }

@@ -34,9 +34,10 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Connection")]
 pub struct GlobalArgs {
     /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub kubeconfig: Option<PathBuf>,
 
     /// The kubeconfig context to use.
@@ -114,7 +115,7 @@ pub struct YieldArgs {
 
     /// The member to hand leadership to (a pod of the cluster); default: the healthy voter
     /// with the least lag, preferring a schedulable, Ready node.
-    #[arg(long, value_name = "POD")]
+    #[arg(long, value_name = "POD", help_heading = "What to act on")]
     pub to: Option<String>,
 
     /// A target may be at most this many log entries behind the leader.
@@ -141,11 +142,16 @@ pub struct YieldArgs {
 
     /// In-pod handover for a preStop hook: talk to this replica on localhost (and its peers
     /// from its member list); no Kubernetes API. Exits 0 at once when it does not lead.
-    #[arg(long, conflicts_with_all = ["name", "selector", "allow_election"], requires = "system")]
+    #[arg(long, conflicts_with_all = ["name", "selector", "allow_election"], requires = "system", help_heading = "In-pod handover (preStop hook)")]
     pub local: bool,
 
     /// With --local: the replica's port (default: the profile's first port number).
-    #[arg(long, value_name = "PORT", requires = "local")]
+    #[arg(
+        long,
+        value_name = "PORT",
+        requires = "local",
+        help_heading = "In-pod handover (preStop hook)"
+    )]
     pub port: Option<u16>,
 
     #[command(flatten)]
@@ -154,8 +160,8 @@ pub struct YieldArgs {
     #[command(flatten)]
     pub probe: ProbeArgs,
 
-    /// Output format: a summary line (table), or the documented report (docs/yield-schema.md).
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    /// Output format: a summary line (table), or the documented report (docs/yield.md).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
     pub output: Output,
 }
 
@@ -170,27 +176,32 @@ pub struct DrainArgs {
     pub nodes: Vec<String>,
 
     /// Drain the nodes with these labels instead of naming them (a label selector).
-    #[arg(short = 'l', long, value_name = "SELECTOR")]
+    #[arg(
+        short = 'l',
+        long,
+        value_name = "SELECTOR",
+        help_heading = "What to act on"
+    )]
     pub selector: Option<String>,
 
     /// Only pods with these labels are moved (a label selector); others stay.
-    #[arg(long, value_name = "SELECTOR")]
+    #[arg(long, value_name = "SELECTOR", help_heading = "What to act on")]
     pub pod_selector: Option<String>,
 
     /// Leave DaemonSet-managed pods where they are (without it, their presence stops the drain).
-    #[arg(long)]
+    #[arg(long, help_heading = PODS_AS_KUBECTL)]
     pub ignore_daemonsets: bool,
 
     /// Evict pods that use emptyDir volumes; their local data is lost.
-    #[arg(long)]
+    #[arg(long, help_heading = PODS_AS_KUBECTL)]
     pub delete_emptydir_data: bool,
 
     /// Delete pods that no controller manages (nothing recreates them).
-    #[arg(long)]
+    #[arg(long, help_heading = PODS_AS_KUBECTL)]
     pub force: bool,
 
     /// Seconds each pod is given to stop (default: the pod's own terminationGracePeriodSeconds).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help_heading = PODS_AS_KUBECTL)]
     pub grace_period: Option<u32>,
 
     /// How long to wait for any one thing (a pod to go, a PDB to allow, a replacement to
@@ -200,7 +211,7 @@ pub struct DrainArgs {
 
     /// Delete pods instead of evicting them: PodDisruptionBudgets are not consulted
     /// (Raft clusters are still protected by their own checks).
-    #[arg(long)]
+    #[arg(long, help_heading = PODS_AS_KUBECTL)]
     pub disable_eviction: bool,
 
     /// Print the plan: ordered steps and why, quorum and fault tolerance during each, what each
@@ -223,14 +234,14 @@ pub struct DrainArgs {
     pub max_lag: u64,
 
     /// Extra profiles: a YAML file in the format of the built-in ones (docs/profiles.md).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath, help_heading = "What to act on")]
     pub profiles: Option<PathBuf>,
 
     #[command(flatten)]
     pub probe: ProbeArgs,
 
     /// Output format: progress and a summary (table), or the documented report (docs/drain.md).
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
     pub output: Output,
 }
 
@@ -244,18 +255,18 @@ pub struct CompletionArgs {
 #[derive(Debug, Args, Clone)]
 pub struct VersionArgs {
     /// Output format: a line per fact (table), or json/yaml.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
     pub output: Output,
 }
 
 #[derive(Debug, Args, Clone)]
 pub struct SystemsArgs {
     /// Extra profiles: a YAML file in the format of the built-in ones (docs/profiles.md).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub profiles: Option<PathBuf>,
 
     /// Output format: table, or yaml for the full profiles (a starting point for your own).
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
     pub output: Output,
 }
 
@@ -272,13 +283,14 @@ pub struct StatusArgs {
     pub probe: ProbeArgs,
 
     /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
     pub output: Output,
 }
 
 /// Which replicas form the clusters to act on. Every verb that takes a NAME flattens this,
 /// and its NAME conflicts with `-l` and `-A` (a name needs one namespace).
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "What to act on")]
 pub struct SelectArgs {
     /// Look in every namespace.
     #[arg(short = 'A', long)]
@@ -297,12 +309,13 @@ pub struct SelectArgs {
     pub system: Option<String>,
 
     /// Extra profiles: a YAML file in the format of the built-in ones (docs/profiles.md).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub profiles: Option<PathBuf>,
 }
 
 /// How replicas are reached.
 #[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "How replicas are reached")]
 pub struct ProbeArgs {
     /// How to reach each replica's health port: through the API server's pods/proxy, or the pod IP directly.
     #[arg(long, value_enum, default_value_t = Via::Proxy)]
@@ -319,6 +332,9 @@ pub struct ProbeArgs {
 }
 
 pub const DEFAULT_MAX_INFLIGHT: u16 = 32;
+
+/// The heading of drain's flags for pods that are not Raft members (kubectl drain's flags).
+const PODS_AS_KUBECTL: &str = "Other pods (as kubectl drain)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Via {
@@ -400,5 +416,171 @@ mod tests {
         };
         assert_eq!(s.name.as_deref(), Some("sts/etcd"));
         assert_eq!(s.output, Output::Json);
+    }
+}
+
+/// Every command README.md and docs/ show is one the parser accepts.
+#[cfg(test)]
+mod documented_commands {
+    use super::*;
+    use clap::error::ErrorKind;
+
+    /// A documented command: where, the words after the plugin's name, and whether it is a
+    /// full command (a line of a code block) or a mention in prose (an inline code span,
+    /// which may leave out required arguments but must not use a flag or value that does
+    /// not exist).
+    #[derive(Debug, PartialEq)]
+    pub(crate) struct Shown {
+        line: usize,
+        words: Vec<String>,
+        full: bool,
+    }
+
+    /// `kubectl raft ...` / `kubectl-raft ...` in fenced code blocks and inline code spans.
+    pub(crate) fn commands(text: &str) -> Vec<Shown> {
+        let mut found = vec![];
+        let mut fenced = false;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            let spans: Vec<&str> = if fenced {
+                vec![line.split(" #").next().unwrap_or_default()]
+            } else {
+                line.split('`').skip(1).step_by(2).collect()
+            };
+            // A preStop hook's exec array: `command: [/raft/kubectl-raft, yield, --local, ...]`.
+            let first_in_array = |at: usize| {
+                line[..at]
+                    .rfind('[')
+                    .is_some_and(|b| !line[b..at].contains(','))
+            };
+            if let Some(at) = line
+                .find("kubectl-raft, ")
+                .filter(|&at| fenced && first_in_array(at))
+            {
+                let rest = &line[at + "kubectl-raft, ".len()..];
+                let words = rest[..rest.find(']').unwrap_or(rest.len())]
+                    .split(',')
+                    .map(|w| w.trim().to_string())
+                    .collect();
+                found.push(Shown {
+                    line: i + 1,
+                    words,
+                    full: true,
+                });
+                continue;
+            }
+            for span in spans {
+                for start in ["kubectl raft ", "kubectl-raft "] {
+                    let Some(at) = span.find(start) else { continue };
+                    let rest = &span[at + start.len()..];
+                    let end = [" #", ")", "|", ">", ";", "&&", "\"", ": ", "`"]
+                        .iter()
+                        .filter_map(|stop| rest.find(stop))
+                        .min()
+                        .unwrap_or(rest.len());
+                    // A word ending in ':' ends a log line's command ("kubectl-raft yield --local: ...").
+                    let mut words: Vec<String> = vec![];
+                    for w in rest[..end].split_whitespace() {
+                        match w.strip_suffix(':') {
+                            Some(last) => {
+                                words.push(last.to_string());
+                                break;
+                            }
+                            None => words.push(w.to_string()),
+                        }
+                    }
+                    // "`kubectl raft <TAB>`" is no command.
+                    if !words.is_empty() && !words.iter().any(|w| w.contains('<')) {
+                        found.push(Shown {
+                            line: i + 1,
+                            words,
+                            full: fenced,
+                        });
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// README.md and every Markdown file under docs/.
+    fn markdown_files() -> Vec<std::path::PathBuf> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("README.md")];
+        let mut dirs = vec![root.join("docs")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "md") {
+                    files.push(path);
+                }
+            }
+        }
+        files
+    }
+
+    #[test]
+    fn every_command_in_the_docs_parses() {
+        let mut checked = 0;
+        let mut failures = vec![];
+        for file in markdown_files() {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for Shown { line, words, full } in commands(&text) {
+                checked += 1;
+                let argv = std::iter::once("kubectl-raft".to_string()).chain(words.clone());
+                match Cli::try_parse_from(argv) {
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+                        ) => {}
+                    Err(e) if !full && e.kind() == ErrorKind::MissingRequiredArgument => {}
+                    Err(e) => failures.push(format!(
+                        "{}:{line}: kubectl raft {}: {}",
+                        file.display(),
+                        words.join(" "),
+                        e.render().to_string().lines().next().unwrap_or_default()
+                    )),
+                }
+            }
+        }
+        assert!(checked > 30, "only {checked} documented commands found");
+        assert!(
+            failures.is_empty(),
+            "documented commands the parser refuses:\n{}",
+            failures.join("\n")
+        );
+    }
+
+    #[test]
+    fn commands_are_found_in_code_blocks_and_spans_but_not_prose() {
+        let text = "Run `kubectl raft status -A` now.\n```\n$ kubectl raft yield etcd --to etcd-2   # why\n  command: [/raft/kubectl-raft, yield, --local]\n```\nkubectl raft is great\n";
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            commands(text),
+            vec![
+                Shown {
+                    line: 1,
+                    words: words(&["status", "-A"]),
+                    full: false
+                },
+                Shown {
+                    line: 3,
+                    words: words(&["yield", "etcd", "--to", "etcd-2"]),
+                    full: true
+                },
+                Shown {
+                    line: 4,
+                    words: words(&["yield", "--local"]),
+                    full: true
+                },
+            ]
+        );
     }
 }

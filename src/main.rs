@@ -24,7 +24,13 @@ use clap::Parser;
 use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(words) = commands::complete::request(&argv) {
+        // Completion answers on stdout in cobra's protocol and never fails the shell.
+        let _ = commands::complete::run(words, &mut std::io::stdout().lock());
+        return ExitCode::SUCCESS;
+    }
+    let cli = Cli::parse_from(argv);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

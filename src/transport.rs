@@ -231,7 +231,7 @@ pub fn classify_proxy_answer(ans: HttpAnswer, pod: &str) -> Result<HttpAnswer, P
     let msg = st.message.unwrap_or_default();
     match (ans.status, st.reason.as_deref()) {
         (403, _) => Err(ProbeError::Forbidden(format!(
-            "{msg} (the plugin needs `get` on `pods/proxy`, or use --via direct from inside the cluster)"
+            "{msg} (the plugin needs `get` and `create` on `pods/proxy` (docs/rbac.yaml), or use --via direct from inside the cluster)"
         ))),
         (404, Some("NotFound")) => Err(ProbeError::Other(format!("pod {pod} is gone: {msg}"))),
         // API Priority and Fairness (or --max-requests-inflight) refused it: not the replica's fault.

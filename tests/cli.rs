@@ -155,3 +155,45 @@ fn version_names_the_kubernetes_api() {
     assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(v["kubernetesApi"], "v1.34");
 }
+
+#[test]
+fn every_verbs_help_groups_its_flags_under_headings() {
+    for verb in ["status", "yield", "drain"] {
+        let (out, _) = text(&raft(&[verb, "--help"]));
+        for heading in [
+            "What to act on:",
+            "How replicas are reached:",
+            "Output:",
+            "Connection:",
+            "Examples:",
+        ] {
+            assert!(
+                out.contains(heading),
+                "{verb} --help has no {heading:?}:\n{out}"
+            );
+        }
+    }
+}
+
+/// Without a reachable cluster, completion still answers (verbs, flags) in cobra's protocol,
+/// offers no names, and prints no error.
+#[test]
+fn completion_answers_in_cobras_protocol_without_a_cluster() {
+    let out = raft(&["__complete", "dr"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>().last(),
+        Some(&":4"),
+        "{stdout}"
+    );
+    assert!(stdout.starts_with("drain\t"), "{stdout}");
+    let out = raft(&["__complete", "drain", "--ignore-d"]);
+    assert!(
+        text(&out).0.starts_with("--ignore-daemonsets\t"),
+        "{:?}",
+        text(&out)
+    );
+    let out = raft(&["__complete", "status", ""]);
+    assert_eq!(text(&out), (":4\n".to_string(), String::new()));
+}

@@ -806,3 +806,52 @@ fn two_clusters_drain_side_by_side_with_parallel_clusters() {
     assert_eq!(results.len(), 2, "{report:#}");
     assert!(results.iter().all(|(_, r)| *r == "drained"), "{results:?}");
 }
+
+/// Least privilege: a ServiceAccount bound to exactly docs/rbac.yaml's drain role drains a
+/// follower's node.
+#[test]
+fn drain_runs_with_exactly_its_role() {
+    let _nodes = exclusive_nodes();
+    let (ns, leader) = etcd_with_leader("dr-rbac", 3);
+    let node = node_of(&ns.name, &follower_of(&ns.name, &leader));
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let who = RbacSubject::bound_to("kubectl-raft-drain", &ns.name);
+    let (code, out, err) = who.raft(&["drain", &node, "--timeout", "90s", "-o", "json"]);
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(cluster(&report, &ns.name)["evictions"], 1, "{report:#}");
+}
+
+/// With one of the rights drain cannot do without taken away, it stops before evicting a
+/// member and the message names the missing right.
+#[test]
+fn drain_without_a_required_permission_names_it() {
+    let _nodes = exclusive_nodes();
+    let (ns, leader) = etcd_with_leader("dr-rbac-minus", 3);
+    let node = node_of(&ns.name, &follower_of(&ns.name, &leader));
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let who = RbacSubject::bound_to("kubectl-raft-drain", &ns.name);
+    let before = uids(&ns.name);
+    for (verb, resource) in [
+        ("create", "leases"),
+        ("patch", "nodes"),
+        ("create", "pods/eviction"),
+    ] {
+        who.without(verb, resource);
+        let (code, out, err) = who.raft(&["drain", &node, "--timeout", "30s"]);
+        who.restore();
+        assert_eq!(code, Some(1), "without {verb} {resource}: {out}{err}");
+        assert!(
+            err.contains("forbidden") && err.contains(verb) && err.contains(resource),
+            "without {verb} {resource} the message does not name it: {err}"
+        );
+        assert_eq!(
+            uids(&ns.name),
+            before,
+            "a pod went without {verb} {resource}"
+        );
+        let _ = kubectl(&["uncordon", &node]);
+    }
+}

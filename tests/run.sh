@@ -28,8 +28,11 @@ t0=$(date +%s)
 tests/world/build.sh
 echo "world built or reused in $(( $(date +%s) - t0 ))s" >&2
 
-step "cargo build --examples (the write-load client the end-to-end tests run)"
-cargo build --examples
+step "cargo build --bins --examples (the plugin, and the write-load client the end-to-end tests run)"
+cargo build --bins --examples
+
+step "krew: render the manifest, validate it with krew's validator, install through krew"
+bash tests/krew.sh target/debug/kubectl-raft
 
 step "cargo test (unit tests, then end-to-end tests in the real world)"
 cargo test --bins --tests --no-fail-fast

@@ -1,5 +1,6 @@
 //! One module per verb; each wires discovery, observation, assessment and rendering.
 
+pub mod complete;
 pub mod drain;
 pub mod local;
 pub mod progress;

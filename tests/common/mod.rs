@@ -693,3 +693,176 @@ pub fn dns_a(name: &str) -> Result<Vec<std::net::Ipv4Addr>, u8> {
     }
     Ok(out)
 }
+
+/// A ServiceAccount of a test namespace bound (cluster-wide) to a copy of one of the
+/// ClusterRoles in docs/rbac.yaml, and a kubeconfig that authenticates as it. The copy is
+/// the test's own, so rules can be taken away without touching other tests; the role and
+/// binding go when the test ends.
+pub struct RbacSubject {
+    pub kubeconfig: PathBuf,
+    pub sa: String,
+    ns: String,
+    role: Value,
+    role_name: String,
+}
+
+impl RbacSubject {
+    /// `role` is a ClusterRole name from docs/rbac.yaml, e.g. `kubectl-raft-status`.
+    pub fn bound_to(role: &str, ns: &str) -> Self {
+        let docs = repo().join("docs/rbac.yaml");
+        // kubectl prints one JSON object per document.
+        let text = kubectl_ok(&[
+            "create",
+            "--dry-run=client",
+            "-o",
+            "json",
+            "-f",
+            docs.to_str().unwrap(),
+        ]);
+        let mut found = serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .map(|r| r.expect("kubectl printed JSON"))
+            .find(|r| r["metadata"]["name"] == role)
+            .unwrap_or_else(|| panic!("docs/rbac.yaml has no ClusterRole {role}"));
+        let role_name = format!("{role}-{ns}");
+        found["metadata"]["name"] = Value::String(role_name.clone());
+        let sa = "operator".to_string();
+        kubectl_ok(&["create", "serviceaccount", &sa, "-n", ns]);
+        let mut subject = RbacSubject {
+            kubeconfig: PathBuf::new(),
+            sa,
+            ns: ns.to_string(),
+            role: found.clone(),
+            role_name,
+        };
+        subject.apply(&found);
+        kubectl_ok(&[
+            "create",
+            "clusterrolebinding",
+            &subject.role_name,
+            &format!("--clusterrole={}", subject.role_name),
+            &format!("--serviceaccount={ns}:{}", subject.sa),
+        ]);
+        let out = Command::new(world_dir().join("bin/kworld"))
+            .args(["kubeconfig-for", ns, &subject.sa])
+            .output()
+            .expect("kworld kubeconfig-for");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        subject.kubeconfig = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
+        subject.wait_can(&role_rule_probe(&subject.role), true);
+        subject
+    }
+
+    fn apply(&self, role: &Value) {
+        let f = tempfile(&role.to_string());
+        kubectl_ok(&["apply", "-f", f.path_str()]);
+    }
+
+    /// The role without `verb` on `resource` (e.g. "create", "pods/proxy"), until restored.
+    pub fn without(&self, verb: &str, resource: &str) {
+        let mut rules = vec![];
+        let mut removed = false;
+        for rule in self.role["rules"].as_array().unwrap() {
+            let has = rule["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r == resource);
+            if !has {
+                rules.push(rule.clone());
+                continue;
+            }
+            let mut others = rule.clone();
+            others["resources"] = Value::Array(
+                rule["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| *r != resource)
+                    .cloned()
+                    .collect(),
+            );
+            if !others["resources"].as_array().unwrap().is_empty() {
+                rules.push(others);
+            }
+            let mut this = rule.clone();
+            this["resources"] = Value::Array(vec![Value::String(resource.into())]);
+            let verbs: Vec<Value> = rule["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|v| *v != verb)
+                .cloned()
+                .collect();
+            removed |= verbs.len() < rule["verbs"].as_array().unwrap().len();
+            if !verbs.is_empty() {
+                this["verbs"] = Value::Array(verbs);
+                rules.push(this);
+            }
+        }
+        assert!(removed, "the role grants no {verb} on {resource}");
+        let mut role = self.role.clone();
+        role["rules"] = Value::Array(rules);
+        self.apply(&role);
+        self.wait_can(&[verb.to_string(), resource.to_string()], false);
+    }
+
+    /// Every rule of the role as docs/rbac.yaml has it.
+    pub fn restore(&self) {
+        self.apply(&self.role);
+        self.wait_can(&role_rule_probe(&self.role), true);
+    }
+
+    /// Waits until the authorizer answers `kubectl auth can-i VERB RESOURCE` as the
+    /// ServiceAccount with `allowed` (RBAC changes reach it through an informer).
+    fn wait_can(&self, verb_resource: &[String], allowed: bool) {
+        let who = format!("system:serviceaccount:{}:{}", self.ns, self.sa);
+        let (verb, resource) = (&verb_resource[0], &verb_resource[1]);
+        wait_until(
+            Duration::from_secs(30),
+            &format!("can-i {verb} {resource} as {who} to be {allowed}"),
+            || {
+                // `pods/proxy` is a subresource; `kubectl auth can-i get pods/x` would name a pod.
+                let (base, sub) = match resource.split_once('/') {
+                    Some((b, s)) => (b, format!("--subresource={s}")),
+                    None => (resource.as_str(), "--subresource=".to_string()),
+                };
+                let out = kubectl(&[
+                    "auth", "can-i", verb, base, &sub, "-n", &self.ns, "--as", &who,
+                ]);
+                out.status.success() == allowed
+            },
+        );
+    }
+
+    /// The verb as this subject: (exit code, stdout, stderr).
+    pub fn raft(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = raft_with(&self.kubeconfig, args);
+        (out.status.code(), stdout(&out), stderr(&out))
+    }
+}
+
+/// A (verb, resource) the role grants, to tell when the role has reached the authorizer.
+fn role_rule_probe(role: &Value) -> Vec<String> {
+    let rule = &role["rules"][0];
+    vec![
+        rule["verbs"][0].as_str().unwrap().to_string(),
+        rule["resources"][0].as_str().unwrap().to_string(),
+    ]
+}
+
+impl Drop for RbacSubject {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "delete",
+            "clusterrolebinding",
+            &self.role_name,
+            "--wait=false",
+        ]);
+        let _ = kubectl(&["delete", "clusterrole", &self.role_name, "--wait=false"]);
+    }
+}

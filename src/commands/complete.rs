@@ -1,0 +1,215 @@
+//! Dynamic shell completion through kubectl: kubectl 1.26+ completes `kubectl raft <TAB>` by
+//! running `kubectl_complete-raft ARGS... CURRENT` and reading cobra's `__complete` protocol
+//! (one `value<TAB>help` per line, then `:<directive>`). The same binary answers when it is
+//! invoked under that name (a link to `kubectl-raft`) or as `kubectl-raft __complete ...`.
+//!
+//! Subcommands, flags and fixed values come from clap's own completion engine over the one
+//! flag definition (`cli.rs`); StatefulSet, pod, node, namespace and context names come from
+//! the cluster of the context the words typed so far name (`--kubeconfig`, `--context`, `-n`).
+//! Completion never prints an error: a cluster that cannot be reached completes nothing.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use clap::{CommandFactory, FromArgMatches};
+use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use crate::cli::{Cli, GlobalArgs};
+use crate::connect;
+use crate::profile::Catalog;
+
+/// The executable name kubectl looks for (`kubectl_complete-<plugin>`).
+pub const COMPLETER_NAME: &str = "kubectl_complete-raft";
+/// The hidden first argument that asks `kubectl-raft` itself for completions.
+pub const COMPLETE_ARG: &str = "__complete";
+
+/// cobra's ShellCompDirectiveNoFileComp: only these candidates, never file names.
+const NO_FILE_COMP: u8 = 4;
+/// One completion waits at most this long for the cluster (a shell must not hang on TAB).
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The words to complete when this process was started for completion, else None.
+pub fn request(argv: &[OsString]) -> Option<Vec<OsString>> {
+    let stem = argv
+        .first()
+        .and_then(|a| Path::new(a).file_stem())
+        .and_then(OsStr::to_str);
+    if stem == Some(COMPLETER_NAME) {
+        return Some(argv[1..].to_vec());
+    }
+    if argv.get(1).map(OsString::as_os_str) == Some(OsStr::new(COMPLETE_ARG)) {
+        return Some(argv[2..].to_vec());
+    }
+    None
+}
+
+/// Prints the candidates for the last of `words` (the word being typed, possibly empty).
+pub fn run(words: Vec<OsString>, out: &mut dyn Write) -> std::io::Result<()> {
+    let mut args: Vec<OsString> = vec!["kubectl-raft".into()];
+    args.extend(words);
+    if args.len() == 1 {
+        args.push(OsString::new());
+    }
+    let index = args.len() - 1;
+    let _ = CONNECTION.set(connection_of(&args[..index]));
+    let mut cmd = with_dynamic_values(Cli::command());
+    let cwd = std::env::current_dir().ok();
+    let typing_a_flag = args[index].to_string_lossy().starts_with('-');
+    let mut candidates =
+        clap_complete::engine::complete(&mut cmd, args, index, cwd.as_deref()).unwrap_or_default();
+    // As kubectl does: flags are offered once a `-` is typed, not mixed into the names.
+    if !typing_a_flag {
+        candidates.retain(|c| !is_flag(c));
+    }
+    for c in candidates {
+        let value = c.get_value().to_string_lossy();
+        match c.get_help().map(|h| h.to_string()) {
+            Some(help) if !help.is_empty() => {
+                let first_line = help.lines().next().unwrap_or_default();
+                writeln!(out, "{value}\t{first_line}")?
+            }
+            _ => writeln!(out, "{value}")?,
+        }
+    }
+    writeln!(out, ":{NO_FILE_COMP}")
+}
+
+fn is_flag(c: &CompletionCandidate) -> bool {
+    c.get_value().to_string_lossy().starts_with('-')
+}
+
+/// The connection flags among the words typed before the one being completed.
+fn connection_of(typed: &[OsString]) -> GlobalArgs {
+    let matches = Cli::command()
+        .ignore_errors(true)
+        .try_get_matches_from(typed)
+        .ok();
+    let sub = matches
+        .as_ref()
+        .and_then(|m| m.subcommand().map(|(_, s)| s.clone()));
+    sub.or(matches)
+        .and_then(|m| GlobalArgs::from_arg_matches(&m).ok())
+        .unwrap_or(GlobalArgs {
+            kubeconfig: None,
+            context: None,
+            namespace: None,
+            request_timeout: CLUSTER_TIMEOUT,
+        })
+}
+
+static CONNECTION: OnceLock<GlobalArgs> = OnceLock::new();
+
+/// The clap definition with the dynamic value completers attached. They are attached here,
+/// not in `cli.rs`, so that the flag definitions stay free of I/O.
+fn with_dynamic_values(cmd: clap::Command) -> clap::Command {
+    let names = |f: fn() -> Vec<CompletionCandidate>| ArgValueCandidates::new(f);
+    cmd.mut_arg("namespace", |a| a.add(names(namespaces)))
+        .mut_arg("context", |a| a.add(names(contexts)))
+        .mut_subcommand("status", |c| {
+            c.mut_arg("name", |a| a.add(names(statefulsets)))
+                .mut_arg("node", |a| a.add(names(nodes)))
+                .mut_arg("system", |a| a.add(names(systems)))
+        })
+        .mut_subcommand("yield", |c| {
+            c.mut_arg("name", |a| a.add(names(statefulsets_and_pods)))
+                .mut_arg("to", |a| a.add(names(pods)))
+                .mut_arg("node", |a| a.add(names(nodes)))
+                .mut_arg("system", |a| a.add(names(systems)))
+        })
+        .mut_subcommand("drain", |c| c.mut_arg("nodes", |a| a.add(names(nodes))))
+}
+
+fn systems() -> Vec<CompletionCandidate> {
+    Catalog::builtin()
+        .profiles
+        .into_iter()
+        .map(|p| CompletionCandidate::new(p.name))
+        .collect()
+}
+
+fn contexts() -> Vec<CompletionCandidate> {
+    let g = CONNECTION.get();
+    let config = match g.and_then(|g| g.kubeconfig.as_ref()) {
+        Some(path) => kube::config::Kubeconfig::read_from(path),
+        None => kube::config::Kubeconfig::read(),
+    };
+    config
+        .map(|kc| {
+            kc.contexts
+                .into_iter()
+                .map(|c| CompletionCandidate::new(c.name))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn statefulsets() -> Vec<CompletionCandidate> {
+    from_cluster("StatefulSet", |client, ns| {
+        Api::<StatefulSet>::namespaced(client, &ns)
+    })
+}
+
+fn pods() -> Vec<CompletionCandidate> {
+    from_cluster("pod", |client, ns| Api::<Pod>::namespaced(client, &ns))
+}
+
+fn statefulsets_and_pods() -> Vec<CompletionCandidate> {
+    let mut all = statefulsets();
+    all.extend(pods());
+    all
+}
+
+fn nodes() -> Vec<CompletionCandidate> {
+    from_cluster("node", |client, _| Api::<Node>::all(client))
+}
+
+fn namespaces() -> Vec<CompletionCandidate> {
+    from_cluster("namespace", |client, _| Api::<Namespace>::all(client))
+}
+
+/// The names `api` lists in the cluster the typed flags name (the namespace: `-n`, else the
+/// context's), each with `what` as its help; nothing when the cluster does not answer in time.
+fn from_cluster<K>(
+    what: &'static str,
+    api: impl FnOnce(kube::Client, String) -> Api<K>,
+) -> Vec<CompletionCandidate>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let Some(g) = CONNECTION.get().cloned() else {
+        return vec![];
+    };
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return vec![];
+    };
+    let names = runtime.block_on(async move {
+        let fetch = async {
+            let conn = connect::connect(&g).await.ok()?;
+            let ns = g.namespace.clone().unwrap_or(conn.default_namespace);
+            let list = api(conn.client, ns)
+                .list_metadata(&ListParams::default())
+                .await
+                .ok()?;
+            Some(list.items.iter().map(|o| o.name_any()).collect::<Vec<_>>())
+        };
+        tokio::time::timeout(CLUSTER_TIMEOUT, fetch)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    });
+    names
+        .into_iter()
+        .map(|n| CompletionCandidate::new(n).help(Some(what.into())))
+        .collect()
+}

@@ -14,7 +14,7 @@ use crate::model::{ClusterTarget, HttpAnswer};
 use futures::StreamExt;
 
 use crate::observe::{endpoint, poll_view};
-use crate::plan::{judge, Done, Expect, ReplicaView, TransferCall};
+use crate::plan::{judge, judge_with_history, Done, Expect, ReplicaView, TransferCall};
 use crate::report::ClusterReport;
 use crate::transport::Transport;
 
@@ -37,6 +37,8 @@ pub enum Outcome {
     Transferred,
     /// A new leader, but not the one asked for.
     WentElsewhere,
+    /// The old leader stepped down and was chosen again: leadership did not move.
+    Returned,
     /// The request was refused or failed.
     Failed,
     /// No handover within the time limit.
@@ -140,6 +142,7 @@ where
     let mut window: Option<Duration> = None;
     let mut rounds = 0usize;
     let may_vanish = expect.old_leader_may_vanish;
+    let mut old_seen_following = false;
     let sleep = tokio::time::sleep_until(deadline.into());
     tokio::pin!(sleep);
     let verdict = loop {
@@ -164,7 +167,7 @@ where
         if may_vanish && views[i].pod == expect.old_leader && views[i].role.is_none() {
             expect.old_leader = String::new();
         }
-        let j = judge(&expect, &views, members);
+        let j = judge_with_history(&expect, &views, members, &mut old_seen_following);
         match (&j.agreed, leaderless_since) {
             (None, None) => leaderless_since = Some(at),
             (Some(a), Some(since)) if a != &expect.old_leader && window.is_none() => {
@@ -200,6 +203,7 @@ where
     let outcome = match (&done, &error) {
         (Done::Transferred, _) => Outcome::Transferred,
         (Done::WentElsewhere(_), _) => Outcome::WentElsewhere,
+        (Done::Returned, _) => Outcome::Returned,
         (Done::No, Some(_)) => Outcome::Failed,
         (Done::No, None) => Outcome::TimedOut,
     };

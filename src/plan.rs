@@ -11,7 +11,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::model::Role;
-use crate::profile::{HttpRequest, Profile, SendTo, TransferRequest};
+use crate::profile::{HttpRequest, Profile, SendTo, TransferRequest, TransferSpec};
 use crate::report::{CheckState, ClusterReport, ReplicaReport};
 
 /// What the user asked of `yield`.
@@ -127,10 +127,12 @@ pub struct YieldPlan {
 }
 
 /// The replicas a target may be picked from, best first; each rejected one with its reason.
+/// `needs_id`: the transfer names the target by its member id (`transfer_needs_member_id`).
 pub fn rank_targets(
     r: &ClusterReport,
     leader: &str,
     opts: &YieldOptions,
+    needs_id: bool,
 ) -> (Vec<ReplicaReport>, Vec<(String, String)>) {
     let mut ok = vec![];
     let mut rejected = vec![];
@@ -138,7 +140,7 @@ pub fn rank_targets(
         if x.pod == leader {
             continue;
         }
-        match target_problem(x, opts) {
+        match target_problem(x, opts, needs_id) {
             Some((_, why)) => rejected.push((x.pod.clone(), why)),
             None => ok.push(x.clone()),
         }
@@ -157,7 +159,11 @@ pub fn rank_targets(
 }
 
 /// Why a replica cannot take leadership, if it cannot.
-fn target_problem(x: &ReplicaReport, opts: &YieldOptions) -> Option<(RefusalReason, String)> {
+fn target_problem(
+    x: &ReplicaReport,
+    opts: &YieldOptions,
+    needs_id: bool,
+) -> Option<(RefusalReason, String)> {
     let p = &x.pod;
     if x.raft.learner || !x.raft.role.is_voter() {
         return Some((
@@ -196,7 +202,9 @@ fn target_problem(x: &ReplicaReport, opts: &YieldOptions) -> Option<(RefusalReas
             format!("{p} is {}, not a follower", x.raft.role.as_str()),
         ));
     }
-    if x.raft.member_id.is_none() {
+    // Only where the request names the target by its id (Keeper's /ready reports none, and
+    // its transfer names nobody).
+    if needs_id && x.raft.member_id.is_none() {
         return Some((
             RefusalReason::TargetNotMember,
             format!("{p} reports no member id"),
@@ -278,7 +286,8 @@ pub fn plan_yield(
                 .expect("several")
         }
     };
-    let (ranked, rejected) = rank_targets(r, &leader.pod, opts);
+    let needs_id = transfer_needs_member_id(profile, opts.to.is_some());
+    let (ranked, rejected) = rank_targets(r, &leader.pod, opts, needs_id);
     let target: ReplicaReport = match &opts.to {
         Some(to) => {
             if to == &leader.pod {
@@ -297,7 +306,7 @@ pub fn plan_yield(
                     ),
                 ));
             };
-            if let Some((reason, why)) = target_problem(x, opts) {
+            if let Some((reason, why)) = target_problem(x, opts, needs_id) {
                 let hint = if reason.overridable() {
                     "; --force to try anyway"
                 } else {
@@ -351,17 +360,15 @@ pub fn plan_yield(
             s
         }
     };
-    let (request, targeted): (&TransferRequest, bool) = match (&spec.targeted, &spec.untargeted, &opts.to) {
-        (Some(t), _, Some(_)) => (t, true),
-        (None, Some(_), Some(_)) => {
+    let (request, targeted) = match chosen_request(spec, opts.to.is_some()) {
+        Some(chosen) => chosen,
+        None if opts.to.is_some() && spec.untargeted.is_some() => {
             return Err(refuse(
                 RefusalReason::NotTargeted,
                 format!("{} cannot hand leadership to a chosen member; leave --to out and it picks the successor itself", profile.name),
             ))
         }
-        (_, Some(u), None) => (u, false),
-        (Some(t), None, None) => (t, true),
-        (None, None, _) => {
+        None => {
             return Err(refuse(
                 RefusalReason::NoTransfer,
                 format!("the {} profile's transfer names no request", profile.name),
@@ -369,21 +376,11 @@ pub fn plan_yield(
         }
     };
     let target_id = target.raft.member_id.clone();
-    let fill = |s: &str| s.replace("{target_id}", target_id.as_deref().unwrap_or(""));
-    let call = TransferCall {
-        pod: match request.send_to {
-            SendTo::Leader => leader.pod.clone(),
-            SendTo::Target => target.pod.clone(),
-        },
-        method: request.request.method.clone(),
-        path: fill(&request.request.path),
-        body: request.request.body.as_deref().map(fill),
-        headers: request.request.headers.clone(),
-        ok_status: request.ok_status.clone(),
-        error_json: request.error_json.clone(),
-        hints: request.hints.clone(),
-        synchronous: request.synchronous,
+    let to = match request.send_to {
+        SendTo::Leader => &leader.pod,
+        SendTo::Target => &target.pod,
     };
+    let call = render_call(request, to, target_id.as_deref());
     Ok(YieldPlan {
         leader: leader.pod.clone(),
         leader_id: leader.raft.member_id.clone(),
@@ -395,6 +392,88 @@ pub fn plan_yield(
         call,
         overridden,
     })
+}
+
+/// The request a transfer uses, and whether it is aimed at a chosen member: with `--to`
+/// (`named`) the targeted one; without, the untargeted one where the system has it (it picks
+/// the successor itself, as Keeper's ydld does), else the targeted one aimed at the best.
+fn chosen_request(spec: &TransferSpec, named: bool) -> Option<(&TransferRequest, bool)> {
+    match (&spec.targeted, &spec.untargeted, named) {
+        (Some(t), _, true) => Some((t, true)),
+        (None, Some(_), true) => None,
+        (_, Some(u), false) => Some((u, false)),
+        (Some(t), None, false) => Some((t, true)),
+        (None, None, _) => None,
+    }
+}
+
+/// Whether the transfer `yield` would send names the target by its member id, so that a
+/// target without one cannot be chosen.
+pub fn transfer_needs_member_id(profile: &Profile, named: bool) -> bool {
+    let Some((req, _)) = profile
+        .transfer
+        .as_ref()
+        .and_then(|spec| chosen_request(spec, named))
+    else {
+        return false;
+    };
+    let mentions = |s: &str| s.contains("{target_id}");
+    mentions(&req.request.path) || req.request.body.as_deref().is_some_and(mentions)
+}
+
+/// A transfer request of the profile, rendered for the pod it goes to.
+fn render_call(request: &TransferRequest, pod: &str, target_id: Option<&str>) -> TransferCall {
+    let fill = |s: &str| s.replace("{target_id}", target_id.unwrap_or(""));
+    TransferCall {
+        pod: pod.to_string(),
+        method: request.request.method.clone(),
+        path: fill(&request.request.path),
+        body: request.request.body.as_deref().map(fill),
+        headers: request.request.headers.clone(),
+        ok_status: request.ok_status.clone(),
+        error_json: request.error_json.clone(),
+        hints: request.hints.clone(),
+        synchronous: request.synchronous,
+    }
+}
+
+/// For a leader that cannot see its peers (`yield --local` where the system gives no member
+/// list, as ClickHouse Keeper): the untargeted request it sends to itself, the system
+/// choosing the successor. Refused when the profile has no transfer, or only a targeted one
+/// (which needs a peer to name) or one that must go to the target.
+pub fn self_yield_call(profile: &Profile, leader_pod: &str) -> Result<TransferCall, Refusal> {
+    let spec = profile.transfer.as_ref().ok_or_else(|| {
+        refuse(
+            RefusalReason::NoTransfer,
+            profile.no_transfer.clone().unwrap_or_else(|| {
+                format!("the {} profile has no leadership transfer", profile.name)
+            }),
+        )
+    })?;
+    match &spec.untargeted {
+        Some(u) if u.send_to == SendTo::Leader => Ok(render_call(u, leader_pod, None)),
+        _ => Err(refuse(
+            RefusalReason::NoCandidate,
+            format!(
+                "the {} profile's member list gives no member URLs, which --local needs to find the peers (and its transfer needs a peer to name)",
+                profile.name
+            ),
+        )),
+    }
+}
+
+/// The handover is done as far as the old leader alone can tell: it no longer leads, and it
+/// knows a leader that is not itself, where the system says (Keeper's `hasLeader`, a named
+/// leader); a system that says neither (Vault's standby) is taken at its role.
+pub fn stepped_down(me: &ReplicaView) -> bool {
+    let follows = matches!(me.role, Some(r) if r != Role::Leader && r != Role::Unknown);
+    let knows_another = match (me.has_leader, me.leader.as_deref()) {
+        (Some(false), _) => false,
+        (_, Some(l)) => l != me.pod,
+        (Some(true), None) => true,
+        (None, None) => true,
+    };
+    follows && knows_another
 }
 
 fn describe(x: &ReplicaReport) -> String {
@@ -447,11 +526,17 @@ pub enum Done {
     Transferred,
     /// Leadership moved, but not to the target.
     WentElsewhere(String),
+    /// The old leader stepped down and was chosen again (Vault's step-down may do that):
+    /// leadership did not move.
+    Returned,
 }
 
 /// Names the leader every replica agrees on: `members` voters, a strict majority of which
 /// must name the same pod, which must itself claim leadership; and no replica that answered
-/// may say it has no leader.
+/// may say it has no leader. Where a system's replicas cannot name the leader (ClickHouse
+/// Keeper's `/ready` says only `hasLeader`, Vault's standby says nothing), a replica that
+/// answered, does not lead, names nobody and does not say "no leader" agrees with the one
+/// replica that claims to lead, if there is exactly one.
 pub fn agreed_leader(views: &[ReplicaView], members: usize) -> Option<String> {
     if views
         .iter()
@@ -459,11 +544,21 @@ pub fn agreed_leader(views: &[ReplicaView], members: usize) -> Option<String> {
     {
         return None;
     }
+    let claimants: Vec<&str> = views
+        .iter()
+        .filter(|v| v.role == Some(Role::Leader))
+        .map(|v| v.pod.as_str())
+        .collect();
+    let sole_claimant = match claimants.as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    };
     let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
     for v in views {
         let named = match (&v.leader, v.role) {
             (Some(l), _) => Some(l.as_str()),
             (None, Some(Role::Leader)) => Some(v.pod.as_str()),
+            (None, Some(r)) if r != Role::Unknown => sole_claimant,
             _ => None,
         };
         if let Some(n) = named {
@@ -522,6 +617,33 @@ pub fn judge(expect: &Expect, views: &[ReplicaView], members: usize) -> Judgemen
         _ => Done::No,
     };
     Judgement { agreed, term, done }
+}
+
+/// `judge`, remembering one thing across rounds: whether the old leader was ever seen to
+/// follow. If it was, and the members now agree on it again, leadership returned to it.
+pub fn judge_with_history(
+    expect: &Expect,
+    views: &[ReplicaView],
+    members: usize,
+    old_seen_following: &mut bool,
+) -> Judgement {
+    let j = judge(expect, views, members);
+    if views.iter().any(|v| {
+        v.pod == expect.old_leader
+            && matches!(v.role, Some(r) if r != Role::Leader && r != Role::Unknown)
+    }) {
+        *old_seen_following = true;
+    }
+    if *old_seen_following
+        && j.done == Done::No
+        && j.agreed.as_deref() == Some(expect.old_leader.as_str())
+    {
+        return Judgement {
+            done: Done::Returned,
+            ..j
+        };
+    }
+    j
 }
 
 pub mod drain;

@@ -34,6 +34,9 @@ fn systems_lists_the_builtin_profiles() {
             "etcd",
             "clickhouse-keeper",
             "rqlite",
+            "consul",
+            "nomad",
+            "vault",
             "zookeeper",
             "spurctld"
         ]

@@ -339,7 +339,8 @@ fn with_allow_degraded_a_pinned_member_goes_and_no_second_follows() {
         &ns.name,
         Duration::from_secs(30),
         "the replacement to wait Pending for its node",
-        || pod_json(&ns.name, &followers[0])["status"]["phase"] == "Pending",
+        // Between the eviction and the StatefulSet's re-creation there is no pod at all.
+        || pod_json_opt(&ns.name, &followers[0]).is_some_and(|p| p["status"]["phase"] == "Pending"),
     );
 
     let before = uids(&ns.name);

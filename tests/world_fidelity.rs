@@ -644,3 +644,21 @@ fn crash_loop_back_off_grows_like_the_kubelets() {
         waiting(&pod_json(&ns.name, "crasher")).contains("back-off 20s")
     });
 }
+
+/// Exec probes and hooks run with the container's environment, as CRI exec runs them: a
+/// readiness probe that needs the container's `$FOO` passes.
+#[test]
+fn exec_probes_see_the_containers_environment() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("exec-env");
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: env}\nspec:\n  containers:\n  - name: main\n    image: example/shell\n    command: [/bin/sleep, \"600\"]\n    env: [{name: FOO, value: bar}]\n    readinessProbe: {exec: {command: [/bin/sh, -c, 'test \"$FOO\" = bar']}, periodSeconds: 1}\n",
+    );
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "the exec probe to pass",
+        || ready_condition(&ns.name, "env") == "True",
+    );
+}

@@ -497,6 +497,7 @@ fn cluster_input(
     ClusterInput {
         report,
         can_transfer: obs.target.profile.transfer.is_some(),
+        target_needs_id: crate::plan::transfer_needs_member_id(&obs.target.profile, false),
         stuck,
     }
 }
@@ -769,6 +770,7 @@ async fn transfer(
             Ok(())
         }
         Outcome::WentElsewhere => bail!("leadership went from {} to {new}, not to {}: an election, not the transfer; nothing was evicted", plan.leader, plan.target),
+        Outcome::Returned => bail!("{} stepped down and was chosen again: leadership did not move; nothing was evicted", plan.leader),
         Outcome::Failed => bail!("the transfer from {} failed: {}; nothing was evicted", plan.leader, w.error.unwrap_or_default()),
         Outcome::TimedOut => bail!("no completed handover from {} within {}; nothing was evicted", plan.leader, human_duration(args.timeout)),
     }

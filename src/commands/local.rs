@@ -3,8 +3,9 @@
 //! leads, hand over and wait exactly as `yield` does; otherwise exit 0 at once. One line
 //! says what it did.
 
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec, PodStatus};
@@ -14,8 +15,8 @@ use crate::cli::YieldArgs;
 use crate::errors::Reported;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
 use crate::model::{human_duration, ClusterTarget, OwnerKind, Role, Snapshot};
-use crate::observe::{observe_cluster, observe_replica};
-use crate::plan::{plan_yield, YieldOptions};
+use crate::observe::{observe_cluster, observe_replica, poll_view};
+use crate::plan::{plan_yield, self_yield_call, stepped_down, YieldOptions};
 use crate::profile::Profile;
 use crate::survey::load_catalog;
 use crate::transport::Transport;
@@ -46,6 +47,7 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let limit = args.probe.probe_timeout;
     let transport = Transport::direct(args.probe.max_inflight as usize);
     let local = synthetic_pod("localhost", "127.0.0.1", port, &profile);
+    let local_pod = local.clone();
     let me = observe_replica(&transport, &profile, &local, limit).await;
     let role = me.facts.role;
     if role != Some(Role::Leader) {
@@ -67,7 +69,9 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     }
     // The peers, from this replica's own member list.
     let Some(spec) = profile.membership.as_ref().filter(|m| m.url.is_some()) else {
-        bail!("the {} profile's member list gives no member URLs, which --local needs to find the peers", profile.name);
+        // No peers to watch (ClickHouse Keeper's HTTP says nothing of them): hand over
+        // through this replica and wait until it follows a leader, as the seed's hook does.
+        return hand_over_alone(&transport, &profile, local_pod, args, out, err).await;
     };
     let ep = crate::observe::endpoint(&profile, &local, None).map_err(|e| anyhow!("{e}"))?;
     let ans = transport
@@ -155,6 +159,64 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
             Err(Reported.into())
         }
     }
+}
+
+/// The handover as the leader alone sees it: the system's untargeted transfer sent to this
+/// replica, then its own answers polled every 50 ms until it no longer leads and knows a
+/// leader, within --timeout. The successor is whoever the system picked.
+async fn hand_over_alone(
+    transport: &Transport,
+    profile: &Profile,
+    local: Pod,
+    args: &YieldArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let name = local.metadata.name.clone().unwrap_or_default();
+    let call = self_yield_call(profile, &name).map_err(|r| anyhow!("{ME}: {r}"))?;
+    let target = ClusterTarget {
+        namespace: "local".into(),
+        name: profile.name.clone(),
+        owner_kind: OwnerKind::Selector,
+        profile: profile.clone(),
+        desired_replicas: 1,
+        pods: vec![local.clone()],
+    };
+    let limit = args.probe.probe_timeout.min(Duration::from_secs(1));
+    let start = Instant::now();
+    if let Err(e) = send_transfer(transport, &target, &call, args.timeout).await {
+        writeln!(err, "{ME}: this replica leads but could not hand over: {e}")?;
+        return Err(Reported.into());
+    }
+    let mut last;
+    loop {
+        last = poll_view(transport, profile, &local, &BTreeMap::new(), limit).await;
+        if stepped_down(&last) {
+            let total = human_duration(start.elapsed());
+            writeln!(
+                out,
+                "{ME}: this replica handed leadership over in {total} ({} picks the successor and does not name it; this replica now follows a leader)",
+                profile.name
+            )?;
+            return Ok(());
+        }
+        if start.elapsed() >= args.timeout {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    writeln!(
+        err,
+        "{ME}: no completed handover within {}: this replica still reports {} ({})",
+        human_duration(args.timeout),
+        last.role.unwrap_or(Role::Unknown).as_str(),
+        match (last.has_leader, &last.error) {
+            (_, Some(e)) => e.clone(),
+            (Some(false), None) => "no leader".into(),
+            _ => "a leader".into(),
+        }
+    )?;
+    Err(Reported.into())
 }
 
 /// A pod as the probing code knows one: a name, an address and the profile's port.

@@ -304,6 +304,10 @@ fn conclude(y: &mut YieldReport, w: Waited, cluster: &str) {
             y.leader,
             y.target.as_deref().unwrap_or("?")
         )),
+        Outcome::Returned => (false, format!(
+            "{cluster}: {} stepped down and was chosen again{terms}: leadership did not move (the system picks the successor; run yield again, or check that the others can lead)",
+            y.leader
+        )),
         Outcome::Failed => (false, format!(
             "{cluster}: the transfer failed: {}",
             w.error.clone().unwrap_or_default()

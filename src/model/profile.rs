@@ -93,6 +93,10 @@ pub struct Detect {
     /// Matches when a container exposes all of these ports (and images/commands are empty).
     #[serde(default)]
     pub ports: Vec<i32>,
+    /// Never matches an image whose name contains one of these (a sidecar or tool that
+    /// shares the system's name: `consul-dataplane` is not a Consul server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_images: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -128,7 +132,8 @@ pub struct HttpRequest {
     pub headers: std::collections::BTreeMap<String, String>,
 }
 
-/// `${NAME}` in `value` replaced by `lookup(NAME)`; the first name it cannot find is the error.
+/// `${NAME}` in `value` replaced by `lookup(NAME)`, `${NAME:-DEFAULT}` by DEFAULT where NAME
+/// is unset (as the shell does); the first required name it cannot find is the error.
 pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = value;
@@ -136,9 +141,13 @@ pub fn expand_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Resul
         let Some(len) = rest[start + 2..].find('}') else {
             break;
         };
-        let name = &rest[start + 2..start + 2 + len];
+        let inner = &rest[start + 2..start + 2 + len];
         out.push_str(&rest[..start]);
-        out.push_str(&lookup(name).ok_or_else(|| name.to_string())?);
+        let value = match inner.split_once(":-") {
+            Some((name, default)) => lookup(name).unwrap_or_else(|| default.to_string()),
+            None => lookup(inner).ok_or_else(|| inner.to_string())?,
+        };
+        out.push_str(&value);
         rest = &rest[start + 3 + len..];
     }
     out.push_str(rest);
@@ -268,6 +277,8 @@ mod tests {
             "Bearer s.abc!"
         );
         assert_eq!(expand_env("plain", env).unwrap(), "plain");
+        assert_eq!(expand_env("${NOMAD_TOKEN:-}", env).unwrap(), "");
+        assert_eq!(expand_env("${VAULT_TOKEN:-x}", env).unwrap(), "s.abc");
         assert_eq!(
             expand_env("${CONSUL_HTTP_TOKEN}", env).unwrap_err(),
             "CONSUL_HTTP_TOKEN"

@@ -164,6 +164,8 @@ pub struct DrainOptions {
 pub struct ClusterInput {
     pub report: ClusterReport,
     pub can_transfer: bool,
+    /// The transfer names its target by member id (`plan::transfer_needs_member_id`).
+    pub target_needs_id: bool,
     pub stuck: BTreeMap<String, String>,
 }
 
@@ -447,7 +449,7 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
                 max_lag: opts.max_lag,
                 ..Default::default()
             };
-            let (ranked, _) = rank_targets(r, &x.pod, &ropts);
+            let (ranked, _) = rank_targets(r, &x.pod, &ropts, c.target_needs_id);
             let target = ranked.first().map(|t| t.pod.clone());
             // Followers evicted before it come back on nodes that stay: they can take over.
             let replaced_before = plan.steps.iter().any(|s| s.degraded.is_none());

@@ -337,6 +337,35 @@ fn the_wait_ends_only_when_the_old_leader_follows_and_a_majority_names_the_targe
     );
 }
 
+#[test]
+fn an_old_leader_chosen_again_after_stepping_down_is_reported_as_returned() {
+    let expect = Expect {
+        old_leader: "a".into(),
+        target: None,
+        old_leader_may_vanish: false,
+    };
+    let (f, l) = (Some(Role::Follower), Some(Role::Leader));
+    let leading = [
+        view("a", l, Some("a")),
+        view("b", f, Some("a")),
+        view("c", f, Some("a")),
+    ];
+    let mut seen = false;
+    // Before it was ever seen following: still waiting, not "returned".
+    assert_eq!(
+        judge_with_history(&expect, &leading, 3, &mut seen).done,
+        Done::No
+    );
+    let stepped = [view("a", f, None), view("b", f, None), view("c", f, None)];
+    assert_eq!(
+        judge_with_history(&expect, &stepped, 3, &mut seen).done,
+        Done::No
+    );
+    assert!(seen);
+    let j = judge_with_history(&expect, &leading, 3, &mut seen);
+    assert_eq!((j.done, j.agreed.as_deref()), (Done::Returned, Some("a")));
+}
+
 proptest! {
     /// Whatever the cluster looks like, an automatic choice is never the leader, a learner,
     /// an unhealthy or lagging member, or on a node being drained; and reordering the
@@ -388,4 +417,200 @@ proptest! {
             prop_assert!(!views.iter().any(|v| v.role.is_some() && v.has_leader == Some(false)));
         }
     }
+}
+
+fn builtin(name: &str) -> Profile {
+    Catalog::builtin().get(name).unwrap().clone()
+}
+
+#[test]
+fn a_leader_alone_yields_through_the_untargeted_request_to_itself() {
+    let call = self_yield_call(&builtin("clickhouse-keeper"), "localhost").unwrap();
+    assert_eq!(
+        (call.pod.as_str(), call.method.as_str(), call.path.as_str()),
+        ("localhost", "GET", "/api/v1/commands/ydld?command=ydld")
+    );
+    assert!(!call.synchronous, "ydld answers before the handover");
+}
+
+#[test]
+fn a_leader_alone_cannot_yield_where_the_transfer_needs_a_peer_or_there_is_none() {
+    let etcd = self_yield_call(&builtin("etcd"), "localhost").unwrap_err();
+    assert_eq!(etcd.reason, RefusalReason::NoCandidate);
+    assert!(etcd.message.contains("member list"), "{}", etcd.message);
+    let zk = self_yield_call(&builtin("zookeeper"), "localhost").unwrap_err();
+    assert_eq!(zk.reason, RefusalReason::NoTransfer);
+}
+
+fn alone(role: Option<Role>, leader: Option<&str>, has_leader: Option<bool>) -> ReplicaView {
+    ReplicaView {
+        pod: "me".into(),
+        role,
+        leader: leader.map(str::to_string),
+        has_leader,
+        term: None,
+        error: None,
+    }
+}
+
+#[test]
+fn a_leader_alone_has_stepped_down_when_it_follows_a_leader() {
+    assert!(stepped_down(&alone(Some(Role::Follower), None, Some(true))));
+    assert!(stepped_down(&alone(
+        Some(Role::Follower),
+        Some("other"),
+        None
+    )));
+    // A system that reports neither (Vault's standby) is taken at its role.
+    assert!(stepped_down(&alone(Some(Role::Follower), None, None)));
+    // Still leading; following nobody (the gap of a handover); no answer.
+    assert!(!stepped_down(&alone(
+        Some(Role::Leader),
+        Some("me"),
+        Some(true)
+    )));
+    assert!(!stepped_down(&alone(
+        Some(Role::Follower),
+        None,
+        Some(false)
+    )));
+    assert!(!stepped_down(&alone(
+        Some(Role::Follower),
+        Some("me"),
+        None
+    )));
+    assert!(!stepped_down(&alone(None, None, None)));
+}
+
+fn leader_and_two() -> ClusterReport {
+    cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)])
+}
+
+#[test]
+fn consuls_transfer_names_the_targets_raft_id_and_keeps_the_token_a_template() {
+    let p = plan_yield(&leader_and_two(), &builtin("consul"), &opts()).unwrap();
+    assert_eq!(p.call.pod, "etcd-0", "sent to the leader");
+    assert_eq!(
+        (p.call.method.as_str(), p.call.path.clone()),
+        (
+            "POST",
+            format!(
+                "/v1/operator/raft/transfer-leader?id={}",
+                p.target_id.clone().unwrap()
+            )
+        )
+    );
+    assert_eq!(
+        p.call.headers.get("X-Consul-Token").map(String::as_str),
+        Some("${CONSUL_HTTP_TOKEN:-}"),
+        "the token is read when sent, never stored in the plan"
+    );
+    assert!(p.call.synchronous);
+}
+
+#[test]
+fn vaults_step_down_cannot_be_aimed() {
+    let p = plan_yield(&leader_and_two(), &builtin("vault"), &opts()).unwrap();
+    assert!(!p.targeted);
+    assert_eq!(
+        (p.call.method.as_str(), p.call.path.as_str()),
+        ("PUT", "/v1/sys/step-down")
+    );
+    let to = YieldOptions {
+        to: Some("etcd-2".into()),
+        ..opts()
+    };
+    let e = plan_yield(&leader_and_two(), &builtin("vault"), &to).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::NotTargeted);
+}
+
+#[test]
+fn nomads_transfer_is_a_put_with_the_targets_id() {
+    let p = plan_yield(&leader_and_two(), &builtin("nomad"), &opts()).unwrap();
+    assert_eq!(p.call.method, "PUT");
+    assert!(
+        p.call
+            .path
+            .ends_with(&format!("?id={}", p.target_id.clone().unwrap())),
+        "{}",
+        p.call.path
+    );
+}
+
+#[test]
+fn a_target_needs_a_member_id_only_where_the_transfer_names_it() {
+    let mut c = leader_and_two();
+    for r in &mut c.replicas {
+        r.raft.member_id = None;
+    }
+    // Keeper's /ready reports no id, and neither ydld nor rqld names one.
+    let keeper = builtin("clickhouse-keeper");
+    assert!(plan_yield(&c, &keeper, &opts()).is_ok());
+    let to = YieldOptions {
+        to: Some("etcd-2".into()),
+        ..opts()
+    };
+    let p = plan_yield(&c, &keeper, &to).unwrap();
+    assert_eq!(
+        (p.call.pod.as_str(), p.targeted),
+        ("etcd-2", true),
+        "rqld goes to the target"
+    );
+    // etcd's MoveLeader names the target's id: without one there is no target.
+    let e = plan_yield(&c, &etcd(), &opts()).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::NoCandidate);
+    assert!(e.message.contains("reports no member id"), "{e}");
+}
+
+fn says(pod: &str, role: Role, has_leader: Option<bool>) -> ReplicaView {
+    ReplicaView {
+        pod: pod.into(),
+        role: Some(role),
+        leader: None,
+        has_leader,
+        term: None,
+        error: None,
+    }
+}
+
+#[test]
+fn replicas_that_cannot_name_the_leader_agree_with_its_only_claimant() {
+    use Role::{Follower as F, Leader as L};
+    // Keeper: followers say only hasLeader.
+    let keeper = [
+        says("a", F, Some(true)),
+        says("b", L, Some(true)),
+        says("c", F, Some(true)),
+    ];
+    assert_eq!(agreed_leader(&keeper, 3).as_deref(), Some("b"));
+    // Vault: standbys say nothing about the leader.
+    let vault = [says("a", F, None), says("b", L, None), says("c", F, None)];
+    assert_eq!(agreed_leader(&vault, 3).as_deref(), Some("b"));
+    // The handover's gap: somebody says there is no leader.
+    let gap = [
+        says("a", F, Some(false)),
+        says("b", L, Some(true)),
+        says("c", F, Some(true)),
+    ];
+    assert_eq!(agreed_leader(&gap, 3), None);
+    // Two claimants: nobody can tell which the silent ones follow.
+    let two = [
+        says("a", L, Some(true)),
+        says("b", L, Some(true)),
+        says("c", F, Some(true)),
+    ];
+    assert_eq!(agreed_leader(&two, 3), None);
+    // A claimant alone, the others silent (no answer): not a majority.
+    let alone = [
+        says("a", L, Some(true)),
+        ReplicaView {
+            role: None,
+            ..says("b", F, None)
+        },
+        ReplicaView {
+            role: None,
+            ..says("c", F, None)
+        },
+    ];
+    assert_eq!(agreed_leader(&alone, 3), None);
 }

@@ -572,6 +572,110 @@ mod tests {
         assert!(e[0].contains("not currently serving"), "{e:?}");
     }
 
+    // Trimmed from Consul's /v1/agent/self (api-docs/agent.mdx; Stats.raft is hashicorp/raft's
+    // Stats(), every value a string).
+    const CONSUL_SELF: &str = r#"{"Config":{"Datacenter":"dc1","NodeName":"consul-server-1","NodeID":"9c2c1fd4-2b63-07f9-3d24-d12d2f01a27e","Revision":"a1b2c3d4","Server":true,"Version":"1.19.2"},"Coord":{"Adjustment":0,"Error":1.5,"Vec":[0,0,0,0,0,0,0,0]},"Member":{"Name":"consul-server-1","Addr":"10.244.1.7","Port":8301,"Tags":{"role":"consul","id":"9c2c1fd4-2b63-07f9-3d24-d12d2f01a27e","port":"8300","raft_vsn":"3"},"Status":1},"Stats":{"raft":{"applied_index":"1207","commit_index":"1207","fsm_pending":"0","last_contact":"0","last_log_index":"1207","last_log_term":"4","num_peers":"2","protocol_version":"3","state":"Leader","term":"4"}}}"#;
+
+    #[test]
+    fn consul_role_term_indexes_and_id_from_agent_self() {
+        let (f, e) = facts_of("consul", &[("self", ans(200, CONSUL_SELF))]);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(f.role, Some(Role::Leader));
+        assert_eq!(f.term, Some(4));
+        assert_eq!(f.commit_index, Some(1207));
+        assert_eq!(
+            f.member_id.as_deref(),
+            Some("9c2c1fd4-2b63-07f9-3d24-d12d2f01a27e")
+        );
+        let follower = CONSUL_SELF.replace(r#""state":"Leader""#, r#""state":"Follower""#);
+        let (f, _) = facts_of("consul", &[("self", ans(200, &follower))]);
+        assert_eq!(f.role, Some(Role::Follower));
+        // With ACLs on and no token: the answer names the missing permission.
+        let (_, e) = facts_of(
+            "consul",
+            &[("self", ans(403, "Permission denied: token with AccessorID '00000000-0000-0000-0000-000000000002' lacks permission 'agent:read'"))],
+        );
+        assert!(e.iter().any(|m| m.contains("agent:read")), "{e:?}");
+    }
+
+    // Trimmed from Nomad's /v1/agent/self (command/agent/agent_endpoint.go agentSelf: lower-case
+    // config, member, stats; the member's serf tags carry the Raft id).
+    const NOMAD_SELF: &str = r#"{"config":{"Region":"global","Datacenter":"dc1","Version":{"Version":"1.9.3"}},"member":{"Name":"nomad-1.global","Addr":"10.244.2.9","Port":4648,"Tags":{"role":"nomad","region":"global","dc":"dc1","build":"1.9.3","port":"4647","raft_vsn":"3","id":"5d9f3a2e-7c1b-4e55-9a0f-2b6c8d1e4f70","rpc_addr":"10.244.2.9","bootstrap":"0","expect":"3"},"Status":"alive"},"stats":{"raft":{"applied_index":"88","commit_index":"88","last_log_index":"88","last_log_term":"2","num_peers":"2","protocol_version":"3","state":"Follower","term":"2"},"nomad":{"leader":"false","server":"true"}}}"#;
+
+    #[test]
+    fn nomad_role_term_indexes_and_id_from_agent_self() {
+        let (f, e) = facts_of("nomad", &[("self", ans(200, NOMAD_SELF))]);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(f.role, Some(Role::Follower));
+        assert_eq!(f.term, Some(2));
+        assert_eq!(f.applied_index, Some(88));
+        assert_eq!(
+            f.member_id.as_deref(),
+            Some("5d9f3a2e-7c1b-4e55-9a0f-2b6c8d1e4f70")
+        );
+        assert_eq!(f.version.as_deref(), Some("1.9.3"));
+    }
+
+    // Vault's documented /v1/sys/leader sample (api-docs/system/leader).
+    const VAULT_LEADER: &str = r#"{"ha_enabled":true,"is_self":false,"active_time":"0001-01-01T00:00:00Z","leader_address":"https://127.0.0.1:8200/","leader_cluster_address":"https://127.0.0.1:8201/","performance_standby":false,"performance_standby_last_remote_wal":0,"raft_committed_index":164,"raft_applied_index":164}"#;
+
+    #[test]
+    fn vault_role_from_is_self_and_health_from_sys_health() {
+        let (f, e) = facts_of("vault", &[("leader", ans(200, VAULT_LEADER))]);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(f.role, Some(Role::Follower));
+        assert_eq!(f.commit_index, Some(164));
+        let active = VAULT_LEADER.replace(r#""is_self":false"#, r#""is_self":true"#);
+        let (f, _) = facts_of("vault", &[("leader", ans(200, &active))]);
+        assert_eq!(f.role, Some(Role::Leader));
+        let p = Catalog::builtin().get("vault").unwrap().clone();
+        // standbyok/perfstandbyok: standbys answer 200; sealed 503, uninitialised 501.
+        assert!(evaluate_check(&p.health, &ans(200, "{}")).ok);
+        assert!(!evaluate_check(&p.health, &ans(503, "{}")).ok);
+        assert!(!evaluate_check(&p.health, &ans(501, "{}")).ok);
+    }
+
+    /// The body ROCm/spur's REST handler answers (rest/handlers.rs): `mode` is `primary`
+    /// exactly when this node leads.
+    fn spur_ping(mode: &str) -> HttpAnswer {
+        ans(
+            200,
+            &format!(
+                r#"{{"meta":{{"plugin":{{"type":"","name":"","data_parser":"","accounting_storage":""}},"client":{{"source":"","user":"","group":""}},"command":[],"slurm":{{"version":{{"major":"0","minor":"0","micro":"42"}},"release":"spur 0.8.0","cluster":"spur"}}}},"ping":[{{"hostname":"spurctld-1","pinged":"UP","latency":0,"mode":"{mode}"}}],"errors":[],"warnings":[]}}"#
+            ),
+        )
+    }
+
+    #[test]
+    fn spurctld_role_from_rest_ping() {
+        let (f, e) = facts_of("spurctld", &[("ping", spur_ping("primary"))]);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(f.role, Some(Role::Leader));
+        let (f, e) = facts_of("spurctld", &[("ping", spur_ping("replica"))]);
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!(f.role, Some(Role::Follower));
+        // Both sources agree when both are reachable.
+        let (f, _) = facts_of(
+            "spurctld",
+            &[
+                ("ping", spur_ping("replica")),
+                ("metrics", ans(503, "not the Raft leader")),
+            ],
+        );
+        assert_eq!(f.role, Some(Role::Follower));
+    }
+
+    #[test]
+    fn spurctld_without_a_transfer_says_so() {
+        let p = Catalog::builtin().get("spurctld").unwrap().clone();
+        assert!(p.transfer.is_none());
+        assert!(p
+            .no_transfer
+            .as_deref()
+            .unwrap()
+            .contains("no leadership-transfer"));
+    }
+
     #[test]
     fn spurctld_role_from_metrics_status_code() {
         let (f, e) = facts_of("spurctld", &[("metrics", ans(503, "not the Raft leader"))]);

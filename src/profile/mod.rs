@@ -127,6 +127,12 @@ impl Profile {
     pub fn matches_container(&self, c: &Container) -> bool {
         let d = &self.detect;
         let image = image_name(c.image.as_deref().unwrap_or_default()).to_ascii_lowercase();
+        if d.not_images
+            .iter()
+            .any(|i| image.contains(&i.to_ascii_lowercase()))
+        {
+            return false;
+        }
         if d.images
             .iter()
             .any(|i| image.contains(&i.to_ascii_lowercase()))
@@ -218,6 +224,9 @@ mod tests {
                 "etcd",
                 "clickhouse-keeper",
                 "rqlite",
+                "consul",
+                "nomad",
+                "vault",
                 "zookeeper",
                 "spurctld"
             ]
@@ -239,6 +248,33 @@ mod tests {
         assert_eq!(cat.detect(&by_cmd).unwrap().name, "spurctld");
         let nginx = pod("nginx:1.27", &["nginx"], &[("http", 80)]);
         assert!(cat.detect(&nginx).is_none());
+    }
+
+    #[test]
+    fn sidecars_named_after_a_system_are_not_that_system() {
+        let cat = Catalog::builtin();
+        let name = |spec: &PodSpec| cat.detect(spec).map(|p| p.name.clone());
+        assert_eq!(
+            name(&pod("hashicorp/consul:1.19.2", &["/bin/sh"], &[])).as_deref(),
+            Some("consul")
+        );
+        // Consul's service-mesh sidecar, injected into an app's StatefulSet.
+        assert_eq!(
+            name(&pod(
+                "hashicorp/consul-dataplane:1.5",
+                &["consul-dataplane"],
+                &[]
+            )),
+            None
+        );
+        assert_eq!(
+            name(&pod("hashicorp/vault:1.17", &["vault"], &[])).as_deref(),
+            Some("vault")
+        );
+        assert_eq!(
+            name(&pod("hashicorp/vault-k8s:1.4", &["/vault-k8s"], &[])),
+            None
+        );
     }
 
     #[test]

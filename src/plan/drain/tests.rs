@@ -55,6 +55,7 @@ fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
     ClusterInput {
         report,
         can_transfer,
+        target_needs_id: can_transfer,
         stuck: BTreeMap::new(),
     }
 }

@@ -33,12 +33,12 @@ const provisionerName = "kworld.local/hostpath"
 // agent is the kubelet's stand-in for every node of the world, plus the two cluster
 // services a kubelet-only world lacks: a DNS server and a volume provisioner.
 type agent struct {
-	l       layout
-	cs      *kubernetes.Clientset
-	nodes   map[string]bool
-	ips     *ipPool
-	mu      sync.Mutex
-	workers map[types.UID]*podWorker
+	l        layout
+	cs       *kubernetes.Clientset
+	nodes    map[string]bool
+	ips      *ipPool
+	mu       sync.Mutex
+	workers  map[types.UID]*podWorker
 	slices   cache.Indexer
 	services cache.Indexer
 	// volumeUsers maps a persistent volume's directory to the pod using it: a ReadWriteOnce

@@ -28,8 +28,11 @@ type containerRunner struct {
 	hostname string
 	volumes  map[string]string
 
-	mu        sync.Mutex
-	pid       int
+	mu  sync.Mutex
+	pid int
+	// env is the current process's environment: exec probes and hooks run with it, as
+	// CRI exec runs commands with the container's environment.
+	env       []string
 	exited    chan struct{} // closed when the current process exits
 	restarts  int32
 	state     corev1.ContainerState
@@ -189,6 +192,9 @@ func (c *containerRunner) start() (chan struct{}, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	c.env = env
+	c.mu.Unlock()
 	cmd := make([]string, 0, len(c.spec.Command)+len(c.spec.Args))
 	for _, s := range append(append([]string{}, c.spec.Command...), c.spec.Args...) {
 		cmd = append(cmd, expandVars(s, lookup))
@@ -355,7 +361,7 @@ func (c *containerRunner) kill(pid int, exited chan struct{}, grace time.Duratio
 func (c *containerRunner) runHandler(ctx context.Context, h *corev1.LifecycleHandler, pid int) error {
 	switch {
 	case h.Exec != nil:
-		return runWithContext(ctx, nsenterArgv(pid, h.Exec.Command))
+		return runWithContext(ctx, nsenterArgv(pid, h.Exec.Command), c.execEnv())
 	case h.HTTPGet != nil:
 		errc := make(chan error, 1)
 		go func() { errc <- c.httpGet(h.HTTPGet, 10*time.Minute) }()
@@ -374,6 +380,13 @@ func (c *containerRunner) runHandler(ctx context.Context, h *corev1.LifecycleHan
 		}
 	}
 	return fmt.Errorf("unsupported handler")
+}
+
+// execEnv is the environment commands run in the container get: the container's own.
+func (c *containerRunner) execEnv() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.env...)
 }
 
 func (c *containerRunner) podIP() string {
@@ -460,7 +473,7 @@ func (c *containerRunner) runProbe(p *corev1.Probe) error {
 		c.mu.Lock()
 		pid := c.pid
 		c.mu.Unlock()
-		return runWithTimeout(nsenterArgv(pid, p.Exec.Command), timeout)
+		return runWithTimeout(nsenterArgv(pid, p.Exec.Command), timeout, c.execEnv())
 	}
 	return fmt.Errorf("unsupported probe")
 }

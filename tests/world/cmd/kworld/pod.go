@@ -27,17 +27,17 @@ type podWorker struct {
 	a   *agent
 	uid types.UID
 
-	mu          sync.Mutex
-	pod         *corev1.Pod
-	net         *podNetwork
-	dir         string
-	containers  []*containerRunner
-	startTime   *metav1.Time
-	waitReason  string // why the pod cannot run yet, shown on its containers
-	waitMessage string
-	terminated  bool // every container has been stopped for good
-	lastStatus  *corev1.PodStatus
-	attached    []string // persistent volume directories this pod holds
+	mu              sync.Mutex
+	pod             *corev1.Pod
+	net             *podNetwork
+	dir             string
+	containers      []*containerRunner
+	startTime       *metav1.Time
+	waitReason      string // why the pod cannot run yet, shown on its containers
+	waitMessage     string
+	terminated      bool // every container has been stopped for good
+	lastStatus      *corev1.PodStatus
+	attached        []string // persistent volume directories this pod holds
 	multiAttachSaid bool
 
 	changed    chan struct{} // the pod object changed
@@ -65,7 +65,7 @@ func (w *podWorker) update(p *corev1.Pod) {
 	}
 }
 
-func (w *podWorker) gone()        { w.goneOnce.Do(func() { close(w.goneCh) }) }
+func (w *podWorker) gone() { w.goneOnce.Do(func() { close(w.goneCh) }) }
 
 // waitUnpaused blocks while the pod's node is paused; false when the agent is shutting down.
 func (w *podWorker) waitUnpaused() bool {
@@ -644,17 +644,19 @@ func killGroup(pid int, sig syscall.Signal) {
 	}
 }
 
-func runWithTimeout(argv []string, timeout time.Duration) error {
+func runWithTimeout(argv []string, timeout time.Duration, env []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return runWithContext(ctx, argv)
+	return runWithContext(ctx, argv, env)
 }
 
 // runWithContext runs a command in a process group of its own; when ctx ends the whole
 // group is killed and the wait for its output is bounded, so a hook that left a child
 // behind (`sleep`) cannot outlive its time.
-func runWithContext(ctx context.Context, argv []string) error {
+// env is the command's environment (the container's); nil inherits the agent's.
+func runWithContext(ctx context.Context, argv []string, env []string) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 500 * time.Millisecond

@@ -222,6 +222,17 @@ where
     }
 }
 
+/// Why `transport` cannot carry the transfer `call`, if it cannot: a NATS request through
+/// the API server's pods/proxy, which carries HTTP only.
+pub fn cannot_carry(transport: &Transport, call: &TransferCall, system: &str) -> Option<String> {
+    (call.nats_port.is_some() && !transport.is_direct()).then(|| {
+        format!(
+            "{system}'s transfer is a NATS request ({}), which the API server's pods/proxy cannot carry (it carries HTTP only): run with --via direct from inside the cluster network",
+            call.path
+        )
+    })
+}
+
 /// Sends the transfer request to its replica; an answer outside `ok_status` is a failure
 /// whose message comes from the answer (etcd: `etcdserver: not leader`).
 pub async fn send_transfer(
@@ -235,6 +246,20 @@ pub async fn send_transfer(
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(call.pod.as_str()))
         .ok_or_else(|| format!("pod {} is no longer part of the cluster", call.pod))?;
+    if let Some(port) = &call.nats_port {
+        if let Some(why) = cannot_carry(transport, call, &target.profile.name) {
+            return Err(why);
+        }
+        let ep =
+            endpoint(&target.profile, pod, Some(port)).map_err(|e| format!("{}: {e}", call.pod))?;
+        let host = ep.pod_ip.unwrap_or_default();
+        // The stepdown is answered in ~0.1 s; a user outside the system account gets no
+        // reply at all, so do not wait the whole limit for one.
+        let limit = limit.min(Duration::from_secs(5));
+        return crate::nats::request(&host, ep.port, &call.path, call.body.as_deref(), limit)
+            .await
+            .map_err(|e| format!("{}: {e}", call.pod));
+    }
     let ep = endpoint(&target.profile, pod, None).map_err(|e| format!("{}: {e}", call.pod))?;
     let ans = transport
         .call(&ep, &call.request(), limit)
@@ -296,6 +321,7 @@ mod tests {
                 error_json: req.error_json.clone(),
                 hints: req.hints.clone(),
                 synchronous: false,
+                nats_port: None,
             };
             // Recorded shape of the older handler's answer (shared reference).
             let forbidden = HttpAnswer::new(

@@ -7,6 +7,7 @@ mod connect;
 mod errors;
 mod handover;
 mod model;
+mod nats;
 mod observe;
 mod plan;
 mod profile;

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::model::Role;
-use crate::profile::{HttpRequest, Profile, SendTo, TransferRequest, TransferSpec};
+use crate::profile::{HttpRequest, PortSpec, Profile, SendTo, TransferRequest, TransferSpec};
 use crate::report::{CheckState, ClusterReport, ReplicaReport};
 
 /// What the user asked of `yield`.
@@ -94,6 +94,9 @@ pub struct TransferCall {
     #[serde(skip)]
     pub hints: BTreeMap<u16, String>,
     pub synchronous: bool,
+    /// A NATS request (method `NATS`, path = the subject) goes to this port of the pod.
+    #[serde(skip)]
+    pub nats_port: Option<PortSpec>,
 }
 
 impl TransferCall {
@@ -418,12 +421,29 @@ pub fn transfer_needs_member_id(profile: &Profile, named: bool) -> bool {
         return false;
     };
     let mentions = |s: &str| s.contains("{target_id}");
-    mentions(&req.request.path) || req.request.body.as_deref().is_some_and(mentions)
+    let nats_body = req.nats.as_ref().and_then(|n| n.body.as_deref());
+    mentions(&req.request.path)
+        || req.request.body.as_deref().is_some_and(mentions)
+        || nats_body.is_some_and(mentions)
 }
 
 /// A transfer request of the profile, rendered for the pod it goes to.
 fn render_call(request: &TransferRequest, pod: &str, target_id: Option<&str>) -> TransferCall {
     let fill = |s: &str| s.replace("{target_id}", target_id.unwrap_or(""));
+    if let Some(n) = &request.nats {
+        return TransferCall {
+            pod: pod.to_string(),
+            method: "NATS".into(),
+            path: n.subject.clone(),
+            body: n.body.as_deref().map(fill),
+            headers: BTreeMap::new(),
+            ok_status: vec![],
+            error_json: request.error_json.clone(),
+            hints: request.hints.clone(),
+            synchronous: request.synchronous,
+            nats_port: Some(n.port.clone()),
+        };
+    }
     TransferCall {
         pod: pod.to_string(),
         method: request.request.method.clone(),
@@ -434,6 +454,7 @@ fn render_call(request: &TransferRequest, pod: &str, target_id: Option<&str>) ->
         error_json: request.error_json.clone(),
         hints: request.hints.clone(),
         synchronous: request.synchronous,
+        nats_port: None,
     }
 }
 

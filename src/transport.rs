@@ -56,6 +56,11 @@ impl Transport {
         }
     }
 
+    /// Straight to pod IPs (so other protocols than HTTP can reach them too).
+    pub fn is_direct(&self) -> bool {
+        matches!(self.via, Via::Direct(_))
+    }
+
     pub fn describe(&self) -> &'static str {
         match self.via {
             Via::Proxy(_) => "pods/proxy",

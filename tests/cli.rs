@@ -37,6 +37,7 @@ fn systems_lists_the_builtin_profiles() {
             "consul",
             "nomad",
             "vault",
+            "nats",
             "zookeeper",
             "spurctld"
         ]

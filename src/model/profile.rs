@@ -57,7 +57,13 @@ pub struct TransferSpec {
 pub struct TransferRequest {
     /// Which replica the request goes to.
     pub send_to: SendTo,
+    /// The HTTP request (unused when `nats` is given).
+    #[serde(default)]
     pub request: HttpRequest,
+    /// Instead of HTTP, a request over the NATS client protocol (NATS JetStream's meta leader
+    /// moves only that way). Credentials come from the environment the nats CLI reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nats: Option<NatsRequest>,
     /// Status codes that mean the request was accepted.
     #[serde(default = "default_ok_status")]
     pub ok_status: Vec<u16>,
@@ -72,6 +78,18 @@ pub struct TransferRequest {
     /// (Keeper: 403 = the command is not allow-listed).
     #[serde(default)]
     pub hints: std::collections::BTreeMap<u16, String>,
+}
+
+/// A NATS request: `body` (with `{target_id}` filled in) to `subject`, on the replica's
+/// client port; the reply is JSON, accepted when `/success` is true, its refusal at
+/// `/error/description`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NatsRequest {
+    pub port: PortSpec,
+    pub subject: String,
+    #[serde(default)]
+    pub body: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -99,7 +117,7 @@ pub struct Detect {
     pub not_images: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct PortSpec {
     /// Container port names tried first.
@@ -118,7 +136,7 @@ pub enum Scheme {
     Https,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct HttpRequest {
     #[serde(default = "default_method")]

@@ -90,13 +90,29 @@ impl Profile {
                 bail!("profile {}: path {p:?} must start with '/'", self.name);
             }
         }
+        let transfers = self
+            .transfer
+            .iter()
+            .flat_map(|t| t.targeted.iter().chain(t.untargeted.iter()));
+        for t in transfers {
+            if t.nats.is_none() && !t.request.path.starts_with('/') {
+                bail!(
+                    "profile {}: a transfer needs an HTTP `request` with a path starting with '/', or a `nats` request",
+                    self.name
+                );
+            }
+        }
         if let Some(TransferRequest {
             send_to: SendTo::Leader,
             request,
+            nats,
             ..
         }) = self.transfer.as_ref().and_then(|t| t.targeted.as_ref())
         {
-            let text = format!("{}{}", request.path, request.body.as_deref().unwrap_or(""));
+            let text = match nats {
+                Some(n) => n.body.clone().unwrap_or_default(),
+                None => format!("{}{}", request.path, request.body.as_deref().unwrap_or("")),
+            };
             if !text.contains("{target_id}") {
                 bail!(
                     "profile {}: a targeted transfer sent to the leader must name the target with {{target_id}} in its path or body",
@@ -227,6 +243,7 @@ mod tests {
                 "consul",
                 "nomad",
                 "vault",
+                "nats",
                 "zookeeper",
                 "spurctld"
             ]

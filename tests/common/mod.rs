@@ -159,6 +159,20 @@ pub fn raft(args: &[&str]) -> Output {
     raft_with(&world().kubeconfig, args)
 }
 
+/// The plugin with extra environment variables (credentials a system reads from it).
+pub fn raft_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"));
+    c.args(args).env("KUBECONFIG", &world().kubeconfig);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    run(
+        c,
+        &format!("kubectl raft {}", args.join(" ")),
+        Duration::from_secs(180),
+    )
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

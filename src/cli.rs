@@ -317,7 +317,9 @@ pub struct SelectArgs {
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "How replicas are reached")]
 pub struct ProbeArgs {
-    /// How to reach each replica's health port: through the API server's pods/proxy, or the pod IP directly.
+    /// How to reach each replica: the API server's pods/proxy (HTTP only), the pod IP
+    /// directly, or a port-forward through the API server. Requests that are not HTTP (a NATS
+    /// stepdown, a four-letter word) use a port-forward when this is `proxy`.
     #[arg(long, value_enum, default_value_t = Via::Proxy)]
     pub via: Via,
 
@@ -342,6 +344,9 @@ pub enum Via {
     Proxy,
     /// Straight to the pod IP: for running inside the cluster network.
     Direct,
+    /// The API server's pods/portforward: a TCP stream per request, so protocols other than
+    /// HTTP work from anywhere kubectl works (needs `create pods/portforward`).
+    PortForward,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

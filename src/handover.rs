@@ -222,17 +222,6 @@ where
     }
 }
 
-/// Why `transport` cannot carry the transfer `call`, if it cannot: a NATS request through
-/// the API server's pods/proxy, which carries HTTP only.
-pub fn cannot_carry(transport: &Transport, call: &TransferCall, system: &str) -> Option<String> {
-    (call.nats_port.is_some() && !transport.is_direct()).then(|| {
-        format!(
-            "{system}'s transfer is a NATS request ({}), which the API server's pods/proxy cannot carry (it carries HTTP only): run with --via direct from inside the cluster network",
-            call.path
-        )
-    })
-}
-
 /// Sends the transfer request to its replica; an answer outside `ok_status` is a failure
 /// whose message comes from the answer (etcd: `etcdserver: not leader`).
 pub async fn send_transfer(
@@ -247,18 +236,21 @@ pub async fn send_transfer(
         .find(|p| p.metadata.name.as_deref() == Some(call.pod.as_str()))
         .ok_or_else(|| format!("pod {} is no longer part of the cluster", call.pod))?;
     if let Some(port) = &call.nats_port {
-        if let Some(why) = cannot_carry(transport, call, &target.profile.name) {
-            return Err(why);
-        }
+        // Not HTTP: over a TCP stream (a port-forward when replicas are reached by pods/proxy).
         let ep =
             endpoint(&target.profile, pod, Some(port)).map_err(|e| format!("{}: {e}", call.pod))?;
-        let host = ep.pod_ip.unwrap_or_default();
         // The stepdown is answered in ~0.1 s; a user outside the system account gets no
         // reply at all, so do not wait the whole limit for one.
         let limit = limit.min(Duration::from_secs(5));
-        return crate::nats::request(&host, ep.port, &call.path, call.body.as_deref(), limit)
+        let (local, bridge) = crate::transport::local_bridge(transport.for_tcp(), ep)
             .await
-            .map_err(|e| format!("{}: {e}", call.pod));
+            .map_err(|e| format!("{}: {e}", call.pod))?;
+        let result =
+            crate::nats::request("127.0.0.1", local, &call.path, call.body.as_deref(), limit)
+                .await
+                .map_err(|e| format!("{}: {e}", call.pod));
+        bridge.abort();
+        return result;
     }
     let ep = endpoint(&target.profile, pod, None).map_err(|e| format!("{}: {e}", call.pod))?;
     let ans = transport
@@ -267,6 +259,26 @@ pub async fn send_transfer(
         .map_err(|e| format!("{} {} {}: {e}", call.method, call.path, call.pod))?;
     if call.ok_status.contains(&ans.status) {
         return Ok(());
+    }
+    if let (404, Some(fallback)) = (ans.status, &call.tcp_fallback) {
+        // No HTTP command API: the same word over the client port (raw TCP, through a
+        // port-forward when replicas are reached by pods/proxy).
+        let ep = endpoint(&target.profile, pod, Some(&fallback.port))
+            .map_err(|e| format!("{}: {e}", call.pod))?;
+        return crate::transport::four_letter_word(
+            &transport.for_tcp(),
+            &ep,
+            &fallback.word,
+            limit,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "{} has no command API (HTTP 404), and `{}` over its client port failed: {e}",
+                call.pod, fallback.word
+            )
+        });
     }
     Err(refusal(call, &ans))
 }
@@ -322,6 +334,7 @@ mod tests {
                 hints: req.hints.clone(),
                 synchronous: false,
                 nats_port: None,
+                tcp_fallback: None,
             };
             // Recorded shape of the older handler's answer (shared reference).
             let forbidden = HttpAnswer::new(
@@ -332,7 +345,7 @@ mod tests {
                 refusal(&call, &forbidden),
                 "keeper-0 refused the transfer: HTTP 403: Command is disabled. Check server settings. (the command is not allowed: add ydld and rqld to keeper_server.four_letter_word_allow_list)"
             );
-            assert!(refusal(&call, &HttpAnswer::new(404, "")).contains("older than 23.12"));
+            assert!(refusal(&call, &HttpAnswer::new(404, "")).contains("no command API"));
         }
     }
 

@@ -11,7 +11,9 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::model::Role;
-use crate::profile::{HttpRequest, PortSpec, Profile, SendTo, TransferRequest, TransferSpec};
+use crate::profile::{
+    HttpRequest, PortSpec, Profile, SendTo, TcpWord, TransferRequest, TransferSpec,
+};
 use crate::report::{CheckState, ClusterReport, ReplicaReport};
 
 /// What the user asked of `yield`.
@@ -97,6 +99,9 @@ pub struct TransferCall {
     /// A NATS request (method `NATS`, path = the subject) goes to this port of the pod.
     #[serde(skip)]
     pub nats_port: Option<PortSpec>,
+    /// Sent over raw TCP instead when the HTTP request answers 404 (`--via direct` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_fallback: Option<TcpWord>,
 }
 
 impl TransferCall {
@@ -442,6 +447,7 @@ fn render_call(request: &TransferRequest, pod: &str, target_id: Option<&str>) ->
             hints: request.hints.clone(),
             synchronous: request.synchronous,
             nats_port: Some(n.port.clone()),
+            tcp_fallback: None,
         };
     }
     TransferCall {
@@ -455,6 +461,7 @@ fn render_call(request: &TransferRequest, pod: &str, target_id: Option<&str>) ->
         hints: request.hints.clone(),
         synchronous: request.synchronous,
         nats_port: None,
+        tcp_fallback: request.tcp_fallback.clone(),
     }
 }
 

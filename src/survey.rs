@@ -76,6 +76,7 @@ impl Surveyor {
         let transport = match probe.via {
             Via::Proxy => Transport::proxy(conn.probe_client.clone(), max),
             Via::Direct => Transport::direct(max),
+            Via::PortForward => Transport::port_forward(conn.probe_client.clone(), max),
         };
         Ok(Surveyor {
             conn,

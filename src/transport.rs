@@ -24,6 +24,7 @@ const THROTTLE_RETRIES: u32 = 5;
 enum Via {
     Proxy(kube::Client),
     Direct(HyperClient<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>),
+    PortForward(kube::Client),
 }
 
 /// Requests to replicas, at most `max_inflight` at once, whatever the number of callers.
@@ -49,6 +50,50 @@ impl Transport {
         )
     }
 
+    /// Through the API server's pods/portforward: one stream per request.
+    pub fn port_forward(client: kube::Client, max_inflight: usize) -> Self {
+        Self::new(Via::PortForward(client), max_inflight)
+    }
+
+    /// A transport that can carry raw TCP (a NATS request, a four-letter word): this one,
+    /// or, for pods/proxy (HTTP only), a port-forward through the same API server.
+    pub fn for_tcp(&self) -> Transport {
+        match &self.via {
+            Via::Proxy(client) => Transport {
+                via: Via::PortForward(client.clone()),
+                inflight: self.inflight.clone(),
+            },
+            _ => self.clone(),
+        }
+    }
+
+    /// A TCP connection to the endpoint's pod and port: straight to the pod IP, or a
+    /// port-forward stream (pods/proxy cannot carry one: use `for_tcp` first).
+    pub async fn tcp(&self, ep: &Endpoint) -> Result<TcpLink, String> {
+        match &self.via {
+            Via::Direct(_) => {
+                let ip = ep.pod_ip.as_deref().ok_or("the pod has no IP yet")?;
+                let s = tokio::net::TcpStream::connect((ip, ep.port))
+                    .await
+                    .map_err(|e| format!("{ip}:{}: {e}", ep.port))?;
+                Ok(TcpLink {
+                    stream: Box::new(s),
+                    forward: None,
+                })
+            }
+            Via::PortForward(client) => {
+                let (stream, pf) = open_port_forward(client, ep)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(TcpLink {
+                    stream: Box::new(stream),
+                    forward: Some(pf),
+                })
+            }
+            Via::Proxy(_) => Err("pods/proxy carries HTTP only".into()),
+        }
+    }
+
     fn new(via: Via, max_inflight: usize) -> Self {
         Transport {
             via,
@@ -56,15 +101,11 @@ impl Transport {
         }
     }
 
-    /// Straight to pod IPs (so other protocols than HTTP can reach them too).
-    pub fn is_direct(&self) -> bool {
-        matches!(self.via, Via::Direct(_))
-    }
-
     pub fn describe(&self) -> &'static str {
         match self.via {
             Via::Proxy(_) => "pods/proxy",
             Via::Direct(_) => "direct",
+            Via::PortForward(_) => "port-forward",
         }
     }
 
@@ -140,6 +181,19 @@ impl Transport {
                     e => e,
                 })
             }
+            Via::PortForward(client) => {
+                if ep.scheme == Scheme::Https {
+                    return Err(ProbeError::Other(
+                        "--via port-forward speaks plain HTTP only; use --via proxy for HTTPS ports"
+                            .into(),
+                    ));
+                }
+                let (stream, pf) = open_port_forward(client, ep).await?;
+                let request = build_request(req, &req.path, body.into_bytes())?;
+                let answer = http1_over(stream, request).await;
+                pf.abort();
+                answer
+            }
             Via::Direct(client) => {
                 if ep.scheme == Scheme::Https {
                     return Err(ProbeError::Other(
@@ -168,6 +222,81 @@ impl Transport {
             }
         }
     }
+}
+
+/// A TCP connection to a pod: the stream, and the port-forward that carries it (if one does;
+/// it ends when the link is dropped).
+pub struct TcpLink {
+    pub stream: Box<dyn TcpStreamLike>,
+    forward: Option<kube::api::Portforwarder>,
+}
+
+impl Drop for TcpLink {
+    fn drop(&mut self) {
+        if let Some(pf) = &self.forward {
+            pf.abort();
+        }
+    }
+}
+
+pub trait TcpStreamLike: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> TcpStreamLike for T {}
+
+/// A port-forward to the endpoint's pod and port, through the API server; a refusal names the
+/// permission it needs.
+async fn open_port_forward(
+    client: &kube::Client,
+    ep: &Endpoint,
+) -> Result<(tokio::io::DuplexStream, kube::api::Portforwarder), ProbeError> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), &ep.namespace);
+    let mut pf = api
+        .portforward(&ep.pod, &[ep.port])
+        .await
+        .map_err(|e| match crate::errors::status_of(&e) {
+            Some(s) if s.code == 403 => ProbeError::Forbidden(format!(
+                "{} (the plugin needs `create` on `pods/portforward` for --via port-forward and for requests that are not HTTP)",
+                s.message
+            )),
+            Some(s) if s.code == 404 => ProbeError::Other(format!("pod {} is gone: {}", ep.pod, s.message)),
+            _ => ProbeError::Unreachable(format!("port-forward to {}:{}: {}", ep.pod, ep.port, crate::errors::chain(&e))),
+        })?;
+    let stream = pf.take_stream(ep.port).ok_or_else(|| {
+        ProbeError::Unreachable(format!(
+            "port-forward to {}:{} gave no stream",
+            ep.pod, ep.port
+        ))
+    })?;
+    Ok((stream, pf))
+}
+
+/// One HTTP/1.1 request over an open stream (a port-forward), the answer capped in size.
+async fn http1_over(
+    stream: tokio::io::DuplexStream,
+    request: http::Request<Vec<u8>>,
+) -> Result<HttpAnswer, ProbeError> {
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| ProbeError::Unreachable(crate::errors::chain(&e)))?;
+    let driver = tokio::spawn(conn);
+    let mut request = request.map(|b| Full::new(Bytes::from(b)));
+    request.headers_mut().insert(
+        http::header::HOST,
+        http::HeaderValue::from_static("localhost"),
+    );
+    let result = async {
+        let resp = sender
+            .send_request(request)
+            .await
+            .map_err(|e| ProbeError::Unreachable(crate::errors::chain(&e)))?;
+        let status = resp.status().as_u16();
+        let body = read_capped(resp.into_body()).await?;
+        Ok(HttpAnswer { status, body })
+    }
+    .await;
+    driver.abort();
+    result
 }
 
 fn build_request(
@@ -219,6 +348,65 @@ struct ApiStatus {
     kind: Option<String>,
     message: Option<String>,
     reason: Option<String>,
+}
+
+/// A local TCP port bridged to the endpoint's pod and port through `transport` (a client
+/// library that dials an address, such as async-nats, then reaches the pod wherever the
+/// transport can): one connection, closed with the returned task.
+pub async fn local_bridge(
+    transport: Transport,
+    ep: Endpoint,
+) -> Result<(u16, tokio::task::JoinHandle<()>), String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("a local port for the bridge: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let task = tokio::spawn(async move {
+        let Ok((mut local, _)) = listener.accept().await else {
+            return;
+        };
+        let Ok(mut link) = transport.tcp(&ep).await else {
+            return;
+        };
+        let _ = tokio::io::copy_bidirectional(&mut local, &mut link.stream).await;
+    });
+    Ok((port, task))
+}
+
+/// A four-letter word (ZooKeeper's and ClickHouse Keeper's admin protocol) on a raw TCP port
+/// of the endpoint's pod: write the word, read the answer until the server closes, within
+/// `limit`. No answer at all means the word is unknown or not allowed (the server only logs it).
+pub async fn four_letter_word(
+    transport: &Transport,
+    ep: &Endpoint,
+    word: &str,
+    limit: Duration,
+) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let at = format!("{}:{}", ep.pod, ep.port);
+    let exchange = async {
+        let mut link = transport.tcp(ep).await?;
+        link.stream
+            .write_all(word.as_bytes())
+            .await
+            .map_err(|e| format!("{at}: {e}"))?;
+        let mut answer = Vec::new();
+        (&mut link.stream)
+            .take(MAX_ANSWER_BYTES as u64)
+            .read_to_end(&mut answer)
+            .await
+            .map_err(|e| format!("{at}: {e}"))?;
+        Ok::<_, String>(String::from_utf8_lossy(&answer).into_owned())
+    };
+    let answer = tokio::time::timeout(limit, exchange)
+        .await
+        .map_err(|_| format!("no answer from {at} within {limit:?}"))??;
+    if answer.trim().is_empty() {
+        return Err(format!(
+            "{at} did not answer `{word}`: the word is unknown or not in four_letter_word_allow_list"
+        ));
+    }
+    Ok(answer)
 }
 
 /// Tells the API server's own failures (it could not reach the pod, RBAC refused, the pod

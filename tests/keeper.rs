@@ -218,7 +218,7 @@ fn yield_to_a_named_keeper_sends_rqld_to_it() {
 }
 
 #[test]
-fn a_keeper_without_the_commands_api_is_named_with_what_to_do() {
+fn without_the_commands_api_ydld_goes_over_the_client_port_through_a_port_forward() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("keeper-404");
     let dir = deploy_keeper(
@@ -230,11 +230,30 @@ fn a_keeper_without_the_commands_api_is_named_with_what_to_do() {
     );
     // status needs only /ready.
     assert_eq!(keeper_status(&ns.name)["summary"]["leader"], "keeper-0");
+    // HTTP through pods/proxy answers 404; the four-letter word goes through a port-forward.
+    let (code, y, err) = yield_json(&["keeper", "-n", &ns.name]);
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    assert_eq!(y["outcome"], "Transferred", "{y:#}");
+    assert_ne!(state(&dir)["leader"], "keeper-0");
+}
+
+#[test]
+fn a_keeper_without_the_commands_api_or_the_word_is_named_with_what_to_do() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("keeper-404-403");
+    let dir = deploy_keeper(
+        &ns.name,
+        Keeper {
+            commands_api: "none",
+            allow: Some("ruok,srvr,mntr"),
+            ..Default::default()
+        },
+    );
     let (code, y, err) = yield_json(&["keeper", "-n", &ns.name]);
     assert_eq!(code, Some(1), "{y:#}");
     assert_eq!(y["outcome"], "Failed", "{y:#}");
     assert!(
-        err.contains("HTTP 404") && err.contains("no command API"),
+        err.contains("no command API") && err.contains("four_letter_word_allow_list"),
         "{err}"
     );
     assert_eq!(state(&dir)["leader"], "keeper-0", "nothing moved");
@@ -349,4 +368,26 @@ fn drain_of_keepers_leaders_node_hands_over_first_and_waits_for_the_flip() {
     assert!(ev.contains("transferred keeper-0 ->"), "{ev}");
     assert!(!ev.contains("stopped while leading"), "{ev}");
     assert_eq!(state(&dir)["elections"], 1, "no election:\n{ev}");
+}
+
+#[test]
+fn without_the_commands_api_ydld_goes_over_the_client_port_with_via_direct() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("keeper-4lw");
+    let dir = deploy_keeper(
+        &ns.name,
+        Keeper {
+            commands_api: "none",
+            ..Default::default()
+        },
+    );
+    let (code, y, err) = yield_json(&["keeper", "-n", &ns.name, "--via", "direct"]);
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    assert_eq!(y["outcome"], "Transferred", "{y:#}");
+    assert_ne!(state(&dir)["leader"], "keeper-0");
+    assert!(
+        events(&dir).contains("handover keeper-0 ->"),
+        "{}",
+        events(&dir)
+    );
 }

@@ -1,9 +1,9 @@
 //! NATS JetStream, live: nats-server 2.15.2 (built by tests/world/build.sh) as a 3- and a
 //! 5-server StatefulSet in the Helm chart's shape (tests/manifests/nats-*.yaml). The Raft
 //! group is JetStream's meta group; its leader moves only over the NATS client protocol, as
-//! a system-account user, so `yield` and `drain` run with `--via direct` (pod IPs are
-//! reachable from where the tests run) and the system user's credentials in NATS_USER and
-//! NATS_PASSWORD.
+//! a system-account user (credentials in NATS_USER and NATS_PASSWORD). That request is not
+//! HTTP: it goes through a port-forward (`--via port-forward`, or automatically when replicas
+//! are reached by pods/proxy), or straight to the pod (`--via direct`).
 
 mod common;
 
@@ -92,7 +92,15 @@ fn yield_moves_the_meta_leader_to_a_named_server() {
     let (code, y, err) = verb(
         &SYS,
         "yield",
-        &["nats", "-n", &ns.name, "--via", "direct", "--to", &target],
+        &[
+            "nats",
+            "-n",
+            &ns.name,
+            "--via",
+            "port-forward",
+            "--to",
+            &target,
+        ],
     );
     assert_eq!(code, Some(0), "{err}\n{y:#}");
     assert_eq!(y["outcome"], "Transferred", "{y:#}");
@@ -110,7 +118,8 @@ fn yield_moves_the_meta_leader_of_five_to_the_best_server() {
     let ns = TestNamespace::new("nats-yield-5");
     deploy_nats(&ns.name, 5);
     let leader = meta_leader(&ns.name, "nats-0").unwrap();
-    let (code, y, err) = verb(&SYS, "yield", &["nats", "-n", &ns.name, "--via", "direct"]);
+    // The default: HTTP through pods/proxy, the NATS request through a port-forward.
+    let (code, y, err) = verb(&SYS, "yield", &["nats", "-n", &ns.name]);
     assert_eq!(code, Some(0), "{err}\n{y:#}");
     let new = y["newLeader"].as_str().unwrap().to_string();
     assert_ne!(new, leader, "{y:#}");
@@ -123,22 +132,16 @@ fn yield_moves_the_meta_leader_of_five_to_the_best_server() {
 }
 
 #[test]
-fn yield_through_pods_proxy_says_the_nats_request_needs_direct() {
+fn yield_straight_to_the_pods_moves_the_meta_leader() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-proxy");
+    let ns = TestNamespace::new("nats-direct");
     deploy_nats(&ns.name, 3);
     let leader = meta_leader(&ns.name, "nats-0").unwrap();
-    let (code, _, err) = verb(&SYS, "yield", &["nats", "-n", &ns.name]);
-    assert_eq!(code, Some(1));
-    assert!(
-        err.contains("--via direct") && err.contains("pods/proxy"),
-        "{err}"
-    );
-    assert_eq!(
-        meta_leader(&ns.name, "nats-0"),
-        Some(leader),
-        "nothing moved"
-    );
+    let (code, y, err) = verb(&SYS, "yield", &["nats", "-n", &ns.name, "--via", "direct"]);
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    let new = y["newLeader"].as_str().unwrap().to_string();
+    assert_ne!(new, leader);
+    assert_eq!(meta_leader(&ns.name, &leader), Some(new));
 }
 
 #[test]

@@ -662,3 +662,91 @@ fn exec_probes_see_the_containers_environment() {
         || ready_condition(&ns.name, "env") == "True",
     );
 }
+
+/// The node agent serves the kubelet's streaming API: `kubectl logs` reads a container's
+/// output through the API server.
+#[test]
+fn kubectl_logs_reads_a_containers_output() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("kubelet-logs");
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: talker}\nspec:\n  containers:\n  - {name: main, image: example/shell, command: [/bin/sh, -c, 'echo first; echo second; exec sleep 600']}\n",
+    );
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "the pod's output",
+        || kubectl(&["logs", "-n", &ns.name, "talker"]).stdout == b"first\nsecond\n",
+    );
+    let tail = kubectl_ok(&["logs", "-n", &ns.name, "talker", "--tail", "1"]);
+    assert_eq!(tail, "second\n");
+}
+
+/// `kubectl exec` runs a command in the container with its environment and returns its
+/// exit code.
+#[test]
+fn kubectl_exec_runs_in_the_container_and_returns_its_exit_code() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("kubelet-exec");
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: box}\nspec:\n  containers:\n  - name: main\n    image: example/shell\n    command: [/bin/sleep, \"600\"]\n    env: [{name: GREETING, value: hello}]\n",
+    );
+    wait_in(&ns.name, Duration::from_secs(30), "the pod to run", || {
+        pod_json(&ns.name, "box")["status"]["phase"] == "Running"
+    });
+    let out = kubectl(&[
+        "exec",
+        "-n",
+        &ns.name,
+        "box",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo $GREETING from $(hostname); exit 7",
+    ]);
+    assert_eq!(stdout(&out), "hello from box\n", "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+}
+
+/// `kubectl port-forward` reaches a pod's port through the API server.
+#[test]
+fn kubectl_port_forward_reaches_a_pods_port() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("kubelet-pf");
+    deploy_etcd(&ns.name, 3);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut pf = std::process::Command::new(kubectl_bin())
+        .args([
+            "port-forward",
+            "-n",
+            &ns.name,
+            "pod/etcd-0",
+            &format!("{port}:2379"),
+        ])
+        .env("KUBECONFIG", &world().kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut health = String::new();
+    wait_until(
+        Duration::from_secs(20),
+        "etcd's /health through the forward",
+        || {
+            use std::io::{Read, Write};
+            let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                return false;
+            };
+            let _ = s.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n");
+            health.clear();
+            s.read_to_string(&mut health).is_ok() && health.contains("\"health\":\"true\"")
+        },
+    );
+    let _ = pf.kill();
+    let _ = pf.wait();
+}

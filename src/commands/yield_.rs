@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::cli::{GlobalArgs, Output, YieldArgs};
 use crate::errors::{api_context, Reported};
-use crate::handover::{act_and_wait, cannot_carry, send_transfer, Outcome, WaitOptions, Waited};
+use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
 use crate::model::{human_duration, ClusterObservation, Selection};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, TransferCall, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
@@ -75,9 +75,6 @@ pub async fn run(
         }
         Err(r) => bail!("cannot yield: {r}"),
     };
-    if let Some(why) = cannot_carry(&surveyor.transport, &plan.call, &profile.name) {
-        bail!("cannot yield: {why}");
-    }
     for o in &plan.overridden {
         writeln!(err, "Warning: --force overrides: {o}")?;
     }

@@ -64,6 +64,11 @@ pub struct TransferRequest {
     /// moves only that way). Credentials come from the environment the nats CLI reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nats: Option<NatsRequest>,
+    /// When the HTTP request answers 404 (a ClickHouse Keeper without the commands API) and
+    /// replicas are reached directly, this word is sent over raw TCP instead (Keeper's
+    /// four-letter words on its client port). pods/proxy carries HTTP only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_fallback: Option<TcpWord>,
     /// Status codes that mean the request was accepted.
     #[serde(default = "default_ok_status")]
     pub ok_status: Vec<u16>,
@@ -90,6 +95,14 @@ pub struct NatsRequest {
     pub subject: String,
     #[serde(default)]
     pub body: Option<String>,
+}
+
+/// A word written to a TCP port, the answer read to EOF (ZooKeeper-style four-letter words).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TcpWord {
+    pub port: PortSpec,
+    pub word: String,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

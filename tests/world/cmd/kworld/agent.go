@@ -75,6 +75,9 @@ func cmdAgent(args []string) error {
 			return fmt.Errorf("registering node %s: %w", n, err)
 		}
 		go a.heartbeat(ctx, n)
+		if err := a.serveKubeletAPI(n); err != nil {
+			return fmt.Errorf("kubelet API of node %s: %w", n, err)
+		}
 	}
 	if err := a.serveDNS(); err != nil {
 		return fmt.Errorf("DNS server on %s:53: %w", bridgeIP, err)
@@ -147,6 +150,7 @@ func (a *agent) postNodeStatus(ctx context.Context, name string) error {
 	}
 	node.Status.Capacity, node.Status.Allocatable = capacity, capacity
 	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: bridgeIP}, {Type: corev1.NodeHostName, Address: name}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(kubeletPort(name))
 	node.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.34.4-kworld", OperatingSystem: "linux", Architecture: "amd64",
 		ContainerRuntimeVersion: "kworld://processes"}
 	conds := []corev1.NodeCondition{

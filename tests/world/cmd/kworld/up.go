@@ -123,6 +123,10 @@ func cmdUp(args []string) error {
 			"--bind-address=127.0.0.1", "--advertise-address=" + bridgeIP, "--secure-port=" + strconv.Itoa(apiPort),
 			"--tls-cert-file=" + l.pki("apiserver.crt"), "--tls-private-key-file=" + l.pki("apiserver.key"),
 			"--client-ca-file=" + l.pki("ca.crt"),
+			"--kubelet-client-certificate=" + l.pki("apiserver-kubelet-client.crt"),
+			"--kubelet-client-key=" + l.pki("apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority=" + l.pki("ca.crt"),
+			"--kubelet-preferred-address-types=InternalIP",
 			"--service-account-key-file=" + l.pki("sa.pub"), "--service-account-signing-key-file=" + l.pki("sa.key"),
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC",
@@ -186,6 +190,13 @@ func writePKI(l layout) error {
 	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(bridgeIP), net.ParseIP("10.96.0.1")}
 	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	if err := p.issue("apiserver", "kube-apiserver", nil, ips, dns, true); err != nil {
+		return err
+	}
+	// The agent's kubelet API (port-forward, exec, logs) and the API server's client for it.
+	if err := p.issue("kubelet", "kworld-kubelet", nil, ips, []string{"localhost"}, true); err != nil {
+		return err
+	}
+	if err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil, false); err != nil {
 		return err
 	}
 	users := []struct{ file, cn, org string }{

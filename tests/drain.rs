@@ -10,17 +10,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-/// Uncordons the nodes when the test ends, however it ends.
-struct Cordoned(Vec<String>);
-
-impl Drop for Cordoned {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = kubectl(&["uncordon", n]);
-        }
-    }
-}
-
 /// `kubectl raft drain ARGS -o json`: (exit code, report, stderr).
 fn drain(args: &[&str]) -> (Option<i32>, Value, String) {
     verb_json("drain", args)
@@ -56,16 +45,6 @@ fn uids(ns: &str) -> BTreeMap<String, String> {
             )
         })
         .collect()
-}
-
-/// The report's cluster in namespace `ns` (a node may also hold other tests' members).
-fn cluster<'a>(report: &'a Value, ns: &str) -> &'a Value {
-    let clusters = report["clusters"]
-        .as_array()
-        .expect("clusters in the report");
-    let mine: Vec<&Value> = clusters.iter().filter(|c| c["namespace"] == ns).collect();
-    assert_eq!(mine.len(), 1, "one cluster of {ns} in {report:#}");
-    mine[0]
 }
 
 /// A namespace with an N-member etcd, Ready, and its leader.
@@ -125,15 +104,7 @@ fn a_followers_node_is_drained_without_a_transfer_or_a_lost_write() {
     let follower = follower_of(&ns.name, &leader);
     let node = node_of(&ns.name, &follower);
     let (c, w, _cordoned) = drain_under_load(&ns.name, std::slice::from_ref(&node));
-    assert_eq!(
-        (
-            c["evictions"].as_u64(),
-            c["transfers"].as_u64(),
-            c["elections"].as_u64()
-        ),
-        (Some(1), Some(0), Some(0)),
-        "{c:#}"
-    );
+    assert_eq!(drain_counts(&c), (Some(1), Some(0), Some(0)), "{c:#}");
     assert_ne!(
         node_of(&ns.name, &follower),
         node,
@@ -183,15 +154,7 @@ fn two_nodes_of_a_five_member_cluster_need_one_transfer() {
     let follower = follower_of(&ns.name, &leader);
     let nodes = vec![node_of(&ns.name, &leader), node_of(&ns.name, &follower)];
     let (c, w, _cordoned) = drain_under_load(&ns.name, &nodes);
-    assert_eq!(
-        (
-            c["evictions"].as_u64(),
-            c["transfers"].as_u64(),
-            c["elections"].as_u64()
-        ),
-        (Some(2), Some(1), Some(0)),
-        "{c:#}"
-    );
+    assert_eq!(drain_counts(&c), (Some(2), Some(1), Some(0)), "{c:#}");
     let done: Vec<&str> = c["done"]
         .as_array()
         .unwrap()

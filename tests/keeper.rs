@@ -330,15 +330,6 @@ fn a_plain_delete_of_keepers_leader_costs_an_election() {
     assert!(ev.contains("stopped while leading keeper-0"), "{ev}");
 }
 
-/// Uncordons the node when the test ends, however it ends.
-struct Cordoned(String);
-
-impl Drop for Cordoned {
-    fn drop(&mut self) {
-        let _ = kubectl(&["uncordon", &self.0]);
-    }
-}
-
 #[test]
 fn drain_of_keepers_leaders_node_hands_over_first_and_waits_for_the_flip() {
     let _nodes = exclusive_nodes();
@@ -346,24 +337,11 @@ fn drain_of_keepers_leaders_node_hands_over_first_and_waits_for_the_flip() {
     let dir = deploy_keeper(&ns.name, Keeper::default());
     let node = node_of(&ns.name, "keeper-0");
     wait_node_alone(&node, &ns.name);
-    let _cordoned = Cordoned(node.clone());
+    let _cordoned = Cordoned(vec![node.clone()]);
     let (code, report, err) = verb_json("drain", &[&node, "--timeout", "90s"]);
     assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let c = report["clusters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["namespace"] == ns.name.as_str())
-        .unwrap_or_else(|| panic!("{report:#}"));
-    assert_eq!(
-        (
-            c["transfers"].as_u64(),
-            c["evictions"].as_u64(),
-            c["elections"].as_u64()
-        ),
-        (Some(1), Some(1), Some(0)),
-        "{c:#}"
-    );
+    let c = cluster(&report, &ns.name);
+    assert_eq!(drain_counts(c), (Some(1), Some(1), Some(0)), "{c:#}");
     let ev = events(&dir);
     assert!(ev.contains("transferred keeper-0 ->"), "{ev}");
     assert!(!ev.contains("stopped while leading"), "{ev}");

@@ -161,15 +161,6 @@ fn yield_as_a_user_outside_the_system_account_is_told_so() {
     );
 }
 
-/// Uncordons the node when the test ends, however it ends.
-struct Cordoned(String);
-
-impl Drop for Cordoned {
-    fn drop(&mut self) {
-        let _ = kubectl(&["uncordon", &self.0]);
-    }
-}
-
 #[test]
 fn drain_of_the_meta_leaders_node_moves_it_first() {
     let _nodes = exclusive_nodes();
@@ -178,28 +169,15 @@ fn drain_of_the_meta_leaders_node_moves_it_first() {
     let leader = meta_leader(&ns.name, "nats-0").unwrap();
     let node = node_of(&ns.name, &leader);
     wait_node_alone(&node, &ns.name);
-    let _cordoned = Cordoned(node.clone());
+    let _cordoned = Cordoned(vec![node.clone()]);
     let (code, report, err) = verb(
         &SYS,
         "drain",
         &[&node, "--via", "direct", "--timeout", "90s"],
     );
     assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let c = report["clusters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["namespace"] == ns.name.as_str())
-        .unwrap_or_else(|| panic!("{report:#}"));
-    assert_eq!(
-        (
-            c["transfers"].as_u64(),
-            c["evictions"].as_u64(),
-            c["elections"].as_u64()
-        ),
-        (Some(1), Some(1), Some(0)),
-        "{c:#}"
-    );
+    let c = cluster(&report, &ns.name);
+    assert_eq!(drain_counts(c), (Some(1), Some(1), Some(0)), "{c:#}");
     let new = meta_leader(&ns.name, "nats-0").unwrap_or_default();
     assert_ne!(node_of(&ns.name, &new), node, "the meta leader left {node}");
 }

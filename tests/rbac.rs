@@ -25,13 +25,6 @@ fn etcd_namespace(prefix: &str) -> TestNamespace {
     ns
 }
 
-fn cluster_of<'a>(report: &'a Value, ns: &str) -> &'a Value {
-    report["clusters"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["namespace"] == ns))
-        .unwrap_or_else(|| panic!("no cluster of {ns} in {report:#}"))
-}
-
 /// Runs `args` as `who` with `verb` on `resource` taken away, and checks it fails naming it.
 fn refused_without(who: &RbacSubject, verb: &str, resource: &str, args: &[&str]) {
     who.without(verb, resource);
@@ -57,7 +50,7 @@ fn status_runs_with_exactly_its_role() {
     let (code, out, err) = who.raft(&["status", "-n", &ns.name, "-o", "json"]);
     assert_eq!(code, Some(0), "{err}");
     let report: Value = serde_json::from_str(&out).unwrap();
-    let c = cluster_of(&report, &ns.name);
+    let c = cluster(&report, &ns.name);
     assert!(c["summary"]["leader"].is_string(), "{c:#}");
     assert_eq!(c["summary"]["faultTolerance"], 1, "{c:#}");
 }

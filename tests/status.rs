@@ -16,15 +16,6 @@ fn warning_codes(c: &Value) -> Vec<&str> {
         .collect()
 }
 
-fn cluster<'a>(report: &'a Value, ns: &str) -> &'a Value {
-    report["clusters"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["namespace"] == ns)
-        .unwrap_or_else(|| panic!("no cluster in {ns}: {report}"))
-}
-
 #[test]
 fn status_shows_one_leader_terms_indices_endpoints_and_fault_tolerance_one() {
     let _nodes = shared_nodes();

@@ -880,3 +880,33 @@ impl Drop for RbacSubject {
         let _ = kubectl(&["delete", "clusterrole", &self.role_name, "--wait=false"]);
     }
 }
+
+/// A report's one cluster in namespace `ns` (a node may also hold other tests' members).
+pub fn cluster<'a>(report: &'a Value, ns: &str) -> &'a Value {
+    let clusters = report["clusters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no clusters in {report:#}"));
+    let mine: Vec<&Value> = clusters.iter().filter(|c| c["namespace"] == ns).collect();
+    assert_eq!(mine.len(), 1, "one cluster of {ns} in {report:#}");
+    mine[0]
+}
+
+/// Uncordons the nodes when the test ends, however it ends.
+pub struct Cordoned(pub Vec<String>);
+
+impl Drop for Cordoned {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            let _ = kubectl(&["uncordon", n]);
+        }
+    }
+}
+
+/// A drained cluster's (evictions, transfers, elections), as its DrainReport counts them.
+pub fn drain_counts(c: &Value) -> (Option<u64>, Option<u64>, Option<u64>) {
+    (
+        c["evictions"].as_u64(),
+        c["transfers"].as_u64(),
+        c["elections"].as_u64(),
+    )
+}

@@ -193,14 +193,23 @@ func (e executor) ExecInContainer(ctx context.Context, _ string, _ types.UID, _ 
 	return err
 }
 
-func (a *agent) exec(node string, w http.ResponseWriter, r *http.Request) {
+// workerContainer finds the running pod and the container the request names, or answers 404.
+func (a *agent) workerContainer(node string, w http.ResponseWriter, r *http.Request) (*podWorker, *containerRunner) {
 	pw := a.worker(node, w, r)
 	if pw == nil {
-		return
+		return nil, nil
 	}
 	c := pw.container(r.PathValue("container"))
 	if c == nil {
 		http.Error(w, fmt.Sprintf("container %q not found", r.PathValue("container")), http.StatusNotFound)
+		return nil, nil
+	}
+	return pw, c
+}
+
+func (a *agent) exec(node string, w http.ResponseWriter, r *http.Request) {
+	pw, c := a.workerContainer(node, w, r)
+	if c == nil {
 		return
 	}
 	opts, err := criremotecommand.NewOptions(r)
@@ -216,13 +225,8 @@ func (a *agent) exec(node string, w http.ResponseWriter, r *http.Request) {
 // containerLogs serves the container's log file: tailLines, limitBytes and follow as the
 // kubelet reads them (timestamps and previous are not kept by the agent).
 func (a *agent) containerLogs(node string, w http.ResponseWriter, r *http.Request) {
-	pw := a.worker(node, w, r)
-	if pw == nil {
-		return
-	}
-	c := pw.container(r.PathValue("container"))
+	pw, c := a.workerContainer(node, w, r)
 	if c == nil {
-		http.Error(w, fmt.Sprintf("container %q not found", r.PathValue("container")), http.StatusNotFound)
 		return
 	}
 	q := r.URL.Query()

@@ -167,11 +167,14 @@ fn a_node_down_for_a_while_comes_back_by_itself() {
     let ns = TestNamespace::new("fid-down-for");
     deploy_etcd(&ns.name, 3);
     let node = node_of(&ns.name, "etcd-0");
-    kworld(&["node-down", &node, "--for", "6s"]);
+    // Long enough that a status call (its listing, then a 2 s probe) lands inside the freeze
+    // even on a loaded machine: with 6 s, the agent's 2 s heartbeat left a 4 s window that a
+    // slow listing once missed.
+    kworld(&["node-down", &node, "--for", "15s"]);
     let frozen = std::panic::catch_unwind(|| {
         wait_in(
             &ns.name,
-            Duration::from_secs(20),
+            Duration::from_secs(30),
             "etcd-0 unreachable",
             || {
                 status_json(&["etcd", "-n", &ns.name])["clusters"][0]["replicas"][0]["raft"]

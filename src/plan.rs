@@ -494,7 +494,7 @@ pub fn self_yield_call(profile: &Profile, leader_pod: &str) -> Result<TransferCa
 /// knows a leader that is not itself, where the system says (Keeper's `hasLeader`, a named
 /// leader); a system that says neither (Vault's standby) is taken at its role.
 pub fn stepped_down(me: &ReplicaView) -> bool {
-    let follows = matches!(me.role, Some(r) if r != Role::Leader && r != Role::Unknown);
+    let follows = me.role.is_some_and(Role::is_known_non_leader);
     let knows_another = match (me.has_leader, me.leader.as_deref()) {
         (Some(false), _) => false,
         (_, Some(l)) => l != me.pod,
@@ -586,7 +586,7 @@ pub fn agreed_leader(views: &[ReplicaView], members: usize) -> Option<String> {
         let named = match (&v.leader, v.role) {
             (Some(l), _) => Some(l.as_str()),
             (None, Some(Role::Leader)) => Some(v.pod.as_str()),
-            (None, Some(r)) if r != Role::Unknown => sole_claimant,
+            (None, Some(r)) if r.is_known_non_leader() => sole_claimant,
             _ => None,
         };
         if let Some(n) = named {
@@ -656,10 +656,10 @@ pub fn judge_with_history(
     old_seen_following: &mut bool,
 ) -> Judgement {
     let j = judge(expect, views, members);
-    if views.iter().any(|v| {
-        v.pod == expect.old_leader
-            && matches!(v.role, Some(r) if r != Role::Leader && r != Role::Unknown)
-    }) {
+    if views
+        .iter()
+        .any(|v| v.pod == expect.old_leader && v.role.is_some_and(Role::is_known_non_leader))
+    {
         *old_seen_following = true;
     }
     if *old_seen_following

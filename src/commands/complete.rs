@@ -174,6 +174,31 @@ fn namespaces() -> Vec<CompletionCandidate> {
     from_cluster("namespace", |client, _| Api::<Namespace>::all(client))
 }
 
+/// The one runtime and the one connection every completer of this process shares (a
+/// completion that offers StatefulSets and pods connects once, not twice). None when there
+/// is no cluster to ask; a kube Client lives on the runtime that made it, hence both here.
+fn cluster() -> Option<&'static (tokio::runtime::Runtime, kube::Client, String)> {
+    static CLUSTER: OnceLock<Option<(tokio::runtime::Runtime, kube::Client, String)>> =
+        OnceLock::new();
+    CLUSTER
+        .get_or_init(|| {
+            let g = CONNECTION.get()?.clone();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            let conn = runtime
+                .block_on(async {
+                    tokio::time::timeout(CLUSTER_TIMEOUT, connect::connect(&g)).await
+                })
+                .ok()?
+                .ok()?;
+            let ns = g.namespace.clone().unwrap_or(conn.default_namespace);
+            Some((runtime, conn.client, ns))
+        })
+        .as_ref()
+}
+
 /// The names `api` lists in the cluster the typed flags name (the namespace: `-n`, else the
 /// context's), each with `what` as its help; nothing when the cluster does not answer in time.
 fn from_cluster<K>(
@@ -183,29 +208,16 @@ fn from_cluster<K>(
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let Some(g) = CONNECTION.get().cloned() else {
+    let Some((runtime, client, ns)) = cluster() else {
         return vec![];
     };
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return vec![];
-    };
+    let list = api(client.clone(), ns.clone());
     let names = runtime.block_on(async move {
-        let fetch = async {
-            let conn = connect::connect(&g).await.ok()?;
-            let ns = g.namespace.clone().unwrap_or(conn.default_namespace);
-            let list = api(conn.client, ns)
-                .list_metadata(&ListParams::default())
-                .await
-                .ok()?;
-            Some(list.items.iter().map(|o| o.name_any()).collect::<Vec<_>>())
-        };
-        tokio::time::timeout(CLUSTER_TIMEOUT, fetch)
+        tokio::time::timeout(CLUSTER_TIMEOUT, list.list_metadata(&ListParams::default()))
             .await
             .ok()
-            .flatten()
+            .and_then(Result::ok)
+            .map(|l| l.items.iter().map(|o| o.name_any()).collect::<Vec<_>>())
             .unwrap_or_default()
     });
     names

@@ -220,6 +220,11 @@ impl Role {
     pub fn is_voter(self) -> bool {
         !matches!(self, Role::Learner | Role::Observer)
     }
+
+    /// A role the replica reported that is not leader: it has stepped down, or never led.
+    pub fn is_known_non_leader(self) -> bool {
+        !matches!(self, Role::Leader | Role::Unknown)
+    }
 }
 
 /// What one replica says about Raft.

@@ -379,6 +379,7 @@ const RULES: &[Rule] = &[
     leader_on_cordoned_node,
     pdb_looser_than_raft,
     membership_unknown,
+    credentials_unreadable,
 ];
 
 pub fn warnings(r: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
@@ -597,6 +598,17 @@ fn membership_unknown(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Warnin
     match &obs.members {
         Some(Err(e)) => vec![w(WarningCode::MembershipUnknown, None, format!("could not read the Raft member list ({e}); counting the StatefulSet's replicas instead"))],
         _ => vec![],
+    }
+}
+
+fn credentials_unreadable(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
+    match &obs.credentials_error {
+        Some(e) => vec![w(
+            WarningCode::CredentialsUnreadable,
+            None,
+            format!("{e}; observed with the environment's credentials only"),
+        )],
+        None => vec![],
     }
 }
 

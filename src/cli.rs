@@ -331,6 +331,18 @@ pub struct ProbeArgs {
     /// the requests it serves at once, for every client).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INFLIGHT, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_inflight: u16,
+
+    /// A Secret in each cluster's namespace whose keys are the variables the system's
+    /// credentials are read from (NATS_USER, NATS_PASSWORD, NATS_CREDS, CONSUL_HTTP_TOKEN,
+    /// NOMAD_TOKEN, VAULT_TOKEN), over the environment. Without it, the Secret the
+    /// annotation kubectl-raft.io/credentials-secret names. Values are never printed.
+    #[arg(long, value_name = "NAME", conflicts_with = "credentials_file")]
+    pub credentials_secret: Option<String>,
+
+    /// The same variables from a file of KEY=VALUE lines (the format of `kubectl create
+    /// secret --from-env-file`); in a pod, a mounted Secret.
+    #[arg(long, value_name = "PATH")]
+    pub credentials_file: Option<std::path::PathBuf>,
 }
 
 pub const DEFAULT_MAX_INFLIGHT: u16 = 32;

@@ -245,10 +245,16 @@ pub async fn send_transfer(
         let (local, bridge) = crate::transport::local_bridge(transport.for_tcp(), ep)
             .await
             .map_err(|e| format!("{}: {e}", call.pod))?;
-        let result =
-            crate::nats::request("127.0.0.1", local, &call.path, call.body.as_deref(), limit)
-                .await
-                .map_err(|e| format!("{}: {e}", call.pod));
+        let result = crate::nats::request(
+            "127.0.0.1",
+            local,
+            &call.path,
+            call.body.as_deref(),
+            limit,
+            transport.vars(),
+        )
+        .await
+        .map_err(|e| format!("{}: {e}", call.pod));
         bridge.abort();
         return result;
     }

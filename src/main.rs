@@ -4,6 +4,7 @@ mod assess;
 mod cli;
 mod commands;
 mod connect;
+mod credentials;
 mod errors;
 mod handover;
 mod model;

@@ -1,13 +1,16 @@
 //! One request over the NATS client protocol, for the transfers only NATS carries (the
-//! JetStream meta leader's stepdown), with the async-nats client. Credentials come from the
-//! environment the nats CLI reads: `NATS_CREDS` (a .creds file), else `NATS_USER` and
-//! `NATS_PASSWORD`; they are sent, never printed. The request must come from a user of the
+//! JetStream meta leader's stepdown), with the async-nats client. Credentials are the nats
+//! CLI's variables: `NATS_CREDS` (a .creds file, or in a Secret its content), else `NATS_USER`
+//! and `NATS_PASSWORD`, from a credentials Secret or file (`crate::credentials`) or the
+//! environment; they are sent, never printed. The request must come from a user of the
 //! system account: anyone else gets no reply at all, which is said as such.
 
 use std::time::Duration;
 
 use async_nats::ConnectOptions;
 use serde_json::Value;
+
+use crate::credentials::Vars;
 
 /// What the server answered: accepted, or refused with its description.
 pub async fn request(
@@ -16,8 +19,9 @@ pub async fn request(
     subject: &str,
     body: Option<&str>,
     limit: Duration,
+    vars: &Vars,
 ) -> Result<(), String> {
-    let options = options(limit).await?;
+    let options = options(limit, vars).await?;
     let addr = format!("nats://{host}:{port}");
     let client = tokio::time::timeout(limit, options.connect(addr.as_str()))
         .await
@@ -28,7 +32,7 @@ pub async fn request(
     let _ = client.drain().await;
     let msg = answer.map_err(|e| match e.kind() {
         async_nats::RequestErrorKind::TimedOut => format!(
-            "no reply to {subject} within {limit:?}: only users of the system account may move the meta leader (set NATS_USER and NATS_PASSWORD, or NATS_CREDS, to a system-account user)"
+            "no reply to {subject} within {limit:?}: only users of the system account may move the meta leader (NATS_USER and NATS_PASSWORD, or NATS_CREDS, from {}, must name a system-account user)", vars.describe()
         ),
         async_nats::RequestErrorKind::NoResponders => format!(
             "no responders for {subject}: is JetStream enabled in this server's cluster, and is the user in the system account?"
@@ -62,22 +66,24 @@ pub fn judge_reply(payload: &[u8]) -> Result<(), String> {
     }
 }
 
-async fn options(limit: Duration) -> Result<ConnectOptions, String> {
-    let base = match (
-        std::env::var("NATS_CREDS").ok().filter(|s| !s.is_empty()),
-        std::env::var("NATS_USER").ok().filter(|s| !s.is_empty()),
-    ) {
+async fn options(limit: Duration, vars: &Vars) -> Result<ConnectOptions, String> {
+    let base = match (vars.get("NATS_CREDS"), vars.get("NATS_USER")) {
+        // A Secret holds the file's content; the environment, like the nats CLI, a path.
+        (Some(creds), _) if creds.contains("BEGIN NATS USER JWT") => {
+            ConnectOptions::with_credentials(&creds)
+                .map_err(|e| format!("NATS_CREDS from {}: {e}", vars.describe()))?
+        }
         (Some(path), _) => ConnectOptions::new()
             .credentials_file(&path)
             .await
             .map_err(|e| format!("cannot read NATS_CREDS {path}: {e}"))?,
         (None, Some(user)) => ConnectOptions::with_user_and_password(
             user,
-            std::env::var("NATS_PASSWORD").unwrap_or_default(),
+            vars.get("NATS_PASSWORD").unwrap_or_default(),
         ),
         (None, None) => {
             return Err(
-                "moving the NATS meta leader needs a system-account user: export NATS_USER and NATS_PASSWORD, or NATS_CREDS (the nats CLI's variables)"
+                "moving the NATS meta leader needs a system-account user: export NATS_USER and NATS_PASSWORD, or NATS_CREDS (the nats CLI's variables), or put them in a Secret named by --credentials-secret or the annotation kubectl-raft.io/credentials-secret"
                     .into(),
             )
         }

@@ -54,6 +54,7 @@ pub async fn observe_cluster(
         target,
         replicas,
         members,
+        credentials_error: None,
     }
 }
 

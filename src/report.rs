@@ -200,6 +200,7 @@ pub enum WarningCode {
     NoPodDisruptionBudget,
     DisruptionBudgetTooLoose,
     MembershipUnknown,
+    CredentialsUnreadable,
 }
 
 #[cfg(test)]
@@ -218,6 +219,7 @@ impl WarningCode {
         WarningCode::NoPodDisruptionBudget,
         WarningCode::DisruptionBudgetTooLoose,
         WarningCode::MembershipUnknown,
+        WarningCode::CredentialsUnreadable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -235,6 +237,7 @@ impl WarningCode {
             WarningCode::NoPodDisruptionBudget => "NoPodDisruptionBudget",
             WarningCode::DisruptionBudgetTooLoose => "DisruptionBudgetTooLoose",
             WarningCode::MembershipUnknown => "MembershipUnknown",
+            WarningCode::CredentialsUnreadable => "CredentialsUnreadable",
         }
     }
 }

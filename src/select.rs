@@ -149,6 +149,7 @@ fn clusters_from_statefulsets(
             profile,
             desired_replicas: desired,
             pods,
+            credentials_secret: annotations::credentials_secret(&ann),
         });
     }
     Ok(out)
@@ -196,6 +197,7 @@ fn clusters_from_selector(
             profile,
             desired_replicas: n,
             pods,
+            credentials_secret: annotations::credentials_secret(&ann),
         });
     }
     Ok(out)

@@ -16,6 +16,7 @@ use kube::Client;
 use crate::assess;
 use crate::cli::{GlobalArgs, ProbeArgs, SelectArgs, Via};
 use crate::connect::{connect, Connection};
+use crate::credentials::CredentialSource;
 use crate::errors::{api_context, is_forbidden, is_not_found};
 use crate::model::{
     ClusterObservation, ClusterTarget, ProbeError, ReplicaObservation, Selection, Snapshot,
@@ -51,6 +52,8 @@ pub struct Surveyor {
     pub namespace: String,
     pub all_namespaces: bool,
     pub probe_timeout: Duration,
+    /// Each cluster's credentials (--credentials-secret/-file, the annotation).
+    pub credentials: CredentialSource,
 }
 
 /// What one survey saw and concluded.
@@ -78,7 +81,13 @@ impl Surveyor {
             Via::Direct => Transport::direct(max),
             Via::PortForward => Transport::port_forward(conn.probe_client.clone(), max),
         };
+        let credentials = CredentialSource::new(
+            conn.client.clone(),
+            probe.credentials_secret.clone(),
+            probe.credentials_file.as_deref(),
+        )?;
         Ok(Surveyor {
+            credentials,
             conn,
             catalog,
             transport,
@@ -215,13 +224,26 @@ impl Surveyor {
         })
     }
 
-    /// Every cluster at once; the transport bounds the requests in flight.
+    /// The transport for one cluster: the shared one (and its in-flight bound) with the
+    /// cluster's credentials. An error names the Secret or file and what to do.
+    pub async fn transport_for(&self, target: &ClusterTarget) -> Result<Transport> {
+        let vars = self.credentials.for_cluster(target).await?;
+        Ok(self.transport.with_vars(vars))
+    }
+
+    /// Every cluster at once; the transport bounds the requests in flight. A cluster whose
+    /// credentials cannot be read is observed without them, and its report says why.
     pub async fn observe(&self, targets: Vec<ClusterTarget>) -> Vec<ClusterObservation> {
-        futures::future::join_all(
-            targets
-                .into_iter()
-                .map(|t| observe_cluster(&self.transport, t, self.probe_timeout)),
-        )
+        futures::future::join_all(targets.into_iter().map(|t| async move {
+            match self.transport_for(&t).await {
+                Ok(transport) => observe_cluster(&transport, t, self.probe_timeout).await,
+                Err(e) => {
+                    let mut obs = observe_cluster(&self.transport, t, self.probe_timeout).await;
+                    obs.credentials_error = Some(crate::errors::anyhow_chain(&e));
+                    obs
+                }
+            }
+        }))
         .await
     }
 }

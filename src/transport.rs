@@ -14,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
+use crate::credentials::Vars;
 use crate::model::{Endpoint, HttpAnswer, ProbeError, MAX_ANSWER_BYTES};
 use crate::profile::{HttpRequest, Scheme};
 
@@ -32,6 +33,8 @@ enum Via {
 pub struct Transport {
     via: Via,
     inflight: Arc<Semaphore>,
+    /// What `${VAR}` in a request's headers (and a NATS request's user) is read from.
+    vars: Arc<Vars>,
 }
 
 impl Transport {
@@ -62,6 +65,7 @@ impl Transport {
             Via::Proxy(client) => Transport {
                 via: Via::PortForward(client.clone()),
                 inflight: self.inflight.clone(),
+                vars: self.vars.clone(),
             },
             _ => self.clone(),
         }
@@ -98,7 +102,21 @@ impl Transport {
         Transport {
             via,
             inflight: Arc::new(Semaphore::new(max_inflight.max(1))),
+            vars: Arc::new(Vars::default()),
         }
+    }
+
+    /// The same transport (same in-flight bound) with a cluster's credentials.
+    pub fn with_vars(&self, vars: Arc<Vars>) -> Transport {
+        Transport {
+            vars,
+            ..self.clone()
+        }
+    }
+
+    /// The credentials requests are sent with.
+    pub fn vars(&self) -> &Vars {
+        &self.vars
     }
 
     pub fn describe(&self) -> &'static str {
@@ -158,7 +176,7 @@ impl Transport {
                     "/api/v1/namespaces/{}/pods/{}/proxy{}",
                     ep.namespace, port, req.path
                 );
-                let request = build_request(req, &uri, body.into_bytes())?;
+                let request = build_request(req, &uri, body.into_bytes(), &self.vars)?;
                 let resp = client
                     .send(request.map(kube::client::Body::from))
                     .await
@@ -189,7 +207,7 @@ impl Transport {
                     ));
                 }
                 let (stream, pf) = open_port_forward(client, ep).await?;
-                let request = build_request(req, &req.path, body.into_bytes())?;
+                let request = build_request(req, &req.path, body.into_bytes(), &self.vars)?;
                 let answer = http1_over(stream, request).await;
                 pf.abort();
                 answer
@@ -211,7 +229,7 @@ impl Transport {
                     ip.to_string()
                 };
                 let uri = format!("http://{host}:{}{}", ep.port, req.path);
-                let request = build_request(req, &uri, body.into_bytes())?;
+                let request = build_request(req, &uri, body.into_bytes(), &self.vars)?;
                 let resp = client
                     .request(request.map(|b| Full::new(Bytes::from(b))))
                     .await
@@ -303,6 +321,7 @@ fn build_request(
     req: &HttpRequest,
     uri: &str,
     body: Vec<u8>,
+    vars: &Vars,
 ) -> Result<http::Request<Vec<u8>>, ProbeError> {
     let method = req.method.as_str();
     let mut b = http::Request::builder().method(method).uri(uri);
@@ -310,10 +329,10 @@ fn build_request(
         b = b.header(http::header::CONTENT_TYPE, "application/json");
     }
     for (name, template) in &req.headers {
-        let value = crate::model::profile::expand_env(template, |v| std::env::var(v).ok())
-            .map_err(|var| {
+        let value =
+            crate::model::profile::expand_env(template, |v| vars.get(v)).map_err(|var| {
                 ProbeError::Other(format!(
-                    "{method} {} needs ${var} for its {name} header: export {var}=... (the token is sent, never printed)",
+                    "{method} {} needs ${var} for its {name} header: export {var}=..., or put it in a Secret named by --credentials-secret (the token is sent, never printed)",
                     req.path
                 ))
             })?;

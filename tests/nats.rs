@@ -181,3 +181,137 @@ fn drain_of_the_meta_leaders_node_moves_it_first() {
     let new = meta_leader(&ns.name, "nats-0").unwrap_or_default();
     assert_ne!(node_of(&ns.name, &new), node, "the meta leader left {node}");
 }
+
+/// No NATS credentials in the environment (empty is unset), so only a Secret or file can
+/// supply them.
+const NO_ENV: [(&str, &str); 2] = [("NATS_USER", ""), ("NATS_PASSWORD", "")];
+
+/// A Secret whose keys are the nats CLI's variables, as an operator makes one.
+fn ops_secret(ns: &str, name: &str) {
+    kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        name,
+        "-n",
+        ns,
+        "--from-literal=NATS_USER=sys",
+        "--from-literal=NATS_PASSWORD=sys-secret",
+    ]);
+}
+
+#[test]
+fn yield_reads_the_system_user_from_the_secret_the_flag_names() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("nats-cred-flag");
+    deploy_nats(&ns.name, 3);
+    ops_secret(&ns.name, "nats-ops");
+    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (code, y, err) = verb(
+        &NO_ENV,
+        "yield",
+        &["nats", "-n", &ns.name, "--credentials-secret", "nats-ops"],
+    );
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    let new = y["newLeader"].as_str().unwrap().to_string();
+    assert_ne!(new, leader);
+    assert_eq!(meta_leader(&ns.name, &leader), Some(new));
+    assert!(
+        !err.contains("sys-secret") && !y.to_string().contains("sys-secret"),
+        "the password is never printed: {err}\n{y:#}"
+    );
+}
+
+#[test]
+fn yield_reads_the_secret_the_statefulsets_annotation_names() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("nats-cred-ann");
+    deploy_nats(&ns.name, 3);
+    ops_secret(&ns.name, "nats-ops");
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "nats",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/credentials-secret=nats-ops",
+    ]);
+    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (code, y, err) = verb(&NO_ENV, "yield", &["nats", "-n", &ns.name]);
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    assert_ne!(y["newLeader"], leader.as_str(), "{y:#}");
+}
+
+#[test]
+fn yield_reads_the_system_user_from_a_credentials_file() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("nats-cred-file");
+    deploy_nats(&ns.name, 3);
+    let file = tempfile("# the system account\nNATS_USER=sys\nNATS_PASSWORD=sys-secret\n");
+    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (code, y, err) = verb(
+        &NO_ENV,
+        "yield",
+        &[
+            "nats",
+            "-n",
+            &ns.name,
+            "--via",
+            "direct",
+            "--credentials-file",
+            file.path_str(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    assert_ne!(y["newLeader"], leader.as_str(), "{y:#}");
+}
+
+#[test]
+fn a_credentials_secret_that_does_not_exist_is_named_and_nothing_moves() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("nats-cred-missing");
+    deploy_nats(&ns.name, 3);
+    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (code, _, err) = verb(
+        &SYS,
+        "yield",
+        &["nats", "-n", &ns.name, "--credentials-secret", "nats-nope"],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("nothing was sent")
+            && err.contains("\"nats-nope\"")
+            && err.contains("not found"),
+        "{err}"
+    );
+    assert_eq!(meta_leader(&ns.name, "nats-0"), Some(leader));
+}
+
+#[test]
+fn status_warns_when_the_annotated_credentials_secret_cannot_be_read() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("nats-cred-warn");
+    deploy_nats(&ns.name, 3);
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "nats",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/credentials-secret=nats-nope",
+    ]);
+    let (code, report, err) = verb(&NO_ENV, "status", &["nats", "-n", &ns.name]);
+    assert_eq!(code, Some(0), "the report is still made: {err}");
+    let c = &report["clusters"][0];
+    assert_eq!(c["summary"]["healthyVoters"], 3, "{c:#}");
+    let warning = c["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "CredentialsUnreadable")
+        .unwrap_or_else(|| panic!("a CredentialsUnreadable warning: {c:#}"));
+    assert!(
+        warning["message"].as_str().unwrap().contains("nats-nope"),
+        "{warning:#}"
+    );
+}

@@ -131,11 +131,13 @@ fn observe(rs: &[R], tcp_probe: bool) -> ClusterObservation {
         profile,
         desired_replicas: rs.len() as u32,
         pods,
+        credentials_secret: None,
     };
     ClusterObservation {
         target,
         replicas,
         members: None,
+        credentials_error: None,
     }
 }
 
@@ -469,6 +471,21 @@ fn an_unreadable_member_list_is_warned_about_and_replicas_are_counted_instead() 
     let r = assess(&obs, &world(&obs, Some(1)));
     assert!(codes(&r).contains(&"MembershipUnknown"), "{:?}", codes(&r));
     assert_eq!(r.summary.members, 3);
+}
+
+#[test]
+fn unreadable_credentials_are_a_warning_that_names_the_secret() {
+    let mut obs = observe(&[healthy(Role::Leader), healthy(Role::Follower)], false);
+    let r = assess(&obs, &world(&obs, Some(1)));
+    assert!(!codes(&r).contains(&"CredentialsUnreadable"));
+    obs.credentials_error = Some("reading the credentials Secret \"ops\": not found".into());
+    let r = assess(&obs, &world(&obs, Some(1)));
+    let w = r
+        .warnings
+        .iter()
+        .find(|w| w.code.as_str() == "CredentialsUnreadable")
+        .expect("a warning");
+    assert!(w.message.contains("Secret \"ops\""), "{}", w.message);
 }
 
 #[test]

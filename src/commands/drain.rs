@@ -744,13 +744,19 @@ async fn transfer(
         plan.leader, plan.target, step.pod
     ));
     let wait = wait_options(args);
+    let transport = surveyor.transport_for(&obs.target).await.with_context(|| {
+        format!(
+            "cannot hand {}'s leadership over before evicting it",
+            step.pod
+        )
+    })?;
     let w = act_and_wait(
-        &surveyor.transport,
+        &transport,
         &obs.target,
         report,
         plan.expect(),
         &wait,
-        send_transfer(&surveyor.transport, &obs.target, &plan.call, args.timeout),
+        send_transfer(&transport, &obs.target, &plan.call, args.timeout),
     )
     .await;
     record_window(s, w.leaderless_window_ms);
@@ -825,15 +831,13 @@ async fn evict_member(
             }
         };
         let wait = wait_options(args);
-        let w = act_and_wait(
-            &surveyor.transport,
-            &obs.target,
-            report,
-            expect,
-            &wait,
-            evicting,
-        )
-        .await;
+        // Observed with the cluster's credentials; without them (already said by the
+        // survey) the replicas are still watched as far as they answer.
+        let transport = surveyor
+            .transport_for(&obs.target)
+            .await
+            .unwrap_or_else(|_| surveyor.transport.clone());
+        let w = act_and_wait(&transport, &obs.target, report, expect, &wait, evicting).await;
         record_window(s, w.leaderless_window_ms);
         if let Some(e) = w.error {
             bail!("evicting the leader {}: {e}", step.pod);

@@ -45,7 +45,13 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         ),
     };
     let limit = args.probe.probe_timeout;
-    let transport = Transport::direct(args.probe.max_inflight as usize);
+    if args.probe.credentials_secret.is_some() {
+        bail!("--local reads no Secrets (it needs no Kubernetes API): mount the Secret and pass --credentials-file");
+    }
+    let mut transport = Transport::direct(args.probe.max_inflight as usize);
+    if let Some(path) = &args.probe.credentials_file {
+        transport = transport.with_vars(std::sync::Arc::new(crate::credentials::read_file(path)?));
+    }
     let local = synthetic_pod("localhost", "127.0.0.1", port, &profile);
     let local_pod = local.clone();
     let me = observe_replica(&transport, &profile, &local, limit).await;
@@ -102,6 +108,7 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         profile: profile.clone(),
         desired_replicas: pods.len() as u32,
         pods,
+        credentials_secret: None,
     };
     let obs = observe_cluster(&transport, target, limit).await;
     let report = crate::assess::assess(&obs, &Snapshot::default());
@@ -181,6 +188,7 @@ async fn hand_over_alone(
         profile: profile.clone(),
         desired_replicas: 1,
         pods: vec![local.clone()],
+        credentials_secret: None,
     };
     let limit = args.probe.probe_timeout.min(Duration::from_secs(1));
     let start = Instant::now();

@@ -2,7 +2,7 @@
 
 use std::io::{IsTerminal, Write};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
@@ -110,13 +110,17 @@ pub async fn run(
             "over".into()
         }
     ));
+    let transport = surveyor
+        .transport_for(&obs.target)
+        .await
+        .with_context(|| format!("cannot yield in {cluster}: nothing was sent"))?;
     let waited = act_and_wait(
-        &surveyor.transport,
+        &transport,
         &obs.target,
         &report,
         plan.expect(),
         &wait,
-        send_transfer(&surveyor.transport, &obs.target, &plan.call, args.timeout),
+        send_transfer(&transport, &obs.target, &plan.call, args.timeout),
     )
     .await;
     if let Some(s) = spinner {

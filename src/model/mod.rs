@@ -68,6 +68,8 @@ pub struct ClusterTarget {
     pub profile: Profile,
     pub desired_replicas: u32,
     pub pods: Vec<Pod>,
+    /// The Secret the annotation kubectl-raft.io/credentials-secret names (the name only).
+    pub credentials_secret: Option<String>,
 }
 
 pub fn labels(p: &Pod) -> &BTreeMap<String, String> {
@@ -283,6 +285,9 @@ pub struct ClusterObservation {
     pub replicas: Vec<ReplicaObservation>,
     /// The Raft membership as one member lists it, where the profile knows how to ask.
     pub members: Option<Result<Vec<Member>, String>>,
+    /// Why the cluster's credentials (a Secret or file) could not be read, if they could not:
+    /// it was then observed with the environment's alone.
+    pub credentials_error: Option<String>,
 }
 
 #[cfg(test)]

@@ -26,6 +26,16 @@ pub const LEADER_ID_JSON: &str = "kubectl-raft.io/leader-id-json-pointer";
 pub const MEMBER_ID_JSON: &str = "kubectl-raft.io/member-id-json-pointer";
 pub const TERM_JSON: &str = "kubectl-raft.io/term-json-pointer";
 pub const COMMIT_INDEX_JSON: &str = "kubectl-raft.io/commit-index-json-pointer";
+/// Names the Secret (in the StatefulSet's namespace) whose keys are the variables the
+/// system's credentials are read from (NATS_USER, CONSUL_HTTP_TOKEN, ...); any system.
+pub const CREDENTIALS_SECRET: &str = "kubectl-raft.io/credentials-secret";
+
+/// The Secret the annotations name for credentials, if any.
+pub fn credentials_secret(ann: &BTreeMap<String, String>) -> Option<String> {
+    ann.get(CREDENTIALS_SECRET)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
 
 /// What the annotations ask for.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +66,10 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         if let Some(system) = get(SYSTEM) {
             return Ok(Described::System(system.to_string()));
         }
-        if let Some(k) = ann.keys().find(|k| k.starts_with(PREFIX)) {
+        if let Some(k) = ann
+            .keys()
+            .find(|k| k.starts_with(PREFIX) && k.as_str() != CREDENTIALS_SECRET)
+        {
             bail!("annotation {k} needs {HEALTH_PATH} (or {SYSTEM}, or {PROFILE}) beside it");
         }
         return Ok(Described::Nothing);
@@ -206,6 +219,14 @@ mod tests {
             describe("x", &ann(&[("other/thing", "1")])).unwrap(),
             Described::Nothing
         );
+    }
+
+    #[test]
+    fn a_credentials_secret_alone_describes_no_system_and_is_read() {
+        let a = ann(&[(CREDENTIALS_SECRET, " nats-ops ")]);
+        assert_eq!(describe("x", &a).unwrap(), Described::Nothing);
+        assert_eq!(credentials_secret(&a).as_deref(), Some("nats-ops"));
+        assert_eq!(credentials_secret(&ann(&[(CREDENTIALS_SECRET, "")])), None);
     }
 
     #[test]

@@ -9,9 +9,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::model::profile::GroupKind;
 use crate::model::{
-    labels, pod_node, pod_ready, CheckOutcome, ClusterObservation, ProbeError, ReplicaObservation,
-    Role, Snapshot,
+    count_led, labels, pod_node, pod_ready, CheckOutcome, ClusterObservation, ProbeError,
+    ReplicaObservation, Role, Snapshot,
 };
 use crate::report::*;
 use crate::select::{selector_matches, service_selects};
@@ -65,7 +66,16 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
     let mut replicas: Vec<ReplicaReport> = obs
         .replicas
         .iter()
-        .map(|r| replica_report(r, &nodes, &services, &snap.slices, &pod_of_member))
+        .map(|r| {
+            replica_report(
+                r,
+                &nodes,
+                &services,
+                &snap.slices,
+                &pod_of_member,
+                t.profile.groups.as_ref().map(|g| &g.kinds),
+            )
+        })
         .collect();
 
     let claimants: Vec<&ReplicaReport> = replicas
@@ -175,6 +185,7 @@ fn replica_report(
     services: &[&Service],
     slices: &[EndpointSlice],
     pod_of_member: &BTreeMap<String, String>,
+    group_kinds: Option<&BTreeMap<String, GroupKind>>,
 ) -> ReplicaReport {
     let pod = &r.pod;
     let name = pod_name(pod);
@@ -251,10 +262,20 @@ fn replica_report(
             lag: None,
             learner: f.learner.unwrap_or(false) || role == Role::Learner,
             version: f.version.clone(),
+            leads: match (&r.groups, &f.member_id, group_kinds) {
+                (Some(Ok(groups)), Some(id), Some(kinds)) if !unreachable => {
+                    Some(count_led(kinds.keys(), groups, id))
+                }
+                _ => None,
+            },
             errors: if unreachable {
                 vec![]
             } else {
-                r.errors.clone()
+                let mut errors = r.errors.clone();
+                if let Some(Err(e)) = &r.groups {
+                    errors.push(e.clone());
+                }
+                errors
             },
         },
         endpoints,

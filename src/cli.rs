@@ -140,6 +140,12 @@ pub struct YieldArgs {
     #[arg(long)]
     pub allow_election: bool,
 
+    /// Also move the leaders of the old leader's other Raft groups off it (NATS: its streams
+    /// and consumers, each asked in its own account: NATS_<ACCOUNT>_USER/_PASSWORD or
+    /// NATS_<ACCOUNT>_CREDS), and wait until it leads none of them.
+    #[arg(long, conflicts_with_all = ["local", "allow_election"])]
+    pub streams: bool,
+
     /// In-pod handover for a preStop hook: talk to this replica on localhost (and its peers
     /// from its member list); no Kubernetes API. Exits 0 at once when it does not lead.
     #[arg(long, conflicts_with_all = ["name", "selector", "allow_election"], requires = "system", help_heading = "In-pod handover (preStop hook)")]

@@ -6,6 +6,7 @@ mod commands;
 mod connect;
 mod credentials;
 mod errors;
+mod groups;
 mod handover;
 mod model;
 mod nats;

@@ -12,6 +12,55 @@ use serde_json::Value;
 
 use crate::credentials::Vars;
 
+/// Whose credentials a request is sent with: the system account's (the meta leader), or an
+/// account's own (its streams and consumers: NATS answers those only in their account).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Who {
+    System,
+    Account(String),
+}
+
+impl Who {
+    /// The prefix of the variables: NATS (NATS_USER, ...) or NATS_<ACCOUNT> (NATS_APP_USER).
+    pub fn prefix(&self) -> String {
+        match self {
+            Who::System => "NATS".into(),
+            Who::Account(a) => format!("NATS_{}", account_var(a)),
+        }
+    }
+}
+
+/// An account name as it appears in a variable's name: upper case, anything but letters and
+/// digits as `_` (APP → APP, team-a → TEAM_A).
+pub fn account_var(account: &str) -> String {
+    account
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A connection to one server, as `who`.
+pub async fn connect(
+    host: &str,
+    port: u16,
+    limit: Duration,
+    vars: &Vars,
+    who: &Who,
+) -> Result<async_nats::Client, String> {
+    let options = options(limit, vars, who).await?;
+    let addr = format!("nats://{host}:{port}");
+    tokio::time::timeout(limit, options.connect(addr.as_str()))
+        .await
+        .map_err(|_| format!("no NATS connection to {addr} within {limit:?}"))?
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))
+}
+
 /// What the server answered: accepted, or refused with its description.
 pub async fn request(
     host: &str,
@@ -21,21 +70,32 @@ pub async fn request(
     limit: Duration,
     vars: &Vars,
 ) -> Result<(), String> {
-    let options = options(limit, vars).await?;
-    let addr = format!("nats://{host}:{port}");
-    let client = tokio::time::timeout(limit, options.connect(addr.as_str()))
-        .await
-        .map_err(|_| format!("no NATS connection to {addr} within {limit:?}"))?
-        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let client = connect(host, port, limit, vars, &Who::System).await?;
+    let answer = ask(&client, subject, body, limit, vars, &Who::System).await;
+    let _ = client.drain().await;
+    answer
+}
+
+/// One request on an open connection, judged as a JetStream API reply.
+pub async fn ask(
+    client: &async_nats::Client,
+    subject: &str,
+    body: Option<&str>,
+    limit: Duration,
+    vars: &Vars,
+    who: &Who,
+) -> Result<(), String> {
     let payload = body.unwrap_or_default().to_string().into_bytes().into();
     let answer = client.request(subject.to_string(), payload).await;
-    let _ = client.drain().await;
-    let msg = answer.map_err(|e| match e.kind() {
-        async_nats::RequestErrorKind::TimedOut => format!(
+    let msg = answer.map_err(|e| match (e.kind(), who) {
+        (async_nats::RequestErrorKind::TimedOut, Who::System) => format!(
             "no reply to {subject} within {limit:?}: only users of the system account may move the meta leader (NATS_USER and NATS_PASSWORD, or NATS_CREDS, from {}, must name a system-account user)", vars.describe()
         ),
-        async_nats::RequestErrorKind::NoResponders => format!(
-            "no responders for {subject}: is JetStream enabled in this server's cluster, and is the user in the system account?"
+        (async_nats::RequestErrorKind::TimedOut, Who::Account(a)) => format!(
+            "no reply to {subject} within {limit:?}: is {p}_USER (or {p}_CREDS) a user of account {a}?", p = who.prefix()
+        ),
+        (async_nats::RequestErrorKind::NoResponders, _) => format!(
+            "no responders for {subject}: is JetStream enabled in this server's cluster, and is the user in the right account?"
         ),
         _ => format!("{subject}: {e}"),
     })?;
@@ -66,26 +126,29 @@ pub fn judge_reply(payload: &[u8]) -> Result<(), String> {
     }
 }
 
-async fn options(limit: Duration, vars: &Vars) -> Result<ConnectOptions, String> {
-    let base = match (vars.get("NATS_CREDS"), vars.get("NATS_USER")) {
+async fn options(limit: Duration, vars: &Vars, who: &Who) -> Result<ConnectOptions, String> {
+    let p = who.prefix();
+    let base = match (vars.get(&format!("{p}_CREDS")), vars.get(&format!("{p}_USER"))) {
         // A Secret holds the file's content; the environment, like the nats CLI, a path.
         (Some(creds), _) if creds.contains("BEGIN NATS USER JWT") => {
             ConnectOptions::with_credentials(&creds)
-                .map_err(|e| format!("NATS_CREDS from {}: {e}", vars.describe()))?
+                .map_err(|e| format!("{p}_CREDS from {}: {e}", vars.describe()))?
         }
         (Some(path), _) => ConnectOptions::new()
             .credentials_file(&path)
             .await
-            .map_err(|e| format!("cannot read NATS_CREDS {path}: {e}"))?,
+            .map_err(|e| format!("cannot read {p}_CREDS {path}: {e}"))?,
         (None, Some(user)) => ConnectOptions::with_user_and_password(
             user,
-            vars.get("NATS_PASSWORD").unwrap_or_default(),
+            vars.get(&format!("{p}_PASSWORD")).unwrap_or_default(),
         ),
         (None, None) => {
-            return Err(
-                "moving the NATS meta leader needs a system-account user: export NATS_USER and NATS_PASSWORD, or NATS_CREDS (the nats CLI's variables), or put them in a Secret named by --credentials-secret or the annotation kubectl-raft.io/credentials-secret"
-                    .into(),
-            )
+            return Err(match who {
+                Who::System => "moving the NATS meta leader needs a system-account user: export NATS_USER and NATS_PASSWORD, or NATS_CREDS (the nats CLI's variables), or put them in a Secret named by --credentials-secret or the annotation kubectl-raft.io/credentials-secret".into(),
+                Who::Account(a) => format!(
+                    "moving the leaders of account {a}'s streams and consumers needs a user of that account: {p}_USER and {p}_PASSWORD, or {p}_CREDS, in the environment or the credentials Secret or file"
+                ),
+            })
         }
     };
     Ok(base
@@ -112,5 +175,15 @@ mod tests {
             Err("refused the transfer: preferred server \"nX\" not known (err_code 10005)".into())
         );
         assert!(judge_reply(b"garbage").unwrap_err().contains("not JSON"));
+    }
+
+    #[test]
+    fn an_accounts_variables_are_named_after_it() {
+        assert_eq!(Who::System.prefix(), "NATS");
+        assert_eq!(Who::Account("APP".into()).prefix(), "NATS_APP");
+        assert_eq!(
+            Who::Account("team-a.prod".into()).prefix(),
+            "NATS_TEAM_A_PROD"
+        );
     }
 }

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 
 use crate::model::{
-    CheckOutcome, ClusterObservation, ClusterTarget, Endpoint, ProbeError, RaftFacts,
+    CheckOutcome, ClusterObservation, ClusterTarget, Endpoint, Group, ProbeError, RaftFacts,
     ReplicaObservation, Role,
 };
 use crate::plan::ReplicaView;
@@ -120,10 +120,11 @@ pub async fn observe_replica(
             None => None,
         }
     };
-    let (health, readiness, (facts, errors)) = tokio::join!(
+    let (health, readiness, (facts, errors), groups) = tokio::join!(
         health,
         readiness,
-        read_facts(transport, profile, pod, limit)
+        read_facts(transport, profile, pod, limit),
+        read_groups(transport, profile, pod, limit),
     );
     ReplicaObservation {
         pod: pod.clone(),
@@ -131,7 +132,26 @@ pub async fn observe_replica(
         readiness,
         facts,
         errors,
+        groups,
     }
+}
+
+/// The other Raft groups the replica takes part in, where the profile lists them.
+pub async fn read_groups(
+    transport: &Transport,
+    profile: &Profile,
+    pod: &Pod,
+    limit: Duration,
+) -> Option<Result<Vec<Group>, String>> {
+    let spec = profile.groups.as_ref()?;
+    let ep = match endpoint(profile, pod, spec.port.as_ref()) {
+        Ok(ep) => ep,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    Some(match transport.call(&ep, &spec.request, limit).await {
+        Ok(ans) => extract::parse_groups(spec, &ans),
+        Err(e) => Err(format!("{}: {e}", spec.request.path)),
+    })
 }
 
 /// The profile's fact requests on one replica (no health check, no member list): what a

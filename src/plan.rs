@@ -675,6 +675,7 @@ pub fn judge_with_history(
 }
 
 pub mod drain;
+pub mod groups;
 pub mod placement;
 
 #[cfg(test)]

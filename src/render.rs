@@ -97,6 +97,12 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
             "VERSION",
         ]);
     }
+    // Systems with Raft groups besides the main one (NATS streams and consumers): how many
+    // of them each member leads.
+    let groups = c.replicas.iter().any(|r| r.raft.leads.is_some());
+    if groups {
+        header.push("LEADS");
+    }
     header.push("ENDPOINTS");
     t.set_header(header);
     // kubectl's look: no borders, columns three spaces apart, nothing before the first.
@@ -104,7 +110,7 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
         col.set_padding((0, 3));
     }
     for r in &c.replicas {
-        t.add_row(replica_row(r, wide));
+        t.add_row(replica_row(r, wide, groups));
     }
     for line in t.to_string().lines() {
         writeln!(out, "{}", line.trim_end())?;
@@ -115,7 +121,7 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
     Ok(())
 }
 
-fn replica_row(r: &ReplicaReport, wide: bool) -> Vec<Cell> {
+fn replica_row(r: &ReplicaReport, wide: bool, groups: bool) -> Vec<Cell> {
     let node = match (&r.node, r.node_unschedulable, r.node_ready) {
         (Some(n), true, _) => format!("{n} (cordoned)"),
         (Some(n), false, Some(false)) => format!("{n} (NotReady)"),
@@ -175,6 +181,16 @@ fn replica_row(r: &ReplicaReport, wide: bool) -> Vec<Cell> {
             opt(r.probes.readiness.clone()),
             opt(r.raft.version.clone()),
         ]);
+    }
+    if groups {
+        row.push(match &r.raft.leads {
+            Some(leads) => leads
+                .iter()
+                .map(|(kind, n)| format!("{kind}:{n}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            None => "?".into(),
+        });
     }
     row.push(endpoints);
     row.into_iter().map(Cell::new).collect()

@@ -2,6 +2,8 @@
 //! (documented field by field in docs/status-schema.md). Add fields; never rename or
 //! remove one without bumping `apiVersion`.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::model::{OwnerKind, Role};
@@ -144,6 +146,10 @@ pub struct RaftReport {
     pub lag: Option<u64>,
     pub learner: bool,
     pub version: Option<String>,
+    /// How many of the other Raft groups (NATS: streams, consumers) this member leads, by
+    /// kind; absent when the system has none or they could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leads: Option<BTreeMap<String, u64>>,
     /// Requests that failed, one message each.
     pub errors: Vec<String>,
 }

@@ -315,3 +315,224 @@ fn status_warns_when_the_annotated_credentials_secret_cannot_be_read() {
         "{warning:#}"
     );
 }
+
+/// A JetStream API request as the account APP's user (app/app in the manifests), straight to
+/// the server's pod IP; the reply, or None when there was none.
+fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value> {
+    let ip = pod_json(ns, server)["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
+            .connect(format!("nats://{ip}:4222"))
+            .await
+            .ok()?;
+        let reply = client
+            .request(subject.to_string(), body.to_string().into_bytes().into())
+            .await
+            .ok()?;
+        serde_json::from_slice(&reply.payload).ok()
+    })
+}
+
+/// Every stream and consumer `server` lists, as (kind, name, leader), from its /jsz.
+fn groups_of(ns: &str, server: &str) -> Vec<(String, String, String)> {
+    let out = kubectl(&[
+        "get",
+        "--raw",
+        &format!(
+            "/api/v1/namespaces/{ns}/pods/{server}:8222/proxy/jsz?accounts=true&streams=true&consumers=true"
+        ),
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let mut groups = vec![];
+    for a in v["account_details"].as_array().into_iter().flatten() {
+        for s in a["stream_detail"].as_array().into_iter().flatten() {
+            let leader = |x: &Value| x["cluster"]["leader"].as_str().unwrap_or("").to_string();
+            groups.push((
+                "streams".into(),
+                s["name"].as_str().unwrap().into(),
+                leader(s),
+            ));
+            for c in s["consumer_detail"].as_array().into_iter().flatten() {
+                groups.push((
+                    "consumers".into(),
+                    c["name"].as_str().unwrap().into(),
+                    leader(c),
+                ));
+            }
+        }
+    }
+    groups
+}
+
+/// How many groups of `kind` `server` leads, as its own /jsz says.
+fn leads(ns: &str, server: &str, kind: &str) -> usize {
+    groups_of(ns, server)
+        .iter()
+        .filter(|(k, _, l)| k == kind && l == server)
+        .count()
+}
+
+/// R3 streams (and a consumer on the first) in account APP, their leaders then asked onto
+/// `onto`, until it leads at least one stream and one consumer.
+fn streams_led_by(ns: &str, onto: &str, names: &[&str]) {
+    for name in names {
+        let created = js_app(
+            ns,
+            onto,
+            &format!("$JS.API.STREAM.CREATE.{name}"),
+            &format!(r#"{{"name":"{name}","subjects":["{name}.>"],"num_replicas":3}}"#),
+        );
+        assert!(
+            created.as_ref().is_some_and(|c| c.get("error").is_none()),
+            "stream {name}: {created:?}"
+        );
+    }
+    let consumer = js_app(
+        ns,
+        onto,
+        &format!("$JS.API.CONSUMER.DURABLE.CREATE.{}.work", names[0]),
+        &format!(
+            r#"{{"stream_name":"{}","config":{{"durable_name":"work","ack_policy":"explicit"}}}}"#,
+            names[0]
+        ),
+    );
+    assert!(consumer.is_some_and(|c| c.get("error").is_none()));
+    let preferred = format!(r#"{{"placement":{{"preferred":"{onto}"}}}}"#);
+    wait_in(
+        ns,
+        Duration::from_secs(60),
+        &format!("{onto} to lead a stream and a consumer"),
+        || {
+            if leads(ns, onto, "streams") > 0 && leads(ns, onto, "consumers") > 0 {
+                return true;
+            }
+            js_app(
+                ns,
+                onto,
+                &format!("$JS.API.STREAM.LEADER.STEPDOWN.{}", names[0]),
+                &preferred,
+            );
+            js_app(
+                ns,
+                onto,
+                &format!("$JS.API.CONSUMER.LEADER.STEPDOWN.{}.work", names[0]),
+                &preferred,
+            );
+            std::thread::sleep(Duration::from_millis(500));
+            false
+        },
+    );
+}
+
+/// The system user and the account APP's user.
+const SYS_AND_APP: [(&str, &str); 4] = [
+    ("NATS_USER", "sys"),
+    ("NATS_PASSWORD", "sys-secret"),
+    ("NATS_APP_USER", "app"),
+    ("NATS_APP_PASSWORD", "app"),
+];
+
+#[test]
+fn status_counts_the_stream_and_consumer_leaders_each_server_holds() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("nats-leads");
+    deploy_nats(&ns.name, 3);
+    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    streams_led_by(&ns.name, &leader, &["ORDERS", "EVENTS"]);
+    let (code, report, err) = verb(&NO_ENV, "status", &["nats", "-n", &ns.name]);
+    assert_eq!(code, Some(0), "{err}");
+    for r in report["clusters"][0]["replicas"].as_array().unwrap() {
+        let pod = r["pod"].as_str().unwrap();
+        let l = &r["raft"]["leads"];
+        assert_eq!(
+            l["streams"],
+            leads(&ns.name, pod, "streams"),
+            "{pod}: {r:#}"
+        );
+        assert_eq!(
+            l["consumers"],
+            leads(&ns.name, pod, "consumers"),
+            "{pod}: {r:#}"
+        );
+    }
+    let table = stdout(&raft(&["status", "nats", "-n", &ns.name]));
+    assert!(table.contains("LEADS"), "{table}");
+}
+
+#[test]
+fn yield_with_streams_moves_the_old_leaders_streams_and_consumers_off_it() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("nats-streams");
+    deploy_nats(&ns.name, 3);
+    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    streams_led_by(&ns.name, &leader, &["ORDERS", "EVENTS"]);
+    let (code, y, err) = verb(
+        &SYS_AND_APP,
+        "yield",
+        &["nats", "-n", &ns.name, "--streams"],
+    );
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    assert_eq!(y["outcome"], "Transferred", "{y:#}");
+    let g = &y["groups"];
+    assert_eq!(g["server"], leader.as_str(), "{y:#}");
+    assert!(g["moved"].as_array().unwrap().len() >= 2, "{y:#}");
+    assert_eq!(g["stillLed"], serde_json::json!([]), "{y:#}");
+    assert_eq!(
+        leads(&ns.name, &leader, "streams"),
+        0,
+        "{:?}",
+        groups_of(&ns.name, &leader)
+    );
+    assert_eq!(leads(&ns.name, &leader, "consumers"), 0);
+}
+
+#[test]
+fn yield_with_streams_without_the_accounts_user_names_the_variables() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("nats-streams-nocred");
+    deploy_nats(&ns.name, 3);
+    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    streams_led_by(&ns.name, &leader, &["ORDERS"]);
+    let (code, y, err) = verb(&SYS, "yield", &["nats", "-n", &ns.name, "--streams"]);
+    assert_eq!(code, Some(1), "{err}\n{y:#}");
+    assert_eq!(
+        y["outcome"], "Transferred",
+        "the meta leader still moved: {y:#}"
+    );
+    assert!(err.contains("NATS_APP_USER"), "{err}");
+    assert!(
+        leads(&ns.name, &leader, "streams") > 0,
+        "the streams stayed"
+    );
+}
+
+#[test]
+fn drain_moves_a_servers_stream_leaders_off_before_evicting_it() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("nats-drain-streams");
+    deploy_nats(&ns.name, 3);
+    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let server = followers_of(&leader, 3).pop().unwrap();
+    streams_led_by(&ns.name, &server, &["ORDERS"]);
+    let node = node_of(&ns.name, &server);
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let (code, report, err) = verb(
+        &SYS_AND_APP,
+        "drain",
+        &[&node, "--via", "direct", "--timeout", "90s"],
+    );
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    assert!(c["groupLeadersMoved"].as_u64().unwrap() >= 2, "{c:#}");
+    assert_eq!(drain_counts(c), (Some(1), Some(0), Some(0)), "{c:#}");
+    let done = c["done"].to_string();
+    assert!(done.contains(&format!("moved off {server}")), "{done}");
+}

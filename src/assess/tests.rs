@@ -111,6 +111,7 @@ fn observe(rs: &[R], tcp_probe: bool) -> ClusterObservation {
                 None => Err(ProbeError::Timeout(std::time::Duration::from_secs(2))),
             },
             readiness: None,
+            groups: None,
             facts: RaftFacts {
                 role: r.role,
                 member_id: Some(i.to_string()),

@@ -26,8 +26,9 @@ use serde::Serialize;
 use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
 use crate::commands::progress::{Line, Progress};
 use crate::errors::{api_context, is_forbidden, Reported};
+use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
-use crate::model::{human_duration, pod_ready, ClusterObservation, Selection};
+use crate::model::{groups_led_by, human_duration, pod_ready, ClusterObservation, Selection};
 use crate::plan::drain::{
     classify_pod, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput, ClusterPlan,
     DrainOptions, DrainStep, PodRules, PodVerdict,
@@ -85,6 +86,9 @@ pub struct ClusterSummary {
     pub transfers: u32,
     /// Term increments a transfer does not explain.
     pub elections: u64,
+    /// Leaders of other Raft groups (NATS streams and consumers) moved off servers before
+    /// their eviction.
+    pub group_leaders_moved: u32,
     pub longest_leaderless_ms: Option<f64>,
     pub term_before: Option<u64>,
     pub term_after: Option<u64>,
@@ -563,6 +567,7 @@ async fn drain_cluster(
         evictions: 0,
         transfers: 0,
         elections: 0,
+        group_leaders_moved: 0,
         longest_leaderless_ms: None,
         term_before: None,
         term_after: None,
@@ -812,6 +817,9 @@ async fn evict_member(
         .find(|p| p.name_any() == step.pod)
         .cloned()
         .ok_or_else(|| anyhow!("pod {} is no longer part of the cluster", step.pod))?;
+    if leads_groups(obs, &step.pod) {
+        move_groups_first(ctx, obs, &pod, s).await;
+    }
     line.set(&format!(
         "evicting {} ({}) from {}",
         step.pod, step.why, step.node
@@ -886,6 +894,58 @@ async fn evict_member(
         return Ok(());
     }
     rejoin(surveyor, args, obs, &pod, line, s).await
+}
+
+/// Whether the survey saw `pod` lead any of the cluster's other Raft groups.
+fn leads_groups(obs: &ClusterObservation, pod: &str) -> bool {
+    obs.replicas
+        .iter()
+        .find(|r| r.pod.name_any() == pod)
+        .and_then(|r| {
+            let member = r.facts.member_id.as_deref()?;
+            let listed = r.groups.as_ref()?.as_ref().ok()?;
+            Some(!groups_led_by(listed, member).is_empty())
+        })
+        .unwrap_or(false)
+}
+
+/// The leaders of the server's streams and consumers moved off it before its eviction, so
+/// their groups are not left to elect when it stops. A failure is said and the drain goes
+/// on: a stopping NATS server steps its leaders down itself (docs/systems/nats.md).
+async fn move_groups_first(
+    ctx: &Ctx<'_>,
+    obs: &ClusterObservation,
+    pod: &Pod,
+    s: &mut ClusterSummary,
+) {
+    let Ctx {
+        surveyor,
+        args,
+        line,
+        ..
+    } = *ctx;
+    line.set(&format!(
+        "moving the stream and consumer leaders off {} before evicting it",
+        pod.name_any()
+    ));
+    let transport = surveyor
+        .transport_for(&obs.target)
+        .await
+        .unwrap_or_else(|_| surveyor.transport.clone());
+    let Some(m) = move_off(&transport, &obs.target, pod, args.timeout).await else {
+        return;
+    };
+    s.group_leaders_moved += (m.moved.len() - m.still_led.len()) as u32;
+    let msg = if m.succeeded() {
+        m.summary()
+    } else {
+        format!(
+            "{}; evicting it anyway (a stopping server steps down the leaders it still holds)",
+            m.summary()
+        )
+    };
+    line.note(&msg);
+    s.done.push(msg);
 }
 
 /// Waits until the replacement is scheduled and Ready (a watch), then until its Raft answers
@@ -1059,6 +1119,7 @@ async fn dry_run(
             evictions: 0,
             transfers: 0,
             elections: 0,
+            group_leaders_moved: 0,
             longest_leaderless_ms: None,
             duration_ms: 0.0,
             result: "planned".into(),

@@ -11,8 +11,10 @@ use serde::Serialize;
 
 use crate::cli::{GlobalArgs, Output, YieldArgs};
 use crate::errors::{api_context, Reported};
+use crate::groups::{move_off, GroupsMoved};
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
 use crate::model::{human_duration, ClusterObservation, Selection};
+use crate::plan::groups::{plan_group_moves, GroupCall};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, TransferCall, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
@@ -40,6 +42,12 @@ pub struct YieldReport {
     pub message: String,
     #[serde(flatten)]
     pub waited: Option<Waited>,
+    /// With --streams: the stepdowns of the old leader's other groups (a dry run: planned).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups_planned: Vec<GroupCall>,
+    /// With --streams: what moving them did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<GroupsMoved>,
 }
 
 pub async fn run(
@@ -78,6 +86,11 @@ pub async fn run(
     for o in &plan.overridden {
         writeln!(err, "Warning: --force overrides: {o}")?;
     }
+    let groups_planned = if args.streams {
+        planned_group_moves(&obs, &plan.leader)?
+    } else {
+        vec![]
+    };
     let mut y = YieldReport {
         api_version: API_VERSION,
         kind: "YieldReport",
@@ -96,6 +109,8 @@ pub async fn run(
         succeeded: true,
         message: String::new(),
         waited: None,
+        groups_planned,
+        groups: None,
     };
     if args.dry_run {
         y.message = format!("dry run: nothing was sent to {}", plan.call.pod);
@@ -126,15 +141,60 @@ pub async fn run(
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    finish(
-        y,
-        waited,
-        &cluster,
-        args.output,
-        surveyor.transport.describe(),
-        out,
-        err,
-    )
+    conclude(&mut y, waited, &cluster);
+    if args.streams && y.succeeded {
+        let old = obs
+            .target
+            .pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(plan.leader.as_str()));
+        if let Some(pod) = old {
+            let spinner = progress(&format!(
+                "{cluster}: moving the leaders of {}'s streams and consumers off it",
+                plan.leader
+            ));
+            let moved = move_off(&transport, &obs.target, pod, args.timeout).await;
+            if let Some(s) = spinner {
+                s.finish_and_clear();
+            }
+            if let Some(m) = moved {
+                if !m.succeeded() {
+                    y.succeeded = false;
+                }
+                y.message = format!("{}; {}", y.message, m.summary());
+                y.groups = Some(m);
+            }
+        }
+    }
+    report_verdict(&y, args.output, surveyor.transport.describe(), out, err)
+}
+
+/// The stepdowns `--streams` would send: the groups the leader leads, as the servers list
+/// them. Refused for systems without other groups.
+fn planned_group_moves(obs: &ClusterObservation, leader: &str) -> Result<Vec<GroupCall>> {
+    let profile = &obs.target.profile;
+    let Some(spec) = &profile.groups else {
+        bail!(
+            "--streams moves the leaders of other Raft groups (NATS streams and consumers); {} has none",
+            profile.name
+        );
+    };
+    let Some(member) = obs
+        .replicas
+        .iter()
+        .find(|r| r.pod.metadata.name.as_deref() == Some(leader))
+        .and_then(|r| r.facts.member_id.clone())
+    else {
+        bail!(
+            "--streams: the leader {leader} did not say its member id; see `kubectl raft status`"
+        );
+    };
+    let listed = obs
+        .replicas
+        .iter()
+        .filter_map(|r| r.groups.as_ref().and_then(|g| g.as_ref().ok()))
+        .flatten();
+    Ok(plan_group_moves(spec, listed, &member).0)
 }
 
 /// For systems without a transfer: delete the leader pod (its grace period and preStop hook
@@ -179,6 +239,8 @@ async fn election(
         succeeded: true,
         message: String::new(),
         waited: None,
+        groups_planned: vec![],
+        groups: None,
     };
     if args.dry_run {
         let y = YieldReport {
@@ -251,7 +313,18 @@ fn finish(
     err: &mut dyn Write,
 ) -> Result<()> {
     conclude(&mut y, waited, cluster);
-    print(&y, output, via, out)?;
+    report_verdict(&y, output, via, out, err)
+}
+
+/// The report printed; exit 1 (already explained) unless it succeeded.
+fn report_verdict(
+    y: &YieldReport,
+    output: Output,
+    via: &str,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    print(y, output, via, out)?;
     if y.succeeded {
         Ok(())
     } else {
@@ -370,11 +443,24 @@ fn print(y: &YieldReport, output: Output, via: &str, out: &mut dyn Write) -> Res
                         y.why, y.leader
                     )?,
                 }
+                for c in &y.groups_planned {
+                    writeln!(
+                        out,
+                        "then: {} → NATS request {}{}",
+                        c.group,
+                        c.subject,
+                        c.account
+                            .as_deref()
+                            .map(|a| format!(" as account {a}"))
+                            .unwrap_or_default()
+                    )?;
+                }
                 writeln!(out, "{}", y.message)?;
                 return Ok(());
             }
             if let Some(w) = &y.waited {
-                if !y.succeeded {
+                // The replicas' last answers explain a failed handover (not a failed --streams).
+                if !y.succeeded && y.groups.is_none() {
                     last_round(&w.last_round, out)?;
                 }
             }

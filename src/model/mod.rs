@@ -251,6 +251,42 @@ pub struct CheckOutcome {
     pub detail: String,
 }
 
+/// One of the other Raft groups a server takes part in (a NATS stream or consumer), as that
+/// server lists it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Group {
+    pub kind: String,
+    /// Its names, outermost first: account, stream[, consumer].
+    pub names: Vec<String>,
+    /// The member id of its leader, if it has one.
+    pub leader: Option<String>,
+}
+
+/// The groups `member` leads, each once however many servers list it, in a stable order.
+pub fn groups_led_by<'a>(groups: impl IntoIterator<Item = &'a Group>, member: &str) -> Vec<Group> {
+    let mut led: Vec<Group> = groups
+        .into_iter()
+        .filter(|g| g.leader.as_deref() == Some(member))
+        .cloned()
+        .collect();
+    led.sort();
+    led.dedup_by(|a, b| a.kind == b.kind && a.names == b.names);
+    led
+}
+
+/// How many groups of each kind `member` leads; every kind named, 0 included.
+pub fn count_led<'a>(
+    kinds: impl IntoIterator<Item = &'a String>,
+    groups: &[Group],
+    member: &str,
+) -> BTreeMap<String, u64> {
+    let mut counts: BTreeMap<String, u64> = kinds.into_iter().map(|k| (k.clone(), 0)).collect();
+    for g in groups_led_by(groups, member) {
+        *counts.entry(g.kind).or_default() += 1;
+    }
+    counts
+}
+
 /// One member of the Raft configuration, as the system lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
@@ -270,6 +306,8 @@ pub struct ReplicaObservation {
     pub facts: RaftFacts,
     /// Failed requests, one message each (optional requests are left out).
     pub errors: Vec<String>,
+    /// The other Raft groups this replica takes part in, where the profile lists them.
+    pub groups: Option<Result<Vec<Group>, String>>,
 }
 
 impl ReplicaObservation {

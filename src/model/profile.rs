@@ -38,6 +38,51 @@ pub struct Profile {
     /// Why the system cannot hand leadership over, said when `yield` refuses.
     #[serde(default)]
     pub no_transfer: Option<String>,
+    /// Other Raft groups whose leaders the members hold besides this one (NATS: one group
+    /// per stream and per consumer): counted per replica in the report, and moved off a
+    /// server by `yield --streams` and by `drain` before it evicts the server.
+    #[serde(default)]
+    pub groups: Option<GroupsSpec>,
+}
+
+/// Where the other Raft groups are listed, and how each kind is moved.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupsSpec {
+    #[serde(default)]
+    pub port: Option<PortSpec>,
+    pub request: HttpRequest,
+    /// By kind ("streams", "consumers"): where its groups are in the answer.
+    pub kinds: BTreeMap<String, GroupKind>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupKind {
+    /// A JSON pointer to the groups, `*` standing for every element of an array:
+    /// `/account_details/*/stream_detail/*`.
+    pub each: String,
+    /// One pointer per `*`, into that level's element, naming it: the group's name is the
+    /// list of these (account, stream[, consumer]), `{0}`, `{1}`, ... in `stepdown`.
+    pub names: Vec<String>,
+    /// A pointer into the group to the member id of its leader ("" or absent: none).
+    pub leader: String,
+    /// How to make its leader step down (the group elects another).
+    #[serde(default)]
+    pub stepdown: Option<GroupStepdown>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupStepdown {
+    /// A NATS request on the client port; `{0}`, `{1}`, ... in the subject are the group's
+    /// names.
+    pub nats: NatsRequest,
+    /// Which of the names is the account the request must come from (NATS: a stream's
+    /// stepdown is answered only in its own account): the credentials are
+    /// NATS_<ACCOUNT>_USER/_PASSWORD or NATS_<ACCOUNT>_CREDS.
+    #[serde(default)]
+    pub account: Option<usize>,
 }
 
 /// Leadership transfer: to a chosen member, or to whichever member the system picks.

@@ -54,6 +54,7 @@ pub(in crate::plan) fn replica(i: usize, x: &M) -> ReplicaReport {
             lag: x.lag,
             learner: x.role == Role::Learner,
             version: None,
+            leads: None,
             errors: vec![],
         },
         endpoints: vec![],

@@ -179,6 +179,7 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         membership: None,
         transfer: None,
         no_transfer: None,
+        groups: None,
     };
     profile
         .validate()

@@ -120,6 +120,27 @@ impl Profile {
                 );
             }
         }
+        if let Some(g) = &self.groups {
+            for (kind, k) in &g.kinds {
+                let wildcards = k.each.matches('*').count();
+                if !k.each.starts_with('/') || wildcards == 0 || wildcards != k.names.len() {
+                    bail!(
+                        "profile {}: groups {kind}: `each` must be a pointer with a `*` per entry of `names` ({} `*`, {} names)",
+                        self.name,
+                        wildcards,
+                        k.names.len()
+                    );
+                }
+                if let Some(i) = k.stepdown.as_ref().and_then(|s| s.account) {
+                    if i >= k.names.len() {
+                        bail!(
+                            "profile {}: groups {kind}: stepdown account {i} is not one of the names",
+                            self.name
+                        );
+                    }
+                }
+            }
+        }
         for r in &self.requests {
             for (fact, f) in &r.fields {
                 let ways =
@@ -367,5 +388,23 @@ mod tests {
         let unknown_field =
             "- name: x\n  port: {numbers: [1]}\n  health: {request: {path: /h}}\n  colour: red\n";
         assert!(parse_profiles(unknown_field).is_err());
+    }
+
+    #[test]
+    fn groups_need_a_name_per_wildcard() {
+        let groups = |each: &str, names: &str| {
+            format!(
+                "- name: x\n  port: {{numbers: [1]}}\n  health: {{request: {{path: /h}}}}\n  groups:\n    request: {{path: /g}}\n    kinds:\n      s: {{each: \"{each}\", names: {names}, leader: /l}}\n"
+            )
+        };
+        assert!(parse_profiles(&groups("/a/*/b/*", "[/n, /n]")).is_ok());
+        let e = parse_profiles(&groups("/a/*/b/*", "[/n]"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a `*` per entry of `names` (2 `*`, 1 names)"),
+            "{e}"
+        );
+        assert!(parse_profiles(&groups("/a", "[]")).is_err(), "no wildcard");
     }
 }

@@ -1,0 +1,184 @@
+//! Moving the leaders of a server's other Raft groups (NATS: streams and consumers) off it,
+//! and waiting until the server reports it leads none of them: `yield --streams`, and
+//! `drain` before it evicts a server. What to send is decided by `plan::groups`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use serde::Serialize;
+
+use crate::model::ClusterTarget;
+use crate::nats::{self, Who};
+use crate::observe::{endpoint, read_groups};
+use crate::plan::groups::{plan_group_moves, still_led, GroupCall, GroupSkip};
+use crate::transport::{local_bridge, Transport};
+
+/// How often the server is asked again while the groups elect their new leaders.
+const POLL_EVERY: Duration = Duration::from_millis(200);
+
+/// What moving a server's groups did (`groups` in yield's and drain's `-o json`).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupsMoved {
+    pub server: String,
+    /// Groups whose stepdown was accepted.
+    pub moved: Vec<String>,
+    /// Groups not moved: "streams APP/ORDERS: <why>".
+    pub failed: Vec<String>,
+    /// Of the moved groups, those the server still led when the wait ended.
+    pub still_led: Vec<String>,
+    pub elapsed_ms: f64,
+}
+
+impl GroupsMoved {
+    pub fn succeeded(&self) -> bool {
+        self.failed.is_empty() && self.still_led.is_empty()
+    }
+
+    /// One line for the user.
+    pub fn summary(&self) -> String {
+        let mut s = if self.moved.is_empty() && self.failed.is_empty() {
+            format!("{} leads no streams or consumers", self.server)
+        } else {
+            format!(
+                "{} group leader(s) moved off {} in {:.0}ms",
+                self.moved.len() - self.still_led.len(),
+                self.server,
+                self.elapsed_ms
+            )
+        };
+        if !self.still_led.is_empty() {
+            s.push_str(&format!("; still led there: {}", self.still_led.join(", ")));
+        }
+        if !self.failed.is_empty() {
+            s.push_str(&format!("; not moved: {}", self.failed.join("; ")));
+        }
+        s
+    }
+}
+
+/// The groups `pod` leads (as its own list says), moved off it: one connection per account,
+/// every stepdown sent, then its list read again until it leads none of them or `timeout`.
+pub async fn move_off(
+    transport: &Transport,
+    target: &ClusterTarget,
+    pod: &Pod,
+    timeout: Duration,
+) -> Option<GroupsMoved> {
+    let spec = target.profile.groups.as_ref()?;
+    let started = Instant::now();
+    let limit = Duration::from_secs(2).min(timeout);
+    let server = pod.name_any();
+    let mut out = GroupsMoved {
+        server: server.clone(),
+        ..Default::default()
+    };
+    let (member, listed) = match server_view(transport, target, pod, limit).await {
+        Ok(v) => v,
+        Err(e) => {
+            out.failed.push(format!("cannot list its groups: {e}"));
+            return Some(out);
+        }
+    };
+    let (calls, skips) = plan_group_moves(spec, &listed, &member);
+    out.failed.extend(
+        skips
+            .iter()
+            .map(|GroupSkip { group, reason }| format!("{group}: {reason}")),
+    );
+    let mut by_account: BTreeMap<Option<String>, Vec<&GroupCall>> = BTreeMap::new();
+    for c in &calls {
+        by_account.entry(c.account.clone()).or_default().push(c);
+    }
+    let mut sent = vec![];
+    for (account, calls) in by_account {
+        let who = account.map_or(Who::System, Who::Account);
+        match send_all(transport, target, pod, &who, &calls, limit).await {
+            Ok(results) => {
+                for (c, r) in calls.iter().zip(results) {
+                    match r {
+                        Ok(()) => {
+                            out.moved.push(c.group.clone());
+                            sent.push((*c).clone());
+                        }
+                        Err(e) => out.failed.push(format!("{}: {e}", c.group)),
+                    }
+                }
+            }
+            Err(e) => out
+                .failed
+                .extend(calls.iter().map(|c| format!("{}: {e}", c.group))),
+        }
+    }
+    // Wait until the server's own list shows the groups led elsewhere.
+    let deadline = started + timeout;
+    loop {
+        out.still_led = match server_view(transport, target, pod, limit).await {
+            Ok((_, listed)) => still_led(&listed, &member, &sent),
+            Err(_) => sent.iter().map(|c| c.group.clone()).collect(),
+        };
+        if out.still_led.is_empty() || Instant::now() + POLL_EVERY >= deadline {
+            break;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    out.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Some(out)
+}
+
+/// The server's member id and the groups it lists.
+async fn server_view(
+    transport: &Transport,
+    target: &ClusterTarget,
+    pod: &Pod,
+    limit: Duration,
+) -> Result<(String, Vec<crate::model::Group>), String> {
+    let (facts, errors) = crate::observe::read_facts(transport, &target.profile, pod, limit).await;
+    let member = facts
+        .member_id
+        .ok_or_else(|| format!("no member id ({})", errors.join("; ")))?;
+    match read_groups(transport, &target.profile, pod, limit).await {
+        Some(Ok(listed)) => Ok((member, listed)),
+        Some(Err(e)) => Err(e),
+        None => Ok((member, vec![])),
+    }
+}
+
+/// One connection as `who` to the server (through a port-forward when replicas are reached
+/// by pods/proxy), every call on it.
+async fn send_all(
+    transport: &Transport,
+    target: &ClusterTarget,
+    pod: &Pod,
+    who: &Who,
+    calls: &[&GroupCall],
+    limit: Duration,
+) -> Result<Vec<Result<(), String>>, String> {
+    let port = &calls[0].port;
+    let ep = endpoint(&target.profile, pod, Some(port)).map_err(|e| e.to_string())?;
+    let (local, bridge) = local_bridge(transport.for_tcp(), ep).await?;
+    let result = async {
+        let client = nats::connect("127.0.0.1", local, limit, transport.vars(), who).await?;
+        let mut results = vec![];
+        for c in calls {
+            results.push(
+                nats::ask(
+                    &client,
+                    &c.subject,
+                    c.body.as_deref(),
+                    limit,
+                    transport.vars(),
+                    who,
+                )
+                .await,
+            );
+        }
+        let _ = client.drain().await;
+        Ok(results)
+    }
+    .await;
+    bridge.abort();
+    result
+}

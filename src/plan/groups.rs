@@ -1,0 +1,221 @@
+//! Moving the leaders of a server's other Raft groups (NATS: its streams and consumers) off
+//! it: which requests, decided from what the servers list. Pure; `crate::groups` sends them.
+
+use serde::Serialize;
+
+use crate::model::{groups_led_by, Group};
+use crate::profile::{GroupsSpec, PortSpec};
+
+/// One group's stepdown request, ready to send.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupCall {
+    /// "streams APP/ORDERS".
+    pub group: String,
+    pub kind: String,
+    pub names: Vec<String>,
+    /// The NATS subject, the names filled in.
+    pub subject: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The account whose user must send it; None: the system account.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(skip)]
+    pub port: PortSpec,
+}
+
+/// What cannot be moved, and why: the user sees each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSkip {
+    pub group: String,
+    pub reason: String,
+}
+
+/// "streams APP/ORDERS".
+pub fn group_label(g: &Group) -> String {
+    format!("{} {}", g.kind, g.names.join("/"))
+}
+
+/// The stepdowns that move every group `member` leads off it, from the groups any server
+/// lists (each once), in a stable order; groups of a kind the profile cannot move are
+/// skipped with the reason.
+pub fn plan_group_moves<'a>(
+    spec: &GroupsSpec,
+    listed: impl IntoIterator<Item = &'a Group>,
+    member: &str,
+) -> (Vec<GroupCall>, Vec<GroupSkip>) {
+    let mut calls = vec![];
+    let mut skips = vec![];
+    for g in groups_led_by(listed, member) {
+        let Some(stepdown) = spec.kinds.get(&g.kind).and_then(|k| k.stepdown.as_ref()) else {
+            skips.push(GroupSkip {
+                group: group_label(&g),
+                reason: format!("the profile has no stepdown for {}", g.kind),
+            });
+            continue;
+        };
+        let fill = |s: &str| {
+            g.names
+                .iter()
+                .enumerate()
+                .fold(s.to_string(), |acc, (i, n)| {
+                    acc.replace(&format!("{{{i}}}"), n)
+                })
+        };
+        calls.push(GroupCall {
+            group: group_label(&g),
+            kind: g.kind.clone(),
+            names: g.names.clone(),
+            subject: fill(&stepdown.nats.subject),
+            body: stepdown.nats.body.as_deref().map(fill),
+            account: stepdown.account.and_then(|i| g.names.get(i).cloned()),
+            port: stepdown.nats.port.clone(),
+        });
+    }
+    (calls, skips)
+}
+
+/// Of `moved`, the groups `member` still leads according to `listed`.
+pub fn still_led<'a>(
+    listed: impl IntoIterator<Item = &'a Group>,
+    member: &str,
+    moved: &[GroupCall],
+) -> Vec<String> {
+    groups_led_by(listed, member)
+        .iter()
+        .map(group_label)
+        .filter(|l| moved.iter().any(|c| &c.group == l))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::profile::Catalog;
+
+    fn nats() -> GroupsSpec {
+        Catalog::builtin()
+            .get("nats")
+            .unwrap()
+            .groups
+            .clone()
+            .unwrap()
+    }
+
+    fn g(kind: &str, names: &[&str], leader: &str) -> Group {
+        Group {
+            kind: kind.into(),
+            names: names.iter().map(|s| s.to_string()).collect(),
+            leader: Some(leader.into()).filter(|l: &String| !l.is_empty()),
+        }
+    }
+
+    #[test]
+    fn a_servers_streams_and_consumers_become_stepdowns_in_their_accounts() {
+        let listed = [
+            g("streams", &["APP", "ORDERS"], "nats-0"),
+            g("streams", &["APP", "EVENTS"], "nats-1"),
+            g("consumers", &["APP", "ORDERS", "work"], "nats-0"),
+            g("streams", &["OPS", "AUDIT"], "nats-0"),
+        ];
+        let (calls, skips) = plan_group_moves(&nats(), &listed, "nats-0");
+        assert!(skips.is_empty());
+        let got: Vec<(&str, &str, Option<&str>)> = calls
+            .iter()
+            .map(|c| (c.group.as_str(), c.subject.as_str(), c.account.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "consumers APP/ORDERS/work",
+                    "$JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.work",
+                    Some("APP")
+                ),
+                (
+                    "streams APP/ORDERS",
+                    "$JS.API.STREAM.LEADER.STEPDOWN.ORDERS",
+                    Some("APP")
+                ),
+                (
+                    "streams OPS/AUDIT",
+                    "$JS.API.STREAM.LEADER.STEPDOWN.AUDIT",
+                    Some("OPS")
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_groups_of_a_kind_with_a_stepdown_are_moved() {
+        let mut spec = nats();
+        spec.kinds.get_mut("consumers").unwrap().stepdown = None;
+        let listed = [g("consumers", &["APP", "S", "c"], "nats-0")];
+        let (calls, skips) = plan_group_moves(&spec, &listed, "nats-0");
+        assert!(calls.is_empty());
+        assert_eq!(skips[0].group, "consumers APP/S/c");
+        assert!(skips[0].reason.contains("no stepdown"), "{skips:?}");
+    }
+
+    #[test]
+    fn still_led_counts_only_what_was_moved_and_is_still_there() {
+        let before = [
+            g("streams", &["APP", "A"], "nats-0"),
+            g("streams", &["APP", "B"], "nats-0"),
+        ];
+        let (calls, _) = plan_group_moves(&nats(), &before, "nats-0");
+        let after = [
+            g("streams", &["APP", "A"], "nats-2"),
+            g("streams", &["APP", "B"], "nats-0"),
+            g("streams", &["APP", "C"], "nats-0"), // new since: not ours to wait for
+        ];
+        assert_eq!(still_led(&after, "nats-0", &calls), vec!["streams APP/B"]);
+    }
+
+    fn arb_group() -> impl Strategy<Value = Group> {
+        (
+            prop::sample::select(vec!["streams", "consumers"]),
+            prop::sample::select(vec!["APP", "OPS"]),
+            prop::sample::select(vec!["A", "B", "C"]),
+            prop::sample::select(vec!["nats-0", "nats-1", "nats-2", ""]),
+        )
+            .prop_map(|(k, a, s, l)| {
+                let names: Vec<&str> = if k == "streams" {
+                    vec![a, s]
+                } else {
+                    vec![a, s, "c"]
+                };
+                g(k, &names, l)
+            })
+    }
+
+    proptest! {
+        /// Every server lists the groups it takes part in: however the lists overlap and are
+        /// ordered, each group is asked to step down once, and only groups the server leads.
+        #[test]
+        fn each_led_group_is_asked_once_whatever_the_order(
+            listed in prop::collection::vec(arb_group(), 0..24),
+            seed in any::<u64>(),
+        ) {
+            let (calls, _) = plan_group_moves(&nats(), &listed, "nats-0");
+            let mut shuffled = listed.clone();
+            let n = shuffled.len().max(1);
+            shuffled.rotate_left((seed as usize) % n);
+            shuffled.reverse();
+            let (again, _) = plan_group_moves(&nats(), &shuffled, "nats-0");
+            prop_assert_eq!(&calls, &again);
+            let mut groups: Vec<&str> = calls.iter().map(|c| c.group.as_str()).collect();
+            let before = groups.len();
+            groups.dedup();
+            prop_assert_eq!(before, groups.len());
+            for c in &calls {
+                let led = listed.iter().any(|x| group_label(x) == c.group && x.leader.as_deref() == Some("nats-0"));
+                prop_assert!(led, "{} is not led by nats-0", c.group);
+            }
+        }
+    }
+}

@@ -135,10 +135,11 @@ async fn server_view(
     pod: &Pod,
     limit: Duration,
 ) -> Result<(String, Vec<crate::model::Group>), String> {
-    let (facts, errors) = crate::observe::read_facts(transport, &target.profile, pod, limit).await;
-    let member = facts
+    let read = crate::observe::read_facts(transport, &target.profile, pod, limit).await;
+    let member = read
+        .facts
         .member_id
-        .ok_or_else(|| format!("no member id ({})", errors.join("; ")))?;
+        .ok_or_else(|| format!("no member id ({})", read.errors.join("; ")))?;
     match read_groups(transport, &target.profile, pod, limit).await {
         Some(Ok(listed)) => Ok((member, listed)),
         Some(Err(e)) => Err(e),

@@ -120,18 +120,23 @@ pub async fn observe_replica(
             None => None,
         }
     };
-    let (health, readiness, (facts, errors), groups) = tokio::join!(
+    let (health, readiness, read, groups) = tokio::join!(
         health,
         readiness,
         read_facts(transport, profile, pod, limit),
         read_groups(transport, profile, pod, limit),
     );
+    let refused = match &health {
+        Err(e @ ProbeError::Forbidden(_)) => Some(e.to_string()),
+        _ => read.refused,
+    };
     ReplicaObservation {
         pod: pod.clone(),
         health,
         readiness,
-        facts,
-        errors,
+        facts: read.facts,
+        errors: read.errors,
+        refused,
         groups,
     }
 }
@@ -154,15 +159,24 @@ pub async fn read_groups(
     })
 }
 
+/// What the fact requests of one replica gave.
+pub struct FactsRead {
+    pub facts: RaftFacts,
+    /// Failed requests, one message each (optional ones left out).
+    pub errors: Vec<String>,
+    /// The first (not optional) request the API server refused for want of a permission
+    /// (RBAC), as `ProbeError::Forbidden` says it.
+    pub refused: Option<String>,
+}
+
 /// The profile's fact requests on one replica (no health check, no member list): what a
-/// waiting loop needs, as often as it needs it. Failed requests come back one message each
-/// (optional ones left out); `answered` is false when no request got an answer at all.
+/// waiting loop needs, as often as it needs it.
 pub async fn read_facts(
     transport: &Transport,
     profile: &Profile,
     pod: &Pod,
     limit: Duration,
-) -> (RaftFacts, Vec<String>) {
+) -> FactsRead {
     let answers = join_all(profile.requests.iter().map(|r| async move {
         let ep = endpoint(profile, pod, r.port.as_ref())?;
         transport.call(&ep, &r.request, limit).await
@@ -170,7 +184,12 @@ pub async fn read_facts(
     .await;
     let mut facts = RaftFacts::default();
     let mut errors = vec![];
+    let mut refused = None;
     for (spec, answer) in profile.requests.iter().zip(answers) {
+        if let (Err(e @ ProbeError::Forbidden(_)), None, false) = (&answer, &refused, spec.optional)
+        {
+            refused = Some(e.to_string());
+        }
         let result = answer
             .map_err(|e| format!("{}: {e}", spec.request.path))
             .and_then(|ans| extract::extract(spec, &ans, &mut facts));
@@ -181,7 +200,11 @@ pub async fn read_facts(
         }
     }
     extract::finish(profile, &mut facts);
-    (facts, errors)
+    FactsRead {
+        facts,
+        errors,
+        refused,
+    }
 }
 
 /// One replica in a waiting loop: its role, the leader it names (as a pod, through
@@ -194,7 +217,9 @@ pub async fn poll_view(
     limit: Duration,
 ) -> ReplicaView {
     let name = pod.name_any();
-    let (f, errors) = read_facts(transport, profile, pod, limit).await;
+    let FactsRead {
+        facts: f, errors, ..
+    } = read_facts(transport, profile, pod, limit).await;
     let answered = f.role.is_some() || f.term.is_some() || f.leader_id.is_some();
     if !answered {
         return ReplicaView {

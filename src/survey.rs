@@ -18,18 +18,12 @@ use crate::cli::{GlobalArgs, ProbeArgs, SelectArgs, Via};
 use crate::connect::{connect, Connection};
 use crate::credentials::CredentialSource;
 use crate::errors::{api_context, is_forbidden, is_not_found};
-use crate::model::{
-    ClusterObservation, ClusterTarget, ProbeError, ReplicaObservation, Selection, Snapshot,
-};
+use crate::model::{ClusterObservation, ClusterTarget, Selection, Snapshot};
 use crate::observe::observe_cluster;
 use crate::profile::Catalog;
 use crate::report::ClusterReport;
 use crate::select::select_clusters;
 use crate::transport::Transport;
-
-/// How a request refused by RBAC reads among a replica's errors ("PATH: forbidden: ...",
-/// `observe::read_facts` over `ProbeError::Forbidden`).
-const FORBIDDEN_MARK: &str = ": forbidden: ";
 
 /// The built-in profiles plus the user's `--profiles FILE`.
 pub fn load_catalog(extra: Option<&Path>) -> Result<Catalog> {
@@ -200,16 +194,8 @@ impl Surveyor {
         // (GET and POST through the proxy are separate rights, `get` and `create`: etcd's
         // health is a GET, its status a POST, so either refusal alone blinds the report.)
         let replicas: Vec<_> = observations.iter().flat_map(|o| &o.replicas).collect();
-        let refusal = |r: &ReplicaObservation| match &r.health {
-            Err(e @ ProbeError::Forbidden(_)) => Some(e.to_string()),
-            _ => r
-                .errors
-                .iter()
-                .find(|e| e.contains(FORBIDDEN_MARK))
-                .map(|e| e[e.find(FORBIDDEN_MARK).unwrap_or(0) + 2..].to_string()),
-        };
-        if !replicas.is_empty() && replicas.iter().all(|r| refusal(r).is_some()) {
-            if let Some(e) = replicas.iter().find_map(|r| refusal(r)) {
+        if !replicas.is_empty() && replicas.iter().all(|r| r.refused.is_some()) {
+            if let Some(e) = replicas.iter().find_map(|r| r.refused.clone()) {
                 bail!("{e}");
             }
         }

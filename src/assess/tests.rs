@@ -112,6 +112,7 @@ fn observe(rs: &[R], tcp_probe: bool) -> ClusterObservation {
             },
             readiness: None,
             groups: None,
+            refused: None,
             facts: RaftFacts {
                 role: r.role,
                 member_id: Some(i.to_string()),

@@ -306,6 +306,8 @@ pub struct ReplicaObservation {
     pub facts: RaftFacts,
     /// Failed requests, one message each (optional requests are left out).
     pub errors: Vec<String>,
+    /// A request the API server refused for want of a permission (RBAC): its message.
+    pub refused: Option<String>,
     /// The other Raft groups this replica takes part in, where the profile lists them.
     pub groups: Option<Result<Vec<Group>, String>>,
 }

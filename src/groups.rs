@@ -13,7 +13,7 @@ use crate::model::ClusterTarget;
 use crate::nats::{self, Who};
 use crate::observe::{endpoint, read_groups};
 use crate::plan::groups::{plan_group_moves, still_led, GroupCall, GroupSkip};
-use crate::transport::{local_bridge, Transport};
+use crate::transport::{dial, Transport};
 
 /// How often the server is asked again while the groups elect their new leaders.
 const POLL_EVERY: Duration = Duration::from_millis(200);
@@ -159,9 +159,9 @@ async fn send_all(
 ) -> Result<Vec<Result<(), String>>, String> {
     let port = &calls[0].port;
     let ep = endpoint(&target.profile, pod, Some(port)).map_err(|e| e.to_string())?;
-    let (local, bridge) = local_bridge(transport.for_tcp(), ep).await?;
+    let (host, port, bridge) = dial(transport, ep).await?;
     let result = async {
-        let client = nats::connect("127.0.0.1", local, limit, transport.vars(), who).await?;
+        let client = nats::connect(&host, port, limit, transport.vars(), who).await?;
         let mut results = vec![];
         for c in calls {
             results.push(
@@ -180,6 +180,8 @@ async fn send_all(
         Ok(results)
     }
     .await;
-    bridge.abort();
+    if let Some(b) = bridge {
+        b.abort();
+    }
     result
 }

@@ -242,12 +242,12 @@ pub async fn send_transfer(
         // The stepdown is answered in ~0.1 s; a user outside the system account gets no
         // reply at all, so do not wait the whole limit for one.
         let limit = limit.min(Duration::from_secs(5));
-        let (local, bridge) = crate::transport::local_bridge(transport.for_tcp(), ep)
+        let (host, port, bridge) = crate::transport::dial(transport, ep)
             .await
             .map_err(|e| format!("{}: {e}", call.pod))?;
         let result = crate::nats::request(
-            "127.0.0.1",
-            local,
+            &host,
+            port,
             &call.path,
             call.body.as_deref(),
             limit,
@@ -255,7 +255,9 @@ pub async fn send_transfer(
         )
         .await
         .map_err(|e| format!("{}: {e}", call.pod));
-        bridge.abort();
+        if let Some(b) = bridge {
+            b.abort();
+        }
         return result;
     }
     let ep = endpoint(&target.profile, pod, None).map_err(|e| format!("{}: {e}", call.pod))?;

@@ -369,6 +369,20 @@ struct ApiStatus {
     reason: Option<String>,
 }
 
+/// Where a client library that dials an address itself (async-nats) reaches the endpoint:
+/// the pod IP with --via direct; else a local port bridged through a port-forward, for one
+/// connection, closed with the returned task.
+pub async fn dial(
+    transport: &Transport,
+    ep: Endpoint,
+) -> Result<(String, u16, Option<tokio::task::JoinHandle<()>>), String> {
+    if let (Via::Direct(_), Some(ip)) = (&transport.via, &ep.pod_ip) {
+        return Ok((ip.clone(), ep.port, None));
+    }
+    let (port, bridge) = local_bridge(transport.for_tcp(), ep).await?;
+    Ok(("127.0.0.1".into(), port, Some(bridge)))
+}
+
 /// A local TCP port bridged to the endpoint's pod and port through `transport` (a client
 /// library that dials an address, such as async-nats, then reaches the pod wherever the
 /// transport can): one connection, closed with the returned task.

@@ -161,23 +161,29 @@ fn yield_as_a_user_outside_the_system_account_is_told_so() {
     );
 }
 
+/// `kubectl raft drain` of the node `server` runs on, once it holds nothing else (uncordoned
+/// afterwards), with `env`: the node, and the cluster's summary from the report.
+fn drain_node_of(ns: &str, server: &str, env: &[(&str, &str)]) -> (String, Value) {
+    let node = node_of(ns, server);
+    wait_node_alone(&node, ns);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let (code, report, err) = verb(
+        env,
+        "drain",
+        &[&node, "--via", "direct", "--timeout", "90s"],
+    );
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    (node, cluster(&report, ns).clone())
+}
+
 #[test]
 fn drain_of_the_meta_leaders_node_moves_it_first() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("nats-drain");
     deploy_nats(&ns.name, 3);
     let leader = meta_leader(&ns.name, "nats-0").unwrap();
-    let node = node_of(&ns.name, &leader);
-    wait_node_alone(&node, &ns.name);
-    let _cordoned = Cordoned(vec![node.clone()]);
-    let (code, report, err) = verb(
-        &SYS,
-        "drain",
-        &[&node, "--via", "direct", "--timeout", "90s"],
-    );
-    assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let c = cluster(&report, &ns.name);
-    assert_eq!(drain_counts(c), (Some(1), Some(1), Some(0)), "{c:#}");
+    let (node, c) = drain_node_of(&ns.name, &leader, &SYS);
+    assert_eq!(drain_counts(&c), (Some(1), Some(1), Some(0)), "{c:#}");
     let new = meta_leader(&ns.name, "nats-0").unwrap_or_default();
     assert_ne!(node_of(&ns.name, &new), node, "the meta leader left {node}");
 }
@@ -521,18 +527,9 @@ fn drain_moves_a_servers_stream_leaders_off_before_evicting_it() {
     let leader = meta_leader(&ns.name, "nats-0").unwrap();
     let server = followers_of(&leader, 3).pop().unwrap();
     streams_led_by(&ns.name, &server, &["ORDERS"]);
-    let node = node_of(&ns.name, &server);
-    wait_node_alone(&node, &ns.name);
-    let _cordoned = Cordoned(vec![node.clone()]);
-    let (code, report, err) = verb(
-        &SYS_AND_APP,
-        "drain",
-        &[&node, "--via", "direct", "--timeout", "90s"],
-    );
-    assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let c = cluster(&report, &ns.name);
+    let (_, c) = drain_node_of(&ns.name, &server, &SYS_AND_APP);
     assert!(c["groupLeadersMoved"].as_u64().unwrap() >= 2, "{c:#}");
-    assert_eq!(drain_counts(c), (Some(1), Some(0), Some(0)), "{c:#}");
+    assert_eq!(drain_counts(&c), (Some(1), Some(0), Some(0)), "{c:#}");
     let done = c["done"].to_string();
     assert!(done.contains(&format!("moved off {server}")), "{done}");
 }

@@ -98,12 +98,7 @@ mod tests {
     use crate::profile::Catalog;
 
     fn nats() -> GroupsSpec {
-        Catalog::builtin()
-            .get("nats")
-            .unwrap()
-            .groups
-            .clone()
-            .unwrap()
+        Catalog::builtin_groups("nats")
     }
 
     fn g(kind: &str, names: &[&str], leader: &str) -> Group {

@@ -787,12 +787,7 @@ mod group_tests {
         {"name":"EVENTS","cluster":{"name":"nats","raft_group":"S-R3F-jSvzpTJp","leader":"nats-0"}}]}]}"#;
 
     fn spec() -> GroupsSpec {
-        Catalog::builtin()
-            .get("nats")
-            .unwrap()
-            .groups
-            .clone()
-            .unwrap()
+        Catalog::builtin_groups("nats")
     }
 
     fn group(kind: &str, names: &[&str], leader: Option<&str>) -> Group {

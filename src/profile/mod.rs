@@ -22,6 +22,15 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// A built-in profile's groups section, for tests.
+    #[cfg(test)]
+    pub fn builtin_groups(system: &str) -> GroupsSpec {
+        Catalog::builtin()
+            .get(system)
+            .and_then(|p| p.groups.clone())
+            .expect("a built-in profile with groups")
+    }
+
     pub fn builtin() -> Self {
         let profiles = parse_profiles(BUILTIN).expect("built-in profiles are valid");
         Catalog { profiles }

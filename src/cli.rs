@@ -342,12 +342,17 @@ pub struct ProbeArgs {
     /// credentials are read from (NATS_USER, NATS_PASSWORD, NATS_CREDS, CONSUL_HTTP_TOKEN,
     /// NOMAD_TOKEN, VAULT_TOKEN), over the environment. Without it, the Secret the
     /// annotation kubectl-raft.io/credentials-secret names. Values are never printed.
-    #[arg(long, value_name = "NAME", conflicts_with = "credentials_file")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with = "credentials_file",
+        help_heading = "Credentials"
+    )]
     pub credentials_secret: Option<String>,
 
     /// The same variables from a file of KEY=VALUE lines (the format of `kubectl create
     /// secret --from-env-file`); in a pod, a mounted Secret.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", help_heading = "Credentials")]
     pub credentials_file: Option<std::path::PathBuf>,
 }
 

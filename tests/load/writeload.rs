@@ -16,6 +16,13 @@
 //! Beside the writer, a watcher asks every endpoint for etcd's status every 20 ms and
 //! measures the longest time without a leader that a majority of them agree on and that
 //! itself answers as leader (followers go on naming a crashed leader until they time out).
+//!
+//! NATS JetStream instead: writeload --nats nats://IP:4222,... --monitors http://IP:8222,...
+//!                                    --stream BENCH [--subject BENCH.w]
+//! publishes to the stream (each publish waits for the stream leader's acknowledgement; one
+//! client connected to every server, reconnecting as a NATS client does; user from NATS_USER
+//! and NATS_PASSWORD), and the watcher reads the stream's leader from each server's /jsz
+//! (the leader must itself say it leads).
 
 use std::time::{Duration, Instant};
 
@@ -75,34 +82,136 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// What is written to: etcd's JSON gateway (an endpoint per attempt, the next one after a
+/// failure), or a JetStream stream through one NATS client.
+enum Writer {
+    Etcd(Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>),
+    Nats(async_nats::Client, String),
+}
+
+impl Writer {
+    async fn write(&self, endpoint: &str, key: &str, n: u64) -> Result<(), String> {
+        match self {
+            Writer::Etcd(client) => {
+                let body = format!(
+                    r#"{{"key":"{key}","value":"{}"}}"#,
+                    base64(n.to_string().as_bytes())
+                );
+                let req = http::Request::post(format!("{endpoint}/v3/kv/put"))
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body)))
+                    .expect("request");
+                let resp = client.request(req).await.map_err(|e| e.to_string())?;
+                let status = resp.status();
+                let body = resp
+                    .into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .to_bytes();
+                if status.is_success() && !body.windows(7).any(|w| w == b"\"error\"") {
+                    Ok(())
+                } else {
+                    Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)))
+                }
+            }
+            Writer::Nats(client, subject) => {
+                // A JetStream publish: answered by the stream leader's PubAck, or an error.
+                let reply = client
+                    .request(subject.clone(), n.to_string().into_bytes().into())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let v: serde_json::Value = serde_json::from_slice(&reply.payload)
+                    .map_err(|_| String::from_utf8_lossy(&reply.payload).into_owned())?;
+                match v.get("error") {
+                    None if v.get("seq").is_some() => Ok(()),
+                    _ => Err(v.to_string()),
+                }
+            }
+        }
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(servers) = arg(&args, "--nats") {
+        return nats_main(&args, parse_endpoints(&servers)).await;
+    }
     let file = arg(&args, "--endpoints-file");
     let read_file = |f: &str| -> Vec<String> {
         std::fs::read_to_string(f)
             .map(|t| parse_endpoints(&t))
             .unwrap_or_default()
     };
-    let mut endpoints: Vec<String> = match (arg(&args, "--endpoints"), &file) {
+    let endpoints: Vec<String> = match (arg(&args, "--endpoints"), &file) {
         (Some(e), _) => parse_endpoints(&e),
         (None, Some(f)) => read_file(f),
         (None, None) => panic!("--endpoints URL[,URL...] or --endpoints-file FILE"),
     };
     assert!(!endpoints.is_empty(), "no endpoints");
-    let run_for = duration(&arg(&args, "--duration").unwrap_or_else(|| "60s".into()));
-    let timeout = duration(&arg(&args, "--timeout").unwrap_or_else(|| "1s".into()));
-    let slow = duration(&arg(&args, "--slow").unwrap_or_else(|| "100ms".into()));
-    let budget = duration(&arg(&args, "--budget").unwrap_or_else(|| "5s".into()));
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    let start = Instant::now();
     let watcher = tokio::spawn(watch_leader(
         client.clone(),
+        Sampler::Etcd,
         endpoints.clone(),
         file.clone(),
     ));
+    run(Writer::Etcd(client), endpoints, file, watcher, &args).await;
+}
+
+/// The JetStream mode: one client for every server, the stream's leader watched on the
+/// monitor ports.
+async fn nats_main(args: &[String], servers: Vec<String>) {
+    let monitors = parse_endpoints(&arg(args, "--monitors").expect("--monitors URL[,URL...]"));
+    let stream = arg(args, "--stream").expect("--stream NAME");
+    let subject = arg(args, "--subject").unwrap_or_else(|| format!("{stream}.w"));
+    let user = std::env::var("NATS_USER").unwrap_or_default();
+    let password = std::env::var("NATS_PASSWORD").unwrap_or_default();
+    let timeout = duration(&arg(args, "--timeout").unwrap_or_else(|| "1s".into()));
+    let nats = async_nats::ConnectOptions::with_user_and_password(user, password)
+        .request_timeout(Some(timeout))
+        .retry_on_initial_connect()
+        .connect(servers.as_slice())
+        .await
+        .expect("a NATS connection");
+    let http: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let watcher = tokio::spawn(watch_leader(
+        http,
+        Sampler::NatsStream(stream),
+        monitors,
+        None,
+    ));
+    // The writer's "endpoint" is only a label here: the client picks its server.
+    run(
+        Writer::Nats(nats, subject),
+        vec!["nats".into()],
+        None,
+        watcher,
+        args,
+    )
+    .await;
+}
+
+async fn run(
+    writer: Writer,
+    mut endpoints: Vec<String>,
+    file: Option<String>,
+    watcher: tokio::task::JoinHandle<()>,
+    args: &[String],
+) {
+    let read_file = |f: &str| -> Vec<String> {
+        std::fs::read_to_string(f)
+            .map(|t| parse_endpoints(&t))
+            .unwrap_or_default()
+    };
+    let run_for = duration(&arg(args, "--duration").unwrap_or_else(|| "60s".into()));
+    let timeout = duration(&arg(args, "--timeout").unwrap_or_else(|| "1s".into()));
+    let slow = duration(&arg(args, "--slow").unwrap_or_else(|| "100ms".into()));
+    let budget = duration(&arg(args, "--budget").unwrap_or_else(|| "5s".into()));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    let start = Instant::now();
     let (mut ok, mut failed, mut slow_writes, mut lost) = (0u64, 0u64, 0u64, 0u64);
     let mut first_try: Option<Instant> = None;
     let mut latencies: Vec<f64> = vec![];
@@ -132,28 +241,11 @@ async fn main() {
             }
         }
         n += 1;
-        let body = format!(
-            r#"{{"key":"{key}","value":"{}"}}"#,
-            base64(n.to_string().as_bytes())
-        );
-        let url = format!("{}/v3/kv/put", endpoints[current]);
-        let req = http::Request::post(&url)
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .expect("request");
         let t0 = Instant::now();
         let began = *first_try.get_or_insert(t0);
         let result = tokio::select! {
-            r = tokio::time::timeout(timeout, async {
-                let resp = client.request(req).await.map_err(|e| e.to_string())?;
-                let status = resp.status();
-                let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-                if status.is_success() && !body.windows(7).any(|w| w == b"\"error\"") {
-                    Ok(())
-                } else {
-                    Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)))
-                }
-            }) => r.unwrap_or_else(|_| Err(format!("no answer within {timeout:?}"))),
+            r = tokio::time::timeout(timeout, writer.write(&endpoints[current], &key, n))
+                => r.unwrap_or_else(|_| Err(format!("no answer within {timeout:?}"))),
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
         };
@@ -228,11 +320,79 @@ static LEADER_CHANGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 static FIRST_TERM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static LAST_TERM: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Every 20 ms, every endpoint's `/v3/maintenance/status`: the leader a majority of the
-/// endpoints name, that answers itself as leader (none when any answering member says it
-/// has none). Records the longest run of samples without one.
+/// What the watcher asks each endpoint: etcd's status, or a NATS server's /jsz for one
+/// stream (with the server's own name from /varz).
+enum Sampler {
+    Etcd,
+    NatsStream(String),
+}
+
+type Http = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+async fn get_json(client: &Http, req: http::Request<Full<Bytes>>) -> Option<serde_json::Value> {
+    let resp = tokio::time::timeout(Duration::from_millis(500), client.request(req))
+        .await
+        .ok()?
+        .ok()?;
+    let body = resp.into_body().collect().await.ok()?.to_bytes();
+    serde_json::from_slice(&body).ok()
+}
+
+impl Sampler {
+    /// (who answers, the leader it names), or None when it does not answer.
+    async fn sample(
+        &self,
+        client: &Http,
+        endpoint: &str,
+    ) -> Option<(Option<String>, Option<String>)> {
+        use std::sync::atomic::Ordering::SeqCst;
+        match self {
+            Sampler::Etcd => {
+                let req = http::Request::post(format!("{endpoint}/v3/maintenance/status"))
+                    .body(Full::new(Bytes::from_static(b"{}")))
+                    .ok()?;
+                let v = get_json(client, req).await?;
+                let me = v["header"]["member_id"].as_str().map(str::to_string);
+                let term = v["raftTerm"].as_str().and_then(|t| t.parse::<u64>().ok());
+                if let Some(t) = term {
+                    FIRST_TERM.compare_exchange(0, t, SeqCst, SeqCst).ok();
+                    LAST_TERM.fetch_max(t, SeqCst);
+                }
+                Some((me, v["leader"].as_str().map(str::to_string)))
+            }
+            Sampler::NatsStream(stream) => {
+                let get =
+                    |path: String| http::Request::get(path).body(Full::new(Bytes::new())).ok();
+                let (varz, jsz) = tokio::join!(
+                    get_json(client, get(format!("{endpoint}/varz"))?),
+                    get_json(
+                        client,
+                        get(format!("{endpoint}/jsz?accounts=true&streams=true"))?
+                    ),
+                );
+                let me = varz?["server_name"].as_str().map(str::to_string);
+                let jsz = jsz?;
+                let leader = jsz["account_details"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|a| a["stream_detail"].as_array().into_iter().flatten())
+                    .find(|s| s["name"] == stream.as_str())
+                    .and_then(|s| s["cluster"]["leader"].as_str())
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string);
+                Some((me, leader))
+            }
+        }
+    }
+}
+
+/// Every 20 ms, every endpoint: the leader a majority of the endpoints name, that answers
+/// itself as leader (none when any answering member says it has none). Records the longest
+/// run of samples without one.
 async fn watch_leader(
-    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    client: Http,
+    sampler: Sampler,
     mut endpoints: Vec<String>,
     file: Option<String>,
 ) {
@@ -251,29 +411,8 @@ async fn watch_leader(
             }
         }
         let majority = endpoints.len() / 2 + 1;
-        let answers = futures::future::join_all(endpoints.iter().map(|e| {
-            let client = client.clone();
-            let url = format!("{e}/v3/maintenance/status");
-            async move {
-                let req = http::Request::post(url)
-                    .body(Full::new(Bytes::from_static(b"{}")))
-                    .ok()?;
-                let resp = tokio::time::timeout(Duration::from_millis(500), client.request(req))
-                    .await
-                    .ok()?
-                    .ok()?;
-                let body = resp.into_body().collect().await.ok()?.to_bytes();
-                let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
-                let me = v["header"]["member_id"].as_str().map(str::to_string);
-                let term = v["raftTerm"].as_str().and_then(|t| t.parse::<u64>().ok());
-                if let Some(t) = term {
-                    FIRST_TERM.compare_exchange(0, t, SeqCst, SeqCst).ok();
-                    LAST_TERM.fetch_max(t, SeqCst);
-                }
-                Some((me, v["leader"].as_str().map(str::to_string)))
-            }
-        }))
-        .await;
+        let answers =
+            futures::future::join_all(endpoints.iter().map(|e| sampler.sample(&client, e))).await;
         let answered: Vec<(Option<String>, Option<String>)> =
             answers.into_iter().flatten().collect();
         let leader = answered

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): four ways to take a NATS JetStream server that leads both the meta
+# group and a stream out of leadership, side by side in one run on one world, on the same
+# 3-server cluster (tests/manifests/nats-3.yaml) under the same publish load on the R3 stream
+# BENCH (tests/load/writeload.rs --nats: each publish waits for the stream leader's
+# acknowledgement; failed attempts, lost publishes, the longest stall, and the longest time
+# without a stream leader that a majority of servers name and that says so itself):
+#   yield   kubectl raft yield nats --streams (the meta leader to a caught-up server, then the
+#           server's stream and consumer leaders off it, waiting for each)
+#   bare    the stream's stepdown request by hand, to the server (the floor for the stream)
+#   delete  kubectl delete pod <server> (NATS steps its leaders down by itself on SIGTERM)
+#   kill    SIGKILL of the server's process (a crash: the stream and the meta group elect)
+# Before each round the stream's leader is asked onto the meta leader, so every method has
+# both to give up. Prints a Markdown table for docs/benchmarks.md.
+# Usage: bash tests/bench/nats-yield.sh [ROUNDS=10]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+rounds=${1:-10}
+export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
+export KUBECONFIG=$(bash tests/world/up.sh --nodes 4)
+k="$KWORLD_DIR/bin/kubectl"
+cargo build --release -q --bin kubectl-raft --example writeload
+raft="$root/target/release/kubectl-raft"
+load="$root/target/release/examples/writeload"
+ns=bench-nats
+export NATS_USER=sys NATS_PASSWORD=sys-secret NATS_APP_USER=app NATS_APP_PASSWORD=app
+"$k" create namespace "$ns" --dry-run=client -o yaml | "$k" apply -f - >/dev/null
+"$k" apply -n "$ns" -f tests/manifests/nats-3.yaml >/dev/null
+
+# One JetStream API request as the account APP's user, raw protocol: nreq IP SUBJECT BODY.
+nreq() {
+  python3 - "$@" <<'PY'
+import json, socket, sys
+ip, subject, body = sys.argv[1:4]
+s = socket.create_connection((ip, 4222), timeout=3)
+f = s.makefile("rb")
+f.readline()
+s.sendall(("CONNECT %s\r\nSUB _INBOX.b 1\r\nPUB %s _INBOX.b %d\r\n%s\r\n" % (
+    json.dumps({"user": "app", "pass": "app", "verbose": False}), subject, len(body), body)).encode())
+while True:
+    line = f.readline()
+    if not line or line.startswith(b"-ERR"):
+        sys.exit(1)
+    if line.startswith(b"MSG"):
+        print(f.read(int(line.split()[-1]) + 2).decode().strip())
+        break
+PY
+}
+ips() { "$k" get pods -n "$ns" -l app=nats -o jsonpath="{range .items[*]}$1{.status.podIP}$2,{end}" | sed 's/,$//'; }
+ip_of() { "$k" get pod "$1" -n "$ns" -o jsonpath='{.status.podIP}'; }
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+now() { date +%s%N; }
+# The BENCH stream's leader as server $1 sees it.
+stream_leader() {
+  curl -s --max-time 1 "http://$(ip_of "$1"):8222/jsz?accounts=true&streams=true" | python3 -c 'import json,sys
+d = json.load(sys.stdin)
+print(next((s["cluster"].get("leader", "") for a in d.get("account_details", []) for s in a.get("stream_detail", []) if s["name"] == "BENCH"), ""))' 2>/dev/null || true
+}
+healthy() {
+  [ "$("$k" get sts nats -n "$ns" -o jsonpath='{.status.readyReplicas}')" = 3 ] &&
+    "$raft" status nats -n "$ns" -o json 2>/dev/null | python3 -c 'import json,sys
+s = json.load(sys.stdin)["clusters"][0]["summary"]
+sys.exit(0 if s["leader"] and s["healthyVoters"] == 3 else 1)'
+}
+wait_healthy() { for _ in $(seq 1 240); do healthy && return 0; sleep 0.5; done; echo "cluster not healthy" >&2; exit 1; }
+
+wait_healthy
+until nreq "$(ip_of nats-0)" '$JS.API.STREAM.CREATE.BENCH' '{"name":"BENCH","subjects":["BENCH.>"],"num_replicas":3}' | grep -q '"config"'; do sleep 1; done
+results=$(mktemp)
+for method in yield bare delete kill; do
+  for r in $(seq 1 "$rounds"); do
+    wait_healthy
+    leader=$("$raft" status nats -n "$ns" -o json | field '["clusters"][0]["summary"]["leader"]')
+    # The stream's leader onto the meta leader, and every server agreeing on it.
+    for _ in $(seq 1 60); do
+      agreed=1
+      for s in nats-0 nats-1 nats-2; do [ "$(stream_leader $s)" = "$leader" ] || agreed=0; done
+      [ $agreed = 1 ] && break
+      nreq "$(ip_of "$leader")" '$JS.API.STREAM.LEADER.STEPDOWN.BENCH' "{\"placement\":{\"preferred\":\"$leader\"}}" >/dev/null || true
+      sleep 1
+    done
+    [ $agreed = 1 ] || { echo "BENCH's leader could not be placed on $leader" >&2; exit 1; }
+    "$load" --nats "$(ips nats:// :4222)" --monitors "$(ips http:// :8222)" --stream BENCH --duration 7s > /tmp/bench-nats-load.json &
+    lp=$!
+    sleep 1.5
+    t0=$(now)
+    window=""
+    case $method in
+      yield) window=$("$raft" yield nats -n "$ns" --streams -o json | field '["leaderlessWindowMs"]') ;;
+      bare) nreq "$(ip_of "$leader")" '$JS.API.STREAM.LEADER.STEPDOWN.BENCH' '' >/dev/null ;;
+      delete) "$k" delete pod "$leader" -n "$ns" >/dev/null ;;
+      kill) kill -KILL "$("$k" get pod "$leader" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')" ;;
+    esac
+    t1=$(now)
+    wait "$lp"
+    python3 - "$method" "$(( (t1 - t0) / 1000000 ))" "${window:-}" >> "$results" <<'PY'
+import json, sys
+d = json.load(open("/tmp/bench-nats-load.json"))
+print(json.dumps({"method": sys.argv[1], "cmdMs": int(sys.argv[2]), "yieldWindowMs": sys.argv[3] or None,
+                  "failed": d["failed"], "lost": d["lost"], "stall": d["longestStallMs"], "leaderless": d["longestLeaderlessMs"],
+                  "p99": d["p99Ms"], "writes": d["writes"]}))
+PY
+  done
+done
+python3 - "$results" "$rounds" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def med(xs): return statistics.median(xs) if xs else float("nan")
+def rng(xs): return f"{min(xs):.0f}–{max(xs):.0f}" if xs else "-"
+print(f"| method ({sys.argv[2]} rounds each) | failed publish attempts (total) | lost publishes (total) | longest publish stall, median (range) ms | no agreed stream leader, median (range) ms | command time, median (range) ms | p99 publish ms, median |")
+print("|---|---|---|---|---|---|---|")
+names = {"yield": "`kubectl raft yield nats --streams`", "bare": "bare stream stepdown request to the server", "delete": "`kubectl delete pod <server>`", "kill": "SIGKILL of the server's process"}
+for m in ["yield", "bare", "delete", "kill"]:
+    rs = [r for r in rows if r["method"] == m]
+    st, ll, cm = [r["stall"] for r in rs], [r["leaderless"] for r in rs], [r["cmdMs"] for r in rs]
+    print(f"| {names[m]} | {sum(r['failed'] for r in rs)} | {sum(r['lost'] for r in rs)} | {med(st):.0f} ({rng(st)}) | {med(ll):.0f} ({rng(ll)}) | {med(cm):.0f} ({rng(cm)}) | {med([r['p99'] for r in rs]):.1f} |")
+ys = [float(r["yieldWindowMs"]) for r in rows if r["method"] == "yield" and r["yieldWindowMs"] not in (None, "None")]
+print()
+print(f"yield's own report of the meta group's leaderless window: median {med(ys):.0f} ms over {len(ys)} rounds that saw one")
+PY
+rm -f "$results"
+[ "${KEEP:-0}" = 1 ] || "$k" delete namespace "$ns" --wait=false >/dev/null

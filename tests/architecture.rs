@@ -17,6 +17,10 @@ const IO: &[&str] = &[
     "connect",
     "commands",
     "errors",
+    "credentials",
+    "nats",
+    "groups",
+    "handover",
 ];
 /// Crates and paths whose mere use means I/O.
 const IO_PATHS: &[&str] = &[

@@ -1,5 +1,5 @@
 //! Moving the leaders of a server's other Raft groups (NATS: its streams and consumers) off
-//! it: which requests, decided from what the servers list. Pure; `crate::groups` sends them.
+//! it: which requests, decided from what the servers list. Pure; src/groups.rs sends them.
 
 use serde::Serialize;
 

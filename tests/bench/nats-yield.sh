@@ -81,7 +81,7 @@ for method in yield bare delete kill; do
       sleep 1
     done
     [ $agreed = 1 ] || { echo "BENCH's leader could not be placed on $leader" >&2; exit 1; }
-    "$load" --nats "$(ips nats:// :4222)" --monitors "$(ips http:// :8222)" --stream BENCH --duration 7s > /tmp/bench-nats-load.json &
+    "$load" --nats "$(ips nats:// :4222)" --monitors "$(ips http:// :8222)" --stream BENCH --user app --password app --duration 7s > /tmp/bench-nats-load.json &
     lp=$!
     sleep 1.5
     t0=$(now)

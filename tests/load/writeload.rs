@@ -19,9 +19,10 @@
 //!
 //! NATS JetStream instead: writeload --nats nats://IP:4222,... --monitors http://IP:8222,...
 //!                                    --stream BENCH [--subject BENCH.w]
+//!                                    [--user U --password P]
 //! publishes to the stream (each publish waits for the stream leader's acknowledgement; one
-//! client connected to every server, reconnecting as a NATS client does; user from NATS_USER
-//! and NATS_PASSWORD), and the watcher reads the stream's leader from each server's /jsz
+//! client connected to every server, reconnecting as a NATS client does, as the user of the
+//! stream's account), and the watcher reads the stream's leader from each server's /jsz
 //! (the leader must itself say it leads).
 
 use std::time::{Duration, Instant};
@@ -166,8 +167,8 @@ async fn nats_main(args: &[String], servers: Vec<String>) {
     let monitors = parse_endpoints(&arg(args, "--monitors").expect("--monitors URL[,URL...]"));
     let stream = arg(args, "--stream").expect("--stream NAME");
     let subject = arg(args, "--subject").unwrap_or_else(|| format!("{stream}.w"));
-    let user = std::env::var("NATS_USER").unwrap_or_default();
-    let password = std::env::var("NATS_PASSWORD").unwrap_or_default();
+    let user = arg(args, "--user").unwrap_or_default();
+    let password = arg(args, "--password").unwrap_or_default();
     let timeout = duration(&arg(args, "--timeout").unwrap_or_else(|| "1s".into()));
     let nats = async_nats::ConnectOptions::with_user_and_password(user, password)
         .request_timeout(Some(timeout))

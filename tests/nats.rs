@@ -29,6 +29,14 @@ fn deploy_nats(ns: &str, servers: u32) {
     );
 }
 
+/// A namespace of its own with `servers` NATS servers Ready, and the meta leader's name.
+fn nats_cluster(prefix: &str, servers: u32) -> (TestNamespace, String) {
+    let ns = TestNamespace::new(prefix);
+    deploy_nats(&ns.name, servers);
+    let leader = meta_leader(&ns.name, "nats-0").expect("a meta leader");
+    (ns, leader)
+}
+
 /// The meta leader as `server` names it in its own /jsz (through the API server).
 fn meta_leader(ns: &str, server: &str) -> Option<String> {
     let out = kubectl(&[
@@ -63,9 +71,7 @@ fn followers_of(leader: &str, servers: u32) -> Vec<String> {
 #[test]
 fn status_names_the_meta_leader_that_every_server_names() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-status");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-status", 3);
     let out = raft(&["status", "nats", "-n", &ns.name, "-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -85,9 +91,7 @@ fn status_names_the_meta_leader_that_every_server_names() {
 #[test]
 fn yield_moves_the_meta_leader_to_a_named_server() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-yield-to");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-yield-to", 3);
     let target = followers_of(&leader, 3).pop().unwrap();
     let (code, y, err) = verb(
         &SYS,
@@ -115,9 +119,7 @@ fn yield_moves_the_meta_leader_to_a_named_server() {
 #[test]
 fn yield_moves_the_meta_leader_of_five_to_the_best_server() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-yield-5");
-    deploy_nats(&ns.name, 5);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-yield-5", 5);
     // The default: HTTP through pods/proxy, the NATS request through a port-forward.
     let (code, y, err) = verb(&SYS, "yield", &["nats", "-n", &ns.name]);
     assert_eq!(code, Some(0), "{err}\n{y:#}");
@@ -134,9 +136,7 @@ fn yield_moves_the_meta_leader_of_five_to_the_best_server() {
 #[test]
 fn yield_straight_to_the_pods_moves_the_meta_leader() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-direct");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-direct", 3);
     let (code, y, err) = verb(&SYS, "yield", &["nats", "-n", &ns.name, "--via", "direct"]);
     assert_eq!(code, Some(0), "{err}\n{y:#}");
     let new = y["newLeader"].as_str().unwrap().to_string();
@@ -147,9 +147,7 @@ fn yield_straight_to_the_pods_moves_the_meta_leader() {
 #[test]
 fn yield_as_a_user_outside_the_system_account_is_told_so() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-app-user");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-app-user", 3);
     let app = [("NATS_USER", "app"), ("NATS_PASSWORD", "app")];
     let (code, _, err) = verb(&app, "yield", &["nats", "-n", &ns.name, "--via", "direct"]);
     assert_eq!(code, Some(1));
@@ -179,9 +177,7 @@ fn drain_node_of(ns: &str, server: &str, env: &[(&str, &str)]) -> (String, Value
 #[test]
 fn drain_of_the_meta_leaders_node_moves_it_first() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("nats-drain");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-drain", 3);
     let (node, c) = drain_node_of(&ns.name, &leader, &SYS);
     assert_eq!(drain_counts(&c), (Some(1), Some(1), Some(0)), "{c:#}");
     let new = meta_leader(&ns.name, "nats-0").unwrap_or_default();
@@ -206,13 +202,23 @@ fn ops_secret(ns: &str, name: &str) {
     ]);
 }
 
+/// The StatefulSet names its credentials Secret, as an operator sets it once.
+fn annotate_credentials(ns: &str, secret: &str) {
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "nats",
+        "-n",
+        ns,
+        &format!("kubectl-raft.io/credentials-secret={secret}"),
+    ]);
+}
+
 #[test]
 fn yield_reads_the_system_user_from_the_secret_the_flag_names() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-cred-flag");
-    deploy_nats(&ns.name, 3);
+    let (ns, leader) = nats_cluster("nats-cred-flag", 3);
     ops_secret(&ns.name, "nats-ops");
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
     let (code, y, err) = verb(
         &NO_ENV,
         "yield",
@@ -231,18 +237,9 @@ fn yield_reads_the_system_user_from_the_secret_the_flag_names() {
 #[test]
 fn yield_reads_the_secret_the_statefulsets_annotation_names() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-cred-ann");
-    deploy_nats(&ns.name, 3);
+    let (ns, leader) = nats_cluster("nats-cred-ann", 3);
     ops_secret(&ns.name, "nats-ops");
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "nats",
-        "-n",
-        &ns.name,
-        "kubectl-raft.io/credentials-secret=nats-ops",
-    ]);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    annotate_credentials(&ns.name, "nats-ops");
     let (code, y, err) = verb(&NO_ENV, "yield", &["nats", "-n", &ns.name]);
     assert_eq!(code, Some(0), "{err}\n{y:#}");
     assert_ne!(y["newLeader"], leader.as_str(), "{y:#}");
@@ -275,9 +272,7 @@ fn yield_reads_the_system_user_from_a_credentials_file() {
 #[test]
 fn a_credentials_secret_that_does_not_exist_is_named_and_nothing_moves() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-cred-missing");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-cred-missing", 3);
     let (code, _, err) = verb(
         &SYS,
         "yield",
@@ -298,14 +293,7 @@ fn status_warns_when_the_annotated_credentials_secret_cannot_be_read() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("nats-cred-warn");
     deploy_nats(&ns.name, 3);
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "nats",
-        "-n",
-        &ns.name,
-        "kubectl-raft.io/credentials-secret=nats-nope",
-    ]);
+    annotate_credentials(&ns.name, "nats-nope");
     let (code, report, err) = verb(&NO_ENV, "status", &["nats", "-n", &ns.name]);
     assert_eq!(code, Some(0), "the report is still made: {err}");
     let c = &report["clusters"][0];
@@ -448,9 +436,7 @@ const SYS_AND_APP: [(&str, &str); 4] = [
 #[test]
 fn status_counts_the_stream_and_consumer_leaders_each_server_holds() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-leads");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-leads", 3);
     streams_led_by(&ns.name, &leader, &["ORDERS", "EVENTS"]);
     let (code, report, err) = verb(&NO_ENV, "status", &["nats", "-n", &ns.name]);
     assert_eq!(code, Some(0), "{err}");
@@ -475,9 +461,7 @@ fn status_counts_the_stream_and_consumer_leaders_each_server_holds() {
 #[test]
 fn yield_with_streams_moves_the_old_leaders_streams_and_consumers_off_it() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-streams");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-streams", 3);
     streams_led_by(&ns.name, &leader, &["ORDERS", "EVENTS"]);
     let (code, y, err) = verb(
         &SYS_AND_APP,
@@ -502,9 +486,7 @@ fn yield_with_streams_moves_the_old_leaders_streams_and_consumers_off_it() {
 #[test]
 fn yield_with_streams_without_the_accounts_user_names_the_variables() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("nats-streams-nocred");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-streams-nocred", 3);
     streams_led_by(&ns.name, &leader, &["ORDERS"]);
     let (code, y, err) = verb(&SYS, "yield", &["nats", "-n", &ns.name, "--streams"]);
     assert_eq!(code, Some(1), "{err}\n{y:#}");
@@ -522,9 +504,7 @@ fn yield_with_streams_without_the_accounts_user_names_the_variables() {
 #[test]
 fn drain_moves_a_servers_stream_leaders_off_before_evicting_it() {
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("nats-drain-streams");
-    deploy_nats(&ns.name, 3);
-    let leader = meta_leader(&ns.name, "nats-0").unwrap();
+    let (ns, leader) = nats_cluster("nats-drain-streams", 3);
     let server = followers_of(&leader, 3).pop().unwrap();
     streams_led_by(&ns.name, &server, &["ORDERS"]);
     let (_, c) = drain_node_of(&ns.name, &server, &SYS_AND_APP);

@@ -11,37 +11,21 @@
 # Prints Markdown tables for docs/benchmarks.md.
 # Usage: bash tests/bench/drain.sh [ROUNDS=3]   (SCENARIOS="healthy broken twonodes" by default)
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
 rounds=${1:-3}
 scenarios=" ${SCENARIOS:-healthy broken twonodes} "
 want() { [[ $scenarios == *" $1 "* ]]; }
-export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
-export KUBECONFIG=$(bash tests/world/up.sh --nodes 7)
-k="$KWORLD_DIR/bin/kubectl"
-cargo build --release -q --bin kubectl-raft --example writeload
-raft="$root/target/release/kubectl-raft"
-load="$root/target/release/examples/writeload"
+NODES=7 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 results=$(mktemp)
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; for n in $("$k" get nodes -o name); do "$k" uncordon "${n#node/}" >/dev/null 2>&1 || true; done; rm -rf "$tmp"' EXIT
 
-field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
-now() { date +%s%N; }
 leader_of() { "$raft" status etcd -n "$1" -o json | field '["clusters"][0]["summary"]["leader"]'; }
-healthy() { # ns members
-  [ "$("$k" get sts etcd -n "$1" -o jsonpath='{.status.readyReplicas}')" = "$2" ] &&
-    "$raft" status etcd -n "$1" -o json 2>/dev/null | python3 -c "import json,sys
-s = json.load(sys.stdin)['clusters'][0]['summary']
-sys.exit(0 if s['leader'] and s['healthyVoters'] == $2 else 1)"
-}
-wait_healthy() { for _ in $(seq 1 240); do healthy "$1" "$2" && return 0; sleep 0.5; done; echo "etcd in $1 not healthy" >&2; exit 1; }
 deploy() { # ns manifest-file members
   "$k" delete namespace "$1" --wait=true >/dev/null 2>&1 || true
   "$k" create namespace "$1" >/dev/null
   until "$k" get sa default -n "$1" >/dev/null 2>&1; do sleep 0.2; done
   "$k" apply -n "$1" -f "$2" >/dev/null
-  wait_healthy "$1" "$3"
+  wait_healthy etcd "$1" "$3"
 }
 # The write load, following live members (and never the one named in $tmp/exclude).
 start_load() { # ns
@@ -99,7 +83,7 @@ want healthy && for members in 3 5; do
       rm -f "$tmp/raft.json"
       drain_with "$method" "$node" || { echo "$method drain of $node failed" >&2; cat "$tmp/raft.json" >&2 || true; }
       "$k" uncordon "$node" >/dev/null
-      wait_healthy "$ns" "$members"
+      wait_healthy etcd "$ns" "$members"
     done
     t1=$(now)
     stop_load
@@ -154,7 +138,7 @@ want twonodes && for method in kubectl raft; do
     rm -f "$tmp/raft.json"
     drain_with "$method" "$a" "$b" || echo "$method drain of $a $b failed" >&2
     t1=$(now)
-    wait_healthy "$ns" 5
+    wait_healthy etcd "$ns" 5
     sleep 1
     stop_load
     record twonodes "$method" 5 "$(( (t1 - t0) / 1000000 ))e-3" "$tmp/raft.json"

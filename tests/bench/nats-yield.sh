@@ -14,15 +14,8 @@
 # both to give up. Prints a Markdown table for docs/benchmarks.md.
 # Usage: bash tests/bench/nats-yield.sh [ROUNDS=10]
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
 rounds=${1:-10}
-export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
-export KUBECONFIG=$(bash tests/world/up.sh --nodes 4)
-k="$KWORLD_DIR/bin/kubectl"
-cargo build --release -q --bin kubectl-raft --example writeload
-raft="$root/target/release/kubectl-raft"
-load="$root/target/release/examples/writeload"
+NODES=4 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ns=bench-nats
 export NATS_USER=sys NATS_PASSWORD=sys-secret NATS_APP_USER=app NATS_APP_PASSWORD=app
 "$k" create namespace "$ns" --dry-run=client -o yaml | "$k" apply -f - >/dev/null
@@ -49,28 +42,19 @@ PY
 }
 ips() { "$k" get pods -n "$ns" -l app=nats -o jsonpath="{range .items[*]}$1{.status.podIP}$2,{end}" | sed 's/,$//'; }
 ip_of() { "$k" get pod "$1" -n "$ns" -o jsonpath='{.status.podIP}'; }
-field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
-now() { date +%s%N; }
 # The BENCH stream's leader as server $1 sees it.
 stream_leader() {
   curl -s --max-time 1 "http://$(ip_of "$1"):8222/jsz?accounts=true&streams=true" | python3 -c 'import json,sys
 d = json.load(sys.stdin)
 print(next((s["cluster"].get("leader", "") for a in d.get("account_details", []) for s in a.get("stream_detail", []) if s["name"] == "BENCH"), ""))' 2>/dev/null || true
 }
-healthy() {
-  [ "$("$k" get sts nats -n "$ns" -o jsonpath='{.status.readyReplicas}')" = 3 ] &&
-    "$raft" status nats -n "$ns" -o json 2>/dev/null | python3 -c 'import json,sys
-s = json.load(sys.stdin)["clusters"][0]["summary"]
-sys.exit(0 if s["leader"] and s["healthyVoters"] == 3 else 1)'
-}
-wait_healthy() { for _ in $(seq 1 240); do healthy && return 0; sleep 0.5; done; echo "cluster not healthy" >&2; exit 1; }
 
-wait_healthy
+wait_healthy nats "$ns" 3
 until nreq "$(ip_of nats-0)" '$JS.API.STREAM.CREATE.BENCH' '{"name":"BENCH","subjects":["BENCH.>"],"num_replicas":3}' | grep -q '"config"'; do sleep 1; done
 results=$(mktemp)
 for method in yield bare delete kill; do
   for r in $(seq 1 "$rounds"); do
-    wait_healthy
+    wait_healthy nats "$ns" 3
     leader=$("$raft" status nats -n "$ns" -o json | field '["clusters"][0]["summary"]["leader"]')
     # The stream's leader onto the meta leader, and every server agreeing on it.
     for _ in $(seq 1 60); do
@@ -94,30 +78,9 @@ for method in yield bare delete kill; do
     esac
     t1=$(now)
     wait "$lp"
-    python3 - "$method" "$(( (t1 - t0) / 1000000 ))" "${window:-}" >> "$results" <<'PY'
-import json, sys
-d = json.load(open("/tmp/bench-nats-load.json"))
-print(json.dumps({"method": sys.argv[1], "cmdMs": int(sys.argv[2]), "yieldWindowMs": sys.argv[3] or None,
-                  "failed": d["failed"], "lost": d["lost"], "stall": d["longestStallMs"], "leaderless": d["longestLeaderlessMs"],
-                  "p99": d["p99Ms"], "writes": d["writes"]}))
-PY
+    record_round "$method" "$(( (t1 - t0) / 1000000 ))" "${window:-}" /tmp/bench-nats-load.json >> "$results"
   done
 done
-python3 - "$results" "$rounds" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-def med(xs): return statistics.median(xs) if xs else float("nan")
-def rng(xs): return f"{min(xs):.0f}–{max(xs):.0f}" if xs else "-"
-print(f"| method ({sys.argv[2]} rounds each) | failed publish attempts (total) | lost publishes (total) | longest publish stall, median (range) ms | no agreed stream leader, median (range) ms | command time, median (range) ms | p99 publish ms, median |")
-print("|---|---|---|---|---|---|---|")
-names = {"yield": "`kubectl raft yield nats --streams`", "bare": "bare stream stepdown request to the server", "delete": "`kubectl delete pod <server>`", "kill": "SIGKILL of the server's process"}
-for m in ["yield", "bare", "delete", "kill"]:
-    rs = [r for r in rows if r["method"] == m]
-    st, ll, cm = [r["stall"] for r in rs], [r["leaderless"] for r in rs], [r["cmdMs"] for r in rs]
-    print(f"| {names[m]} | {sum(r['failed'] for r in rs)} | {sum(r['lost'] for r in rs)} | {med(st):.0f} ({rng(st)}) | {med(ll):.0f} ({rng(ll)}) | {med(cm):.0f} ({rng(cm)}) | {med([r['p99'] for r in rs]):.1f} |")
-ys = [float(r["yieldWindowMs"]) for r in rows if r["method"] == "yield" and r["yieldWindowMs"] not in (None, "None")]
-print()
-print(f"yield's own report of the meta group's leaderless window: median {med(ys):.0f} ms over {len(ys)} rounds that saw one")
-PY
+handover_table "$results" "$rounds" publish "stream leader" '{"yield": "`kubectl raft yield nats --streams`", "bare": "bare stream stepdown request to the server", "delete": "`kubectl delete pod <server>`", "kill": "SIGKILL of the server'"'"'s process"}'
 rm -f "$results"
 [ "${KEEP:-0}" = 1 ] || "$k" delete namespace "$ns" --wait=false >/dev/null

@@ -7,16 +7,10 @@
 # Usage: bash tests/bench/status_many.sh [CLUSTERS=50] [ROUNDS=7] [LOOP=1]
 #   LOOP=0 skips the (slow) sequential kubectl loop.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
 clusters=${1:-50}
 rounds=${2:-7}
 loop=${3:-1}
-export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
-export KUBECONFIG=$(bash tests/world/up.sh --nodes 4)
-k="$KWORLD_DIR/bin/kubectl"
-cargo build --release -q
-raft="$root/target/release/kubectl-raft"
+NODES=4 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 for i in $(seq -w 1 "$clusters"); do
   "$k" create namespace "bench-$i" --dry-run=client -o yaml | "$k" apply -f - >/dev/null
@@ -27,7 +21,6 @@ for i in $(seq -w 1 "$clusters"); do
   until [ "$("$k" get sts etcd -n "bench-$i" -o jsonpath='{.status.readyReplicas}')" = 3 ]; do sleep 1; done
 done
 
-now() { date +%s%N; }
 ms() { echo $(( ($2 - $1) / 1000000 )); }
 body=$(mktemp); echo '{}' > "$body"
 refused() { "$k" get --raw /metrics | awk '/^apiserver_request_total\{/ && /code="429"/ {n += $NF} END {print n + 0}'; }

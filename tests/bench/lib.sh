@@ -1,0 +1,62 @@
+# Shared by the benchmarks in tests/bench (sourced, not run): the world with NODES nodes, the
+# release build of the plugin and the write-load client, and small helpers.
+# After sourcing: $root (cwd), $k (kubectl), $raft, $load, KUBECONFIG exported.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
+export KUBECONFIG=$(bash tests/world/up.sh --nodes "${NODES:-4}")
+k="$KWORLD_DIR/bin/kubectl"
+cargo build --release -q --bin kubectl-raft --example writeload
+raft="$root/target/release/kubectl-raft"
+load="$root/target/release/examples/writeload"
+
+# A field of the JSON on stdin: field '["clusters"][0]["summary"]["leader"]'.
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+now() { date +%s%N; }
+# Whether StatefulSet $1 in namespace $2 has $3 Ready replicas, a leader and $3 healthy voters.
+healthy() {
+  [ "$("$k" get sts "$1" -n "$2" -o jsonpath='{.status.readyReplicas}')" = "$3" ] &&
+    "$raft" status "$1" -n "$2" -o json 2>/dev/null | python3 -c "import json,sys
+s = json.load(sys.stdin)['clusters'][0]['summary']
+sys.exit(0 if s['leader'] and s['healthyVoters'] == $3 else 1)"
+}
+wait_healthy() { for _ in $(seq 1 240); do healthy "$@" && return 0; sleep 0.5; done; echo "$1 in $2 not healthy" >&2; exit 1; }
+# One round of a handover benchmark as a JSON line: method, command ms, yield's window (or
+# ""), then the write-load client's summary in file $4.
+record_round() {
+  python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[4]))
+print(json.dumps({"method": sys.argv[1], "cmdMs": int(sys.argv[2]), "yieldWindowMs": sys.argv[3] or None,
+                  "failed": d["failed"], "lost": d["lost"], "stall": d["longestStallMs"], "leaderless": d["longestLeaderlessMs"],
+                  "p99": d["p99Ms"], "writes": d["writes"]}))
+PY
+}
+# The Markdown table of a handover benchmark from record_round's lines in file $1: $2 rounds,
+# $3 what is written ("write", "publish"), $4 whose leader ("leader", "stream leader"), $5 the
+# methods' names as JSON {"yield": "...", "bare": ..., "delete": ..., "kill": ...}. Then
+# yield's own leaderless window, and the stall and command-time comparison with the floor.
+handover_table() {
+  python3 - "$@" <<'PY'
+import json, statistics, sys
+path, rounds, what, whose, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])
+rows = [json.loads(l) for l in open(path)]
+def med(xs): return statistics.median(xs) if xs else float("nan")
+def rng(xs): return f"{min(xs):.0f}–{max(xs):.0f}" if xs else "-"
+whats = what + ("es" if what.endswith("sh") else "s")
+print(f"| method ({rounds} rounds each) | failed {what} attempts (total) | lost {whats} (total) | longest {what} stall, median (range) ms | no agreed {whose}, median (range) ms | command time, median (range) ms | p99 {what} ms, median |")
+print("|---|---|---|---|---|---|---|")
+med_by = {}
+for m in ["yield", "bare", "delete", "kill"]:
+    rs = [r for r in rows if r["method"] == m]
+    st, ll, cm = [r["stall"] for r in rs], [r["leaderless"] for r in rs], [r["cmdMs"] for r in rs]
+    med_by[m] = (med(st), med(cm))
+    print(f"| {names[m]} | {sum(r['failed'] for r in rs)} | {sum(r['lost'] for r in rs)} | {med(st):.0f} ({rng(st)}) | {med(ll):.0f} ({rng(ll)}) | {med(cm):.0f} ({rng(cm)}) | {med([r['p99'] for r in rs]):.1f} |")
+ys = [float(r["yieldWindowMs"]) for r in rows if r["method"] == "yield" and r["yieldWindowMs"] not in (None, "None")]
+print()
+print(f"yield's own report of the leaderless window: median {med(ys):.0f} ms over {len(ys)} rounds that saw one")
+(ys_st, ys_cm), (b_st, b_cm) = med_by["yield"], med_by["bare"]
+print(f"stall ratio yield / bare: {ys_st / b_st:.2f}; command time yield − bare: {ys_cm - b_cm:.0f} ms")
+PY
+}

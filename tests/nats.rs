@@ -513,3 +513,33 @@ fn drain_moves_a_servers_stream_leaders_off_before_evicting_it() {
     let done = c["done"].to_string();
     assert!(done.contains(&format!("moved off {server}")), "{done}");
 }
+
+#[test]
+fn a_drain_dry_run_names_the_stream_leaders_it_would_move_first() {
+    let _nodes = exclusive_nodes();
+    let (ns, leader) = nats_cluster("nats-drain-plan", 3);
+    let server = followers_of(&leader, 3).pop().unwrap();
+    streams_led_by(&ns.name, &server, &["ORDERS"]);
+    let node = node_of(&ns.name, &server);
+    // Alone on its node, so no other test's pods change the plan.
+    wait_node_alone(&node, &ns.name);
+    let (code, report, err) = verb(&NO_ENV, "drain", &[&node, "--dry-run"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    let planned = c["groupsToMove"][&server].to_string();
+    assert!(
+        planned.contains("streams APP/ORDERS") && planned.contains("consumers APP/ORDERS/work"),
+        "{c:#}"
+    );
+    let table = stdout(&raft(&["drain", &node, "--dry-run"]));
+    assert!(
+        table.contains("first, the leaders it holds move off it: consumers APP/ORDERS/work"),
+        "{table}"
+    );
+    assert!(
+        !kubectl_json(&["get", "node", &node])["spec"]["unschedulable"]
+            .as_bool()
+            .unwrap_or(false),
+        "a dry run cordons nothing"
+    );
+}

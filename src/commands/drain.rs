@@ -28,11 +28,12 @@ use crate::commands::progress::{Line, Progress};
 use crate::errors::{api_context, is_forbidden, Reported};
 use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
-use crate::model::{groups_led_by, human_duration, pod_ready, ClusterObservation, Selection};
+use crate::model::{human_duration, pod_ready, ClusterObservation, Selection};
 use crate::plan::drain::{
     classify_pod, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput, ClusterPlan,
     DrainOptions, DrainStep, PodRules, PodVerdict,
 };
+use crate::plan::groups::moves_off;
 use crate::plan::placement::stuck_members;
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
@@ -78,6 +79,10 @@ pub struct ClusterSummary {
     /// What each step answered in a dry run: the PDB's verdict for each planned eviction.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pdb_answers: BTreeMap<String, String>,
+    /// In a dry run: the other Raft groups (NATS streams, consumers) each evicted member leads,
+    /// moved off it first.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups_to_move: BTreeMap<String, Vec<String>>,
     /// What was done, in order.
     pub done: Vec<String>,
     /// Members still on the drained nodes at the last survey ("pod on node").
@@ -562,6 +567,7 @@ async fn drain_cluster(
         system: String::new(),
         plan: empty_plan(ns, name),
         pdb_answers: BTreeMap::new(),
+        groups_to_move: BTreeMap::new(),
         done: vec![],
         left: vec![],
         evictions: 0,
@@ -898,15 +904,7 @@ async fn evict_member(
 
 /// Whether the survey saw `pod` lead any of the cluster's other Raft groups.
 fn leads_groups(obs: &ClusterObservation, pod: &str) -> bool {
-    obs.replicas
-        .iter()
-        .find(|r| r.pod.name_any() == pod)
-        .and_then(|r| {
-            let member = r.facts.member_id.as_deref()?;
-            let listed = r.groups.as_ref()?.as_ref().ok()?;
-            Some(!groups_led_by(listed, member).is_empty())
-        })
-        .unwrap_or(false)
+    moves_off(obs, pod).is_some_and(|(calls, skips)| !calls.is_empty() || !skips.is_empty())
 }
 
 /// The leaders of the server's streams and consumers moved off it before its eviction, so
@@ -1100,9 +1098,16 @@ async fn dry_run(
             .find(|(_, i)| i.report.namespace == plan.namespace && i.report.name == plan.name)
             .expect("a plan per input");
         let mut pdb_answers = BTreeMap::new();
+        let mut groups_to_move = BTreeMap::new();
         for step in &plan.steps {
             if let Some(p) = obs.target.pods.iter().find(|p| p.name_any() == step.pod) {
                 pdb_answers.insert(step.pod.clone(), evictor.dry_run(p).await);
+            }
+            if let Some((calls, _)) = moves_off(obs, &step.pod).filter(|(c, _)| !c.is_empty()) {
+                groups_to_move.insert(
+                    step.pod.clone(),
+                    calls.into_iter().map(|c| c.group).collect(),
+                );
             }
         }
         let blocked = plan.blocker.is_some();
@@ -1114,6 +1119,7 @@ async fn dry_run(
             term_after: None,
             plan,
             pdb_answers,
+            groups_to_move,
             done: vec![],
             left: vec![],
             evictions: 0,
@@ -1236,6 +1242,13 @@ fn print_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result
                 )?;
                 if let Some(d) = &s.degraded {
                     writeln!(out, "     its replacement cannot start until {} is back ({d}): the cluster runs a member short", s.node)?;
+                }
+                if let Some(groups) = c.groups_to_move.get(&s.pod) {
+                    writeln!(
+                        out,
+                        "     first, the leaders it holds move off it: {}",
+                        groups.join(", ")
+                    )?;
                 }
             }
             if let Some(b) = &p.blocker {

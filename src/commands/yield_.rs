@@ -14,7 +14,7 @@ use crate::errors::{api_context, Reported};
 use crate::groups::{move_off, GroupsMoved};
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
 use crate::model::{human_duration, ClusterObservation, Selection};
-use crate::plan::groups::{plan_group_moves, GroupCall};
+use crate::plan::groups::{moves_off, GroupCall};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, TransferCall, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
@@ -173,28 +173,18 @@ pub async fn run(
 /// them. Refused for systems without other groups.
 fn planned_group_moves(obs: &ClusterObservation, leader: &str) -> Result<Vec<GroupCall>> {
     let profile = &obs.target.profile;
-    let Some(spec) = &profile.groups else {
+    if profile.groups.is_none() {
         bail!(
             "--streams moves the leaders of other Raft groups (NATS streams and consumers); {} has none",
             profile.name
         );
-    };
-    let Some(member) = obs
-        .replicas
-        .iter()
-        .find(|r| r.pod.metadata.name.as_deref() == Some(leader))
-        .and_then(|r| r.facts.member_id.clone())
-    else {
-        bail!(
+    }
+    match moves_off(obs, leader) {
+        Some((calls, _)) => Ok(calls),
+        None => bail!(
             "--streams: the leader {leader} did not say its member id; see `kubectl raft status`"
-        );
-    };
-    let listed = obs
-        .replicas
-        .iter()
-        .filter_map(|r| r.groups.as_ref().and_then(|g| g.as_ref().ok()))
-        .flatten();
-    Ok(plan_group_moves(spec, listed, &member).0)
+        ),
+    }
 }
 
 /// For systems without a transfer: delete the leader pod (its grace period and preStop hook

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::model::{groups_led_by, Group};
+use crate::model::{groups_led_by, ClusterObservation, Group};
 use crate::profile::{GroupsSpec, PortSpec};
 
 /// One group's stepdown request, ready to send.
@@ -75,6 +75,26 @@ pub fn plan_group_moves<'a>(
         });
     }
     (calls, skips)
+}
+
+/// The stepdowns that would move every group `pod` leads off it, from one observation of the
+/// cluster (every server's list). None when the system has no other groups or the pod did
+/// not say its member id.
+pub fn moves_off(obs: &ClusterObservation, pod: &str) -> Option<(Vec<GroupCall>, Vec<GroupSkip>)> {
+    let spec = obs.target.profile.groups.as_ref()?;
+    let member = obs
+        .replicas
+        .iter()
+        .find(|r| r.pod.metadata.name.as_deref() == Some(pod))?
+        .facts
+        .member_id
+        .clone()?;
+    let listed = obs
+        .replicas
+        .iter()
+        .filter_map(|r| r.groups.as_ref().and_then(|g| g.as_ref().ok()))
+        .flatten();
+    Some(plan_group_moves(spec, listed, &member))
 }
 
 /// Of `moved`, the groups `member` still leads according to `listed`.

@@ -31,7 +31,7 @@ struct Keeper<'a> {
 /// `/ready`, a headless peer Service publishing not-ready addresses, a client Service, a PDB
 /// and required anti-affinity. Returns the shared state directory. keeper-0 is elected first.
 fn deploy_keeper(ns: &str, k: Keeper) -> PathBuf {
-    let state = std::env::temp_dir().join(format!("kraft-keeper-{ns}"));
+    let state = scratch_dir(ns).join("keeper");
     let _ = std::fs::remove_dir_all(&state);
     std::fs::create_dir_all(&state).unwrap();
     let script = repo().join("tests/standin/keeper_standin.py");

@@ -209,7 +209,7 @@ spec:
     volumeMounts: [{{name: d, mountPath: /data}}]
 {extra}  volumes: [{{name: d, hostPath: {{path: {dir}}}}}]
 "#,
-        dir = scratch(ns).display()
+        dir = scratch_dir(ns).display()
     );
     let f = tempfile(&manifest);
     kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
@@ -218,14 +218,8 @@ spec:
     });
 }
 
-fn scratch(ns: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("kraft-fid-{ns}"));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn log_of(ns: &str) -> String {
-    std::fs::read_to_string(scratch(ns).join("log")).unwrap_or_default()
+    std::fs::read_to_string(scratch_dir(ns).join("log")).unwrap_or_default()
 }
 
 fn gone(ns: &str, pod: &str) -> bool {
@@ -331,7 +325,7 @@ fn liveness_probes_stop_once_deletion_starts() {
         r#"{exec: {command: [/bin/sh, -c, "touch /data/dying; echo prestop >> /data/log; sleep 4; echo prestop-end >> /data/log"]}}"#,
         "    livenessProbe: {exec: {command: [/bin/sh, -c, 'test ! -f /data/dying']}, periodSeconds: 1, failureThreshold: 1}\n",
     );
-    let _ = std::fs::remove_file(scratch(&ns.name).join("dying"));
+    let _ = std::fs::remove_file(scratch_dir(&ns.name).join("dying"));
     kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
     wait_in(&ns.name, Duration::from_secs(40), "the pod gone", || {
         gone(&ns.name, "linger")
@@ -352,7 +346,7 @@ fn a_liveness_restart_runs_prestop_and_sigterm_first() {
         r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log"]}}"#,
         "    livenessProbe: {exec: {command: [/bin/sh, -c, 'test ! -f /data/sick']}, periodSeconds: 1, failureThreshold: 1}\n",
     );
-    std::fs::write(scratch(&ns.name).join("sick"), "").unwrap();
+    std::fs::write(scratch_dir(&ns.name).join("sick"), "").unwrap();
     wait_in(
         &ns.name,
         Duration::from_secs(40),
@@ -362,7 +356,7 @@ fn a_liveness_restart_runs_prestop_and_sigterm_first() {
                 >= Some(1)
         },
     );
-    let _ = std::fs::remove_file(scratch(&ns.name).join("sick"));
+    let _ = std::fs::remove_file(scratch_dir(&ns.name).join("sick"));
     let log = log_of(&ns.name);
     let (hook, term) = (log.find("prestop"), log.find("TERM"));
     assert!(

@@ -271,7 +271,7 @@ fn yield_local_on_a_follower_exits_at_once_saying_so() {
 /// Three replicas of the scripted stand-in (tests/standin/fake_raft.py) sharing one state
 /// file whose `behaviour` says how the next transfer goes; fr-0 leads at term 5.
 fn deploy_fake_raft(ns: &str, behaviour: &str) -> std::path::PathBuf {
-    let state = std::env::temp_dir().join(format!("kraft-fake-{ns}"));
+    let state = scratch_dir(ns).join("fake-raft");
     std::fs::create_dir_all(&state).unwrap();
     std::fs::write(
         state.join("state.json"),

@@ -204,7 +204,20 @@ impl TestNamespace {
 impl Drop for TestNamespace {
     fn drop(&mut self) {
         let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"]);
+        let _ = std::fs::remove_dir_all(scratch_root().join(&self.name));
     }
+}
+
+fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join("kraft-scratch")
+}
+
+/// A directory on this machine for the test of namespace `ns` (stand-ins' shared state as a
+/// hostPath, a load client's endpoints file), removed with the namespace.
+pub fn scratch_dir(ns: &str) -> PathBuf {
+    let d = scratch_root().join(ns);
+    std::fs::create_dir_all(&d).expect("a scratch directory");
+    d
 }
 
 fn unique() -> String {
@@ -550,7 +563,7 @@ impl Load {
     /// pods): a thread rewrites its endpoints file from the live pods every 300 ms.
     pub fn start_following(ns: &str) -> Self {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let file = std::env::temp_dir().join(format!("kraft-endpoints-{ns}"));
+        let file = scratch_dir(ns).join("endpoints");
         std::fs::write(&file, live_etcd_endpoints(ns).join(",")).expect("endpoints file");
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let thread = {

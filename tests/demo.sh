@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: bring up the local test world (a Kubernetes control plane built from source,
 # pods as processes), deploy a 3-member etcd StatefulSet, install kubectl-raft and run it the
-# way a user does, as `kubectl raft`: status, yield and drain.
+# way a user does, as `kubectl raft`: status, yield and drain; then a 3-server NATS JetStream
+# cluster with streams: the stream leaders per server, and yield --streams with credentials
+# from a Secret its StatefulSet names.
 # Usage: bash tests/demo.sh        (as root; leaves the world running: tests/world/down.sh stops it)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -79,6 +81,34 @@ say "kubectl get pods -n $ns -o wide"
 kubectl get pods -n "$ns" -o wide
 say "kubectl uncordon $node"
 kubectl uncordon "$node"
+say "kubectl raft status -n $ns"
+kubectl raft status -n "$ns"
+
+ns=demo-nats
+echo
+echo "== NATS JetStream: 3 servers, a system account for operations, streams in account APP" >&2
+kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -n "$ns" -f tests/manifests/nats-3.yaml >/dev/null
+until [ "$(kubectl get sts nats -n "$ns" -o jsonpath='{.status.readyReplicas}')" = 3 ]; do sleep 1; done
+ip=$(kubectl get pod nats-0 -n "$ns" -o jsonpath='{.status.podIP}')
+for s in ORDERS EVENTS AUDIT; do
+  until python3 tests/load/nats_request.py "$ip" app app "\$JS.API.STREAM.CREATE.$s" \
+      "{\"name\":\"$s\",\"subjects\":[\"$s.>\"],\"num_replicas\":3}" | grep -q '"config"'; do sleep 1; done
+done
+python3 tests/load/nats_request.py "$ip" app app '$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.work' \
+  '{"stream_name":"ORDERS","config":{"durable_name":"work","ack_policy":"explicit"}}' >/dev/null
+say "kubectl create secret generic nats-ops -n $ns --from-literal=NATS_USER=sys ... (system and APP users)"
+kubectl create secret generic nats-ops -n "$ns" --from-literal=NATS_USER=sys --from-literal=NATS_PASSWORD=sys-secret \
+  --from-literal=NATS_APP_USER=app --from-literal=NATS_APP_PASSWORD=app --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+say "kubectl annotate sts nats -n $ns kubectl-raft.io/credentials-secret=nats-ops"
+kubectl annotate sts nats -n "$ns" kubectl-raft.io/credentials-secret=nats-ops --overwrite
+sleep 1
+say "kubectl raft status -n $ns"
+kubectl raft status -n "$ns"
+say "kubectl raft yield nats -n $ns --streams --dry-run"
+kubectl raft yield nats -n "$ns" --streams --dry-run
+say "kubectl raft yield nats -n $ns --streams"
+kubectl raft yield nats -n "$ns" --streams
 say "kubectl raft status -n $ns"
 kubectl raft status -n "$ns"
 echo

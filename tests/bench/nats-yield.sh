@@ -21,25 +21,8 @@ export NATS_USER=sys NATS_PASSWORD=sys-secret NATS_APP_USER=app NATS_APP_PASSWOR
 "$k" create namespace "$ns" --dry-run=client -o yaml | "$k" apply -f - >/dev/null
 "$k" apply -n "$ns" -f tests/manifests/nats-3.yaml >/dev/null
 
-# One JetStream API request as the account APP's user, raw protocol: nreq IP SUBJECT BODY.
-nreq() {
-  python3 - "$@" <<'PY'
-import json, socket, sys
-ip, subject, body = sys.argv[1:4]
-s = socket.create_connection((ip, 4222), timeout=3)
-f = s.makefile("rb")
-f.readline()
-s.sendall(("CONNECT %s\r\nSUB _INBOX.b 1\r\nPUB %s _INBOX.b %d\r\n%s\r\n" % (
-    json.dumps({"user": "app", "pass": "app", "verbose": False}), subject, len(body), body)).encode())
-while True:
-    line = f.readline()
-    if not line or line.startswith(b"-ERR"):
-        sys.exit(1)
-    if line.startswith(b"MSG"):
-        print(f.read(int(line.split()[-1]) + 2).decode().strip())
-        break
-PY
-}
+# One JetStream API request as the account APP's user: nreq IP SUBJECT BODY.
+nreq() { python3 tests/load/nats_request.py "$1" app app "$2" "$3"; }
 ips() { "$k" get pods -n "$ns" -l app=nats -o jsonpath="{range .items[*]}$1{.status.podIP}$2,{end}" | sed 's/,$//'; }
 ip_of() { "$k" get pod "$1" -n "$ns" -o jsonpath='{.status.podIP}'; }
 # The BENCH stream's leader as server $1 sees it.

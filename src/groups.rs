@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::model::ClusterTarget;
 use crate::nats::{self, Who};
 use crate::observe::{endpoint, read_groups};
-use crate::plan::groups::{plan_group_moves, still_led, GroupCall, GroupSkip};
+use crate::plan::groups::{still_led, GroupCall, GroupMoves, GroupSkip};
 use crate::transport::{dial, Transport};
 
 /// How often the server is asked again while the groups elect their new leaders.
@@ -59,37 +59,29 @@ impl GroupsMoved {
     }
 }
 
-/// The groups `pod` leads (as its own list says), moved off it: one connection per account,
-/// every stepdown sent, then its list read again until it leads none of them or `timeout`.
+/// The planned moves sent (one connection per account), then the server's own list of groups
+/// read again until it leads none of them, or `timeout`.
 pub async fn move_off(
     transport: &Transport,
     target: &ClusterTarget,
     pod: &Pod,
+    moves: &GroupMoves,
     timeout: Duration,
-) -> Option<GroupsMoved> {
-    let spec = target.profile.groups.as_ref()?;
+) -> GroupsMoved {
     let started = Instant::now();
     let limit = Duration::from_secs(2).min(timeout);
-    let server = pod.name_any();
     let mut out = GroupsMoved {
-        server: server.clone(),
+        server: pod.name_any(),
         ..Default::default()
     };
-    let (member, listed) = match server_view(transport, target, pod, limit).await {
-        Ok(v) => v,
-        Err(e) => {
-            out.failed.push(format!("cannot list its groups: {e}"));
-            return Some(out);
-        }
-    };
-    let (calls, skips) = plan_group_moves(spec, &listed, &member);
     out.failed.extend(
-        skips
+        moves
+            .skips
             .iter()
             .map(|GroupSkip { group, reason }| format!("{group}: {reason}")),
     );
     let mut by_account: BTreeMap<Option<String>, Vec<&GroupCall>> = BTreeMap::new();
-    for c in &calls {
+    for c in &moves.calls {
         by_account.entry(c.account.clone()).or_default().push(c);
     }
     let mut sent = vec![];
@@ -112,12 +104,13 @@ pub async fn move_off(
                 .extend(calls.iter().map(|c| format!("{}: {e}", c.group))),
         }
     }
-    // Wait until the server's own list shows the groups led elsewhere.
+    // Wait until the server's own list shows the groups led elsewhere (only that list is
+    // read: the member id is known).
     let deadline = started + timeout;
     loop {
-        out.still_led = match server_view(transport, target, pod, limit).await {
-            Ok((_, listed)) => still_led(&listed, &member, &sent),
-            Err(_) => sent.iter().map(|c| c.group.clone()).collect(),
+        out.still_led = match read_groups(transport, &target.profile, pod, limit).await {
+            Some(Ok(listed)) => still_led(&listed, &moves.member, &sent),
+            _ => sent.iter().map(|c| c.group.clone()).collect(),
         };
         if out.still_led.is_empty() || Instant::now() + POLL_EVERY >= deadline {
             break;
@@ -125,26 +118,7 @@ pub async fn move_off(
         tokio::time::sleep(POLL_EVERY).await;
     }
     out.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-    Some(out)
-}
-
-/// The server's member id and the groups it lists.
-async fn server_view(
-    transport: &Transport,
-    target: &ClusterTarget,
-    pod: &Pod,
-    limit: Duration,
-) -> Result<(String, Vec<crate::model::Group>), String> {
-    let read = crate::observe::read_facts(transport, &target.profile, pod, limit).await;
-    let member = read
-        .facts
-        .member_id
-        .ok_or_else(|| format!("no member id ({})", read.errors.join("; ")))?;
-    match read_groups(transport, &target.profile, pod, limit).await {
-        Some(Ok(listed)) => Ok((member, listed)),
-        Some(Err(e)) => Err(e),
-        None => Ok((member, vec![])),
-    }
+    out
 }
 
 /// One connection as `who` to the server (through a port-forward when replicas are reached

@@ -33,7 +33,7 @@ use crate::plan::drain::{
     classify_pod, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput, ClusterPlan,
     DrainOptions, DrainStep, PodRules, PodVerdict,
 };
-use crate::plan::groups::moves_off;
+use crate::plan::groups::{moves_off, GroupMoves};
 use crate::plan::placement::stuck_members;
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
@@ -823,8 +823,8 @@ async fn evict_member(
         .find(|p| p.name_any() == step.pod)
         .cloned()
         .ok_or_else(|| anyhow!("pod {} is no longer part of the cluster", step.pod))?;
-    if leads_groups(obs, &step.pod) {
-        move_groups_first(ctx, obs, &pod, s).await;
+    if let Some(moves) = moves_off(obs, &step.pod).filter(|m| !m.is_empty()) {
+        move_groups_first(ctx, obs, &pod, &moves, s).await;
     }
     line.set(&format!(
         "evicting {} ({}) from {}",
@@ -902,11 +902,6 @@ async fn evict_member(
     rejoin(surveyor, args, obs, &pod, line, s).await
 }
 
-/// Whether the survey saw `pod` lead any of the cluster's other Raft groups.
-fn leads_groups(obs: &ClusterObservation, pod: &str) -> bool {
-    moves_off(obs, pod).is_some_and(|(calls, skips)| !calls.is_empty() || !skips.is_empty())
-}
-
 /// The leaders of the server's streams and consumers moved off it before its eviction, so
 /// their groups are not left to elect when it stops. A failure is said and the drain goes
 /// on: a stopping NATS server steps its leaders down itself (docs/systems/nats.md).
@@ -914,6 +909,7 @@ async fn move_groups_first(
     ctx: &Ctx<'_>,
     obs: &ClusterObservation,
     pod: &Pod,
+    moves: &GroupMoves,
     s: &mut ClusterSummary,
 ) {
     let Ctx {
@@ -930,9 +926,7 @@ async fn move_groups_first(
         .transport_for(&obs.target)
         .await
         .unwrap_or_else(|_| surveyor.transport.clone());
-    let Some(m) = move_off(&transport, &obs.target, pod, args.timeout).await else {
-        return;
-    };
+    let m = move_off(&transport, &obs.target, pod, moves, args.timeout).await;
     s.group_leaders_moved += (m.moved.len() - m.still_led.len()) as u32;
     let msg = if m.succeeded() {
         m.summary()
@@ -1103,10 +1097,10 @@ async fn dry_run(
             if let Some(p) = obs.target.pods.iter().find(|p| p.name_any() == step.pod) {
                 pdb_answers.insert(step.pod.clone(), evictor.dry_run(p).await);
             }
-            if let Some((calls, _)) = moves_off(obs, &step.pod).filter(|(c, _)| !c.is_empty()) {
+            if let Some(moves) = moves_off(obs, &step.pod).filter(|m| !m.calls.is_empty()) {
                 groups_to_move.insert(
                     step.pod.clone(),
-                    calls.into_iter().map(|c| c.group).collect(),
+                    moves.calls.into_iter().map(|c| c.group).collect(),
                 );
             }
         }

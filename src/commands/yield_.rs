@@ -14,7 +14,7 @@ use crate::errors::{api_context, Reported};
 use crate::groups::{move_off, GroupsMoved};
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
 use crate::model::{human_duration, ClusterObservation, Selection};
-use crate::plan::groups::{moves_off, GroupCall};
+use crate::plan::groups::{moves_off, GroupCall, GroupMoves};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, TransferCall, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
@@ -86,10 +86,10 @@ pub async fn run(
     for o in &plan.overridden {
         writeln!(err, "Warning: --force overrides: {o}")?;
     }
-    let groups_planned = if args.streams {
-        planned_group_moves(&obs, &plan.leader)?
+    let group_moves = if args.streams {
+        Some(planned_group_moves(&obs, &plan.leader)?)
     } else {
-        vec![]
+        None
     };
     let mut y = YieldReport {
         api_version: API_VERSION,
@@ -109,7 +109,10 @@ pub async fn run(
         succeeded: true,
         message: String::new(),
         waited: None,
-        groups_planned,
+        groups_planned: group_moves
+            .as_ref()
+            .map(|m| m.calls.clone())
+            .unwrap_or_default(),
         groups: None,
     };
     if args.dry_run {
@@ -142,7 +145,7 @@ pub async fn run(
         s.finish_and_clear();
     }
     conclude(&mut y, waited, &cluster);
-    if args.streams && y.succeeded {
+    if let (Some(moves), true) = (&group_moves, y.succeeded) {
         let old = obs
             .target
             .pods
@@ -153,17 +156,15 @@ pub async fn run(
                 "{cluster}: moving the leaders of {}'s streams and consumers off it",
                 plan.leader
             ));
-            let moved = move_off(&transport, &obs.target, pod, args.timeout).await;
+            let m = move_off(&transport, &obs.target, pod, moves, args.timeout).await;
             if let Some(s) = spinner {
                 s.finish_and_clear();
             }
-            if let Some(m) = moved {
-                if !m.succeeded() {
-                    y.succeeded = false;
-                }
-                y.message = format!("{}; {}", y.message, m.summary());
-                y.groups = Some(m);
+            if !m.succeeded() {
+                y.succeeded = false;
             }
+            y.message = format!("{}; {}", y.message, m.summary());
+            y.groups = Some(m);
         }
     }
     report_verdict(&y, args.output, surveyor.transport.describe(), out, err)
@@ -171,7 +172,7 @@ pub async fn run(
 
 /// The stepdowns `--streams` would send: the groups the leader leads, as the servers list
 /// them. Refused for systems without other groups.
-fn planned_group_moves(obs: &ClusterObservation, leader: &str) -> Result<Vec<GroupCall>> {
+fn planned_group_moves(obs: &ClusterObservation, leader: &str) -> Result<GroupMoves> {
     let profile = &obs.target.profile;
     if profile.groups.is_none() {
         bail!(
@@ -180,7 +181,7 @@ fn planned_group_moves(obs: &ClusterObservation, leader: &str) -> Result<Vec<Gro
         );
     }
     match moves_off(obs, leader) {
-        Some((calls, _)) => Ok(calls),
+        Some(moves) => Ok(moves),
         None => bail!(
             "--streams: the leader {leader} did not say its member id; see `kubectl raft status`"
         ),

@@ -77,10 +77,25 @@ pub fn plan_group_moves<'a>(
     (calls, skips)
 }
 
+/// What moving a server's groups off it takes: its member id (to tell when it no longer
+/// leads them), the stepdowns, and the groups that cannot be moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMoves {
+    pub member: String,
+    pub calls: Vec<GroupCall>,
+    pub skips: Vec<GroupSkip>,
+}
+
+impl GroupMoves {
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty() && self.skips.is_empty()
+    }
+}
+
 /// The stepdowns that would move every group `pod` leads off it, from one observation of the
 /// cluster (every server's list). None when the system has no other groups or the pod did
 /// not say its member id.
-pub fn moves_off(obs: &ClusterObservation, pod: &str) -> Option<(Vec<GroupCall>, Vec<GroupSkip>)> {
+pub fn moves_off(obs: &ClusterObservation, pod: &str) -> Option<GroupMoves> {
     let spec = obs.target.profile.groups.as_ref()?;
     let member = obs
         .replicas
@@ -94,7 +109,12 @@ pub fn moves_off(obs: &ClusterObservation, pod: &str) -> Option<(Vec<GroupCall>,
         .iter()
         .filter_map(|r| r.groups.as_ref().and_then(|g| g.as_ref().ok()))
         .flatten();
-    Some(plan_group_moves(spec, listed, &member))
+    let (calls, skips) = plan_group_moves(spec, listed, &member);
+    Some(GroupMoves {
+        member,
+        calls,
+        skips,
+    })
 }
 
 /// Of `moved`, the groups `member` still leads according to `listed`.

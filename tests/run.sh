@@ -9,8 +9,18 @@ cd "$root"
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
 step() { printf '\n== %s\n' "$*" >&2; }
-cleanup() { tests/world/down.sh >/dev/null 2>&1 || true; }
+cleanup() {
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    step "the run failed ($rc): the machine and the world as they are now"
+    [ -x "$KWORLD_DIR/bin/kworld" ] && "$KWORLD_DIR/bin/kworld" doctor >&2 || disk
+  fi
+  tests/world/down.sh >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
+
+disk() { df -h "$root" "$KWORLD_DIR" 2>/dev/null | sed 's/^/  /' >&2 || true; }
+step "disk before the run"; disk
 
 step "toolchain"
 for c in rustfmt clippy; do

@@ -125,17 +125,48 @@ pub fn kubectl_with(bin: &Path, args: &[&str]) -> Output {
     )
 }
 
-/// kubectl that must succeed; returns stdout.
+/// kubectl that must succeed; returns stdout. When the API server itself did not answer,
+/// the failure carries the world's diagnosis (free disk and memory, daemons, log tails).
 pub fn kubectl_ok(args: &[&str]) -> String {
     let out = kubectl(args);
-    assert!(
-        out.status.success(),
-        "kubectl {} failed: {}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        panic!(
+            "kubectl {} failed: {}{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            stderr,
+            if api_server_unwell(&stderr) {
+                world_diagnosis()
+            } else {
+                String::new()
+            }
+        );
+    }
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// kubectl's words for an API server that did not answer (as opposed to one that refused).
+fn api_server_unwell(stderr: &str) -> bool {
+    [
+        "Unable to connect to the server",
+        "context deadline exceeded",
+        "the server was unable to return a response",
+        "connection refused",
+    ]
+    .iter()
+    .any(|m| stderr.contains(m))
+}
+
+/// `kworld doctor`: what the world's machine and control plane look like right now.
+pub fn world_diagnosis() -> String {
+    match Command::new(world_dir().join("bin/kworld"))
+        .arg("doctor")
+        .output()
+    {
+        Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Err(e) => format!("(kworld doctor could not run: {e})"),
+    }
 }
 
 pub fn kubectl_json(args: &[&str]) -> Value {

@@ -19,6 +19,7 @@ const usage = `kworld: the kubectl-raft test world
   kworld up [--nodes N]      start (or reuse) the world, print the admin kubeconfig path
   kworld down                stop everything and remove every process, namespace, address and file it made
   kworld status              say whether the world runs
+  kworld doctor              free disk and memory, load, daemons and the control plane's last log lines
   kworld kubeconfig-for NS SA   print a kubeconfig path for a ServiceAccount (token-based)
   kworld node-pause NODE     stop the heartbeats of NODE (it turns NotReady)
   kworld node-down NODE [--for DURATION]   the node and its pods are lost: heartbeats stop and
@@ -44,6 +45,8 @@ func main() {
 		err = cmdDown(args)
 	case "status":
 		err = cmdStatus(args)
+	case "doctor":
+		err = cmdDoctor(args)
 	case "kubeconfig-for":
 		err = cmdKubeconfigFor(args)
 	case "node-pause":

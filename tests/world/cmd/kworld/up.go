@@ -77,13 +77,16 @@ func cmdUp(args []string) error {
 			return fmt.Errorf("missing %s: build the world first (tests/world/build.sh)", l.bin(b))
 		}
 	}
+	if err := checkDisk(l); err != nil {
+		return err
+	}
 	// A running world is reused only if it is the one asked for: same node count, same
 	// binaries (a rebuilt agent must replace the running one).
 	want := worldID(l, *nodes)
 	prev, _ := os.ReadFile(l.run("world-id"))
 	if running(l, "kube-apiserver") && running(l, "agent") && string(prev) == want {
 		if err := waitReady(l, *nodes, *timeout); err != nil {
-			return fmt.Errorf("a world is running but not ready (%v); run `kworld down` and try again", err)
+			return fmt.Errorf("a world is running but not ready (%v); run `kworld down` and try again\n%s", err, diagnose(l))
 		}
 		fmt.Println(l.adminKubeconfig())
 		return nil
@@ -155,17 +158,17 @@ func cmdUp(args []string) error {
 		}
 		if s.name == "etcd" {
 			if err := waitTCP(etcdClient, 30*time.Second); err != nil {
-				return fmt.Errorf("etcd did not start (see %s): %w", l.logFile("etcd"), err)
+				return fmt.Errorf("etcd did not start (see %s): %w\n%s", l.logFile("etcd"), err, diagnose(l))
 			}
 		}
 		if s.name == "kube-apiserver" {
 			if err := waitAPIServer(l, 90*time.Second); err != nil {
-				return fmt.Errorf("kube-apiserver did not become ready (see %s): %w", l.logFile("kube-apiserver"), err)
+				return fmt.Errorf("kube-apiserver did not become ready (see %s): %w\n%s", l.logFile("kube-apiserver"), err, diagnose(l))
 			}
 		}
 	}
 	if err := waitReady(l, *nodes, *timeout); err != nil {
-		return err
+		return fmt.Errorf("%w\n%s", err, diagnose(l))
 	}
 	fmt.Println(l.adminKubeconfig())
 	return nil

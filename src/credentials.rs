@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::OnceCell;
+
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
@@ -109,8 +111,13 @@ pub struct CredentialSource {
     secret_flag: Option<String>,
     /// --credentials-file, read at start.
     file: Option<Vars>,
-    cache: Mutex<HashMap<(String, String), Arc<Vars>>>,
+    /// One cell per (namespace, Secret): surveys of clusters that name the same Secret wait
+    /// for one read; a failed read leaves the cell empty, so the next asks again.
+    cache: Mutex<HashMap<SecretKey, Arc<OnceCell<Arc<Vars>>>>>,
 }
+
+/// A Secret by namespace and name.
+type SecretKey = (String, String);
 
 impl CredentialSource {
     pub fn new(
@@ -147,38 +154,40 @@ impl CredentialSource {
             (None, None) => return Ok(Arc::new(Vars::default())),
         };
         let key = (target.namespace.clone(), name.clone());
-        if let Some(v) = self.cache.lock().expect("not poisoned").get(&key) {
-            return Ok(v.clone());
-        }
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &target.namespace);
-        let secret = api.get(&name).await.map_err(|e| {
+        let cell = self
+            .cache
+            .lock()
+            .expect("not poisoned")
+            .entry(key)
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| self.read_secret(&target.namespace, &name, &why))
+            .await
+            .cloned()
+    }
+
+    async fn read_secret(&self, namespace: &str, name: &str, why: &str) -> Result<Arc<Vars>> {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = api.get(name).await.map_err(|e| {
             api_context(
                 e,
                 "get",
                 "secrets",
-                &format!("in namespace {:?} (named by {why})", target.namespace),
+                &format!("in namespace {namespace:?} (named by {why})"),
             )
             .context(format!("reading the credentials Secret {name:?}"))
         })?;
         let mut values = BTreeMap::new();
         for (k, v) in secret.data.unwrap_or_default() {
             let text = String::from_utf8(v.0).map_err(|_| {
-                anyhow::anyhow!(
-                    "the credentials Secret {}/{name}: key {k:?} is not text",
-                    target.namespace
-                )
+                anyhow::anyhow!("the credentials Secret {namespace}/{name}: key {k:?} is not text")
             })?;
             values.insert(k, text);
         }
-        let vars = Arc::new(Vars::new(
+        Ok(Arc::new(Vars::new(
             values,
-            format!("Secret {}/{name}", target.namespace),
-        ));
-        self.cache
-            .lock()
-            .expect("not poisoned")
-            .insert(key, vars.clone());
-        Ok(vars)
+            format!("Secret {namespace}/{name}"),
+        )))
     }
 }
 

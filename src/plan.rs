@@ -111,6 +111,7 @@ impl TransferCall {
             method: self.method.clone(),
             path: self.path.clone(),
             body: self.body.clone(),
+            max_bytes: None,
         }
     }
 }

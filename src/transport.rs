@@ -189,7 +189,7 @@ impl Transport {
                     .get(http::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.parse::<u64>().ok());
-                let body = read_capped(resp.into_body()).await?;
+                let body = read_capped(resp.into_body(), req.answer_limit()).await?;
                 classify_proxy_answer(HttpAnswer { status, body }, &ep.pod).map_err(|e| match e {
                     // Carry the server's Retry-After to the retry loop.
                     ProbeError::Throttled(m) => ProbeError::Throttled(match retry {
@@ -208,7 +208,7 @@ impl Transport {
                 }
                 let (stream, pf) = open_port_forward(client, ep).await?;
                 let request = build_request(req, &req.path, body.into_bytes(), &self.vars)?;
-                let answer = http1_over(stream, request).await;
+                let answer = http1_over(stream, request, req.answer_limit()).await;
                 pf.abort();
                 answer
             }
@@ -235,7 +235,7 @@ impl Transport {
                     .await
                     .map_err(|e| ProbeError::Unreachable(crate::errors::chain(&e)))?;
                 let status = resp.status().as_u16();
-                let body = read_capped(resp.into_body()).await?;
+                let body = read_capped(resp.into_body(), req.answer_limit()).await?;
                 Ok(HttpAnswer { status, body })
             }
         }
@@ -292,6 +292,7 @@ async fn open_port_forward(
 async fn http1_over(
     stream: tokio::io::DuplexStream,
     request: http::Request<Vec<u8>>,
+    cap: usize,
 ) -> Result<HttpAnswer, ProbeError> {
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
@@ -309,7 +310,7 @@ async fn http1_over(
             .await
             .map_err(|e| ProbeError::Unreachable(crate::errors::chain(&e)))?;
         let status = resp.status().as_u16();
-        let body = read_capped(resp.into_body()).await?;
+        let body = read_capped(resp.into_body(), cap).await?;
         Ok(HttpAnswer { status, body })
     }
     .await;
@@ -342,14 +343,14 @@ fn build_request(
         .map_err(|e| ProbeError::Other(format!("bad request {method} {uri}: {e}")))
 }
 
-async fn read_capped<B>(body: B) -> Result<Vec<u8>, ProbeError>
+async fn read_capped<B>(body: B, cap: usize) -> Result<Vec<u8>, ProbeError>
 where
     B: http_body::Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    match Limited::new(body, MAX_ANSWER_BYTES).collect().await {
+    match Limited::new(body, cap).collect().await {
         Ok(c) => Ok(c.to_bytes().to_vec()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ProbeError::TooLarge),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ProbeError::TooLarge(cap)),
         Err(e) => Err(ProbeError::Unreachable(format!(
             "the answer broke off: {e}"
         ))),
@@ -493,6 +494,24 @@ mod tests {
 
     fn ans(status: u16, body: &str) -> HttpAnswer {
         HttpAnswer::new(status, body)
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_read_up_to_the_requests_cap_and_no_further() {
+        let body = || Full::new(Bytes::from(vec![b'x'; 2048]));
+        assert_eq!(read_capped(body(), 2048).await.unwrap().len(), 2048);
+        assert_eq!(
+            read_capped(body(), 2047).await.unwrap_err(),
+            ProbeError::TooLarge(2047)
+        );
+    }
+
+    #[test]
+    fn a_request_without_max_bytes_is_capped_at_one_mebibyte() {
+        let req: HttpRequest = serde_saphyr::from_str("path: /health").unwrap();
+        assert_eq!(req.answer_limit(), MAX_ANSWER_BYTES);
+        let req: HttpRequest = serde_saphyr::from_str("{path: /jsz, max_bytes: 4096}").unwrap();
+        assert_eq!(req.answer_limit(), 4096);
     }
 
     #[test]

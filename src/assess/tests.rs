@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use proptest::prelude::*;
 
 use super::*;
+use crate::model::MAX_ANSWER_BYTES;
 use crate::model::{ClusterTarget, OwnerKind, RaftFacts};
 use crate::profile::Catalog;
 
@@ -425,7 +426,7 @@ fn a_ready_replica_whose_answer_is_too_large_is_warned_about() {
         ],
         false,
     );
-    obs.replicas[2].health = Err(ProbeError::TooLarge);
+    obs.replicas[2].health = Err(ProbeError::TooLarge(MAX_ANSWER_BYTES));
     let r = assess(&obs, &world(&obs, Some(1)));
     assert_eq!(r.replicas[2].raft.health.state, CheckState::Unknown);
     let w: Vec<&Warning> = r
@@ -530,7 +531,7 @@ fn health_of(kind: u8) -> Result<CheckOutcome, ProbeError> {
         1 => ok(false),
         2 => Err(ProbeError::Timeout(std::time::Duration::from_secs(2))),
         3 => Err(ProbeError::Unreachable("connection refused".into())),
-        4 => Err(ProbeError::TooLarge),
+        4 => Err(ProbeError::TooLarge(MAX_ANSWER_BYTES)),
         5 => Err(ProbeError::Throttled("too many requests".into())),
         _ => Err(ProbeError::Other("pod is gone".into())),
     }

@@ -144,8 +144,8 @@ pub enum ProbeError {
     Unreachable(String),
     /// RBAC refused the proxy request.
     Forbidden(String),
-    /// The answer exceeded MAX_ANSWER_BYTES.
-    TooLarge,
+    /// The answer exceeded the request's cap (`HttpRequest::answer_limit`), in bytes.
+    TooLarge(usize),
     /// The API server kept refusing the request for load (HTTP 429, priority and fairness).
     Throttled(String),
     /// Anything else: the API server failed, the pod has no IP, ...
@@ -158,10 +158,9 @@ impl fmt::Display for ProbeError {
             ProbeError::Timeout(d) => write!(f, "no answer within {}", human_duration(*d)),
             ProbeError::Unreachable(m) => write!(f, "unreachable: {m}"),
             ProbeError::Forbidden(m) => write!(f, "forbidden: {m}"),
-            ProbeError::TooLarge => write!(
+            ProbeError::TooLarge(limit) => write!(
                 f,
-                "the answer is larger than {} bytes (is this the system's health port?)",
-                MAX_ANSWER_BYTES
+                "the answer is larger than {limit} bytes (is this the system's health port? a profile's request can raise its max_bytes)"
             ),
             ProbeError::Throttled(m) => {
                 write!(f, "the API server is overloaded and kept refusing: {m}")

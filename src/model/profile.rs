@@ -206,6 +206,17 @@ pub struct HttpRequest {
     /// (tokens: `X-Vault-Token: ${VAULT_TOKEN}`), never written into a report.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub headers: std::collections::BTreeMap<String, String>,
+    /// The largest answer read, in bytes (default `MAX_ANSWER_BYTES`, 1 MiB): health and
+    /// status answers are small, a listing of every stream and consumer may not be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<usize>,
+}
+
+impl HttpRequest {
+    /// The cap on this request's answer.
+    pub fn answer_limit(&self) -> usize {
+        self.max_bytes.unwrap_or(super::MAX_ANSWER_BYTES)
+    }
 }
 
 /// `${NAME}` in `value` replaced by `lookup(NAME)`, `${NAME:-DEFAULT}` by DEFAULT where NAME

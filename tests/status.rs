@@ -661,6 +661,43 @@ fn a_replica_that_closes_connections_is_reported_as_closed_not_as_a_timeout() {
 }
 
 #[test]
+fn a_profile_request_with_a_larger_max_bytes_reads_a_large_answer() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("status-bulky");
+    deploy_python_replica(
+        &ns.name,
+        "bulky",
+        "import http.server\n\
+         body = b'x' * 3_000_000\n\
+         class H(http.server.BaseHTTPRequestHandler):\n    \
+             def do_GET(self):\n        \
+                 self.send_response(200)\n        \
+                 self.send_header('Content-Length', str(len(body)))\n        \
+                 self.end_headers()\n        \
+                 self.wfile.write(body)\n\
+         http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()",
+    );
+    let profile = tempfile(
+        "- name: bulky\n  \
+         description: a system whose health answer is 3 MB\n  \
+         detect: {images: [bulky]}\n  \
+         port: {numbers: [8080]}\n  \
+         health: {request: {path: /health, max_bytes: 4000000}}\n",
+    );
+    let report = status_json(&[
+        "bulky",
+        "-n",
+        &ns.name,
+        "--system",
+        "bulky",
+        "--profiles",
+        profile.path_str(),
+    ]);
+    let health = &cluster(&report, &ns.name)["replicas"][0]["raft"]["health"];
+    assert_eq!(health["state"], "ok", "{health}");
+}
+
+#[test]
 fn a_ready_replica_whose_answer_is_too_large_is_warned_about() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("status-large");

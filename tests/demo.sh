@@ -91,9 +91,14 @@ kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/d
 kubectl apply -n "$ns" -f tests/manifests/nats-3.yaml >/dev/null
 until [ "$(kubectl get sts nats -n "$ns" -o jsonpath='{.status.readyReplicas}')" = 3 ]; do sleep 1; done
 ip=$(kubectl get pod nats-0 -n "$ns" -o jsonpath='{.status.podIP}')
+# JetStream answers its API once its meta group has a leader; the first request may time out.
 for s in ORDERS EVENTS AUDIT; do
-  until python3 tests/load/nats_request.py "$ip" app app "\$JS.API.STREAM.CREATE.$s" \
-      "{\"name\":\"$s\",\"subjects\":[\"$s.>\"],\"num_replicas\":3}" | grep -q '"config"'; do sleep 1; done
+  for try in $(seq 1 60); do
+    python3 tests/load/nats_request.py "$ip" app app "\$JS.API.STREAM.CREATE.$s" \
+      "{\"name\":\"$s\",\"subjects\":[\"$s.>\"],\"num_replicas\":3}" 2>/dev/null | grep -q '"config"' && break
+    [ "$try" = 60 ] && { echo "JetStream did not create stream $s within a minute" >&2; exit 1; }
+    sleep 1
+  done
 done
 python3 tests/load/nats_request.py "$ip" app app '$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.work' \
   '{"stream_name":"ORDERS","config":{"durable_name":"work","ack_policy":"explicit"}}' >/dev/null

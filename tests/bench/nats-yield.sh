@@ -33,7 +33,7 @@ print(next((s["cluster"].get("leader", "") for a in d.get("account_details", [])
 }
 
 wait_healthy nats "$ns" 3
-until nreq "$(ip_of nats-0)" '$JS.API.STREAM.CREATE.BENCH' '{"name":"BENCH","subjects":["BENCH.>"],"num_replicas":3}' | grep -q '"config"'; do sleep 1; done
+until nreq "$(ip_of nats-0)" '$JS.API.STREAM.CREATE.BENCH' '{"name":"BENCH","subjects":["BENCH.>"],"num_replicas":3}' 2>/dev/null | grep -q '"config"'; do sleep 1; done
 results=$(mktemp)
 for method in yield bare delete kill; do
   for r in $(seq 1 "$rounds"); do

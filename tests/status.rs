@@ -584,6 +584,25 @@ fn zookeeper_ensemble_is_read_through_its_admin_server() {
 
 /// A one-replica StatefulSet whose "health port" runs a Python program, described to the
 /// plugin by annotations, Ready by a TCP probe.
+/// A replica whose every answer is `bytes` long.
+fn deploy_large_answer(ns: &str, name: &str, bytes: usize) {
+    deploy_python_replica(
+        ns,
+        name,
+        &format!(
+            "import http.server\n\
+             body = b'x' * {bytes}\n\
+             class H(http.server.BaseHTTPRequestHandler):\n    \
+                 def do_GET(self):\n        \
+                     self.send_response(200)\n        \
+                     self.send_header('Content-Length', str(len(body)))\n        \
+                     self.end_headers()\n        \
+                     self.wfile.write(body)\n\
+             http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()"
+        ),
+    );
+}
+
 fn deploy_python_replica(ns: &str, name: &str, program: &str) {
     let indented: String = program
         .lines()
@@ -664,19 +683,7 @@ fn a_replica_that_closes_connections_is_reported_as_closed_not_as_a_timeout() {
 fn a_profile_request_with_a_larger_max_bytes_reads_a_large_answer() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("status-bulky");
-    deploy_python_replica(
-        &ns.name,
-        "bulky",
-        "import http.server\n\
-         body = b'x' * 3_000_000\n\
-         class H(http.server.BaseHTTPRequestHandler):\n    \
-             def do_GET(self):\n        \
-                 self.send_response(200)\n        \
-                 self.send_header('Content-Length', str(len(body)))\n        \
-                 self.end_headers()\n        \
-                 self.wfile.write(body)\n\
-         http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()",
-    );
+    deploy_large_answer(&ns.name, "bulky", 3_000_000);
     let profile = tempfile(
         "- name: bulky\n  \
          description: a system whose health answer is 3 MB\n  \
@@ -701,19 +708,7 @@ fn a_profile_request_with_a_larger_max_bytes_reads_a_large_answer() {
 fn a_ready_replica_whose_answer_is_too_large_is_warned_about() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("status-large");
-    deploy_python_replica(
-        &ns.name,
-        "large",
-        "import http.server\n\
-         body = b'x' * 10_000_000\n\
-         class H(http.server.BaseHTTPRequestHandler):\n    \
-             def do_GET(self):\n        \
-                 self.send_response(200)\n        \
-                 self.send_header('Content-Length', str(len(body)))\n        \
-                 self.end_headers()\n        \
-                 self.wfile.write(body)\n\
-         http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()",
-    );
+    deploy_large_answer(&ns.name, "large", 10_000_000);
     let report = status_json(&["large", "-n", &ns.name]);
     let c = cluster(&report, &ns.name);
     let health = &c["replicas"][0]["raft"]["health"];

@@ -10,11 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::OnceCell;
-
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
+use tokio::sync::OnceCell;
 
 use crate::errors::api_context;
 use crate::model::ClusterTarget;

@@ -153,6 +153,7 @@ fn api_server_unwell(stderr: &str) -> bool {
         "context deadline exceeded",
         "the server was unable to return a response",
         "connection refused",
+        "was refused",
     ]
     .iter()
     .any(|m| stderr.contains(m))

@@ -52,8 +52,13 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
     let pod_names: Vec<String> = obs.replicas.iter().map(|r| pod_name(&r.pod)).collect();
     if let Some(Ok(members)) = &obs.members {
         for m in members {
-            if let Some(n) = m.name.as_ref().filter(|n| pod_names.contains(n)) {
-                pod_of_member.insert(m.id.clone(), n.clone());
+            // A name or host name whose first label is a pod's name (zk-0.zk.ns.svc:2888).
+            let first = m
+                .name
+                .as_deref()
+                .map(|n| n.split(['.', ':']).next().unwrap_or(n));
+            if let Some(n) = first.filter(|n| pod_names.iter().any(|p| p == n)) {
+                pod_of_member.insert(m.id.clone(), n.to_string());
             }
         }
     }
@@ -103,15 +108,20 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
     }
 
     let desired = t.desired_replicas;
-    let (members, voters) = match &obs.members {
+    let (members, voters, voters_from) = match &obs.members {
         Some(Ok(ms)) if !ms.is_empty() => (
             ms.len() as u32,
             ms.iter().filter(|m| !m.learner).count() as u32,
+            VotersFrom::Configuration,
         ),
         _ => {
             let non_voters = replicas.iter().filter(|r| !r.raft.role.is_voter()).count() as u32;
             let members = desired.max(replicas.len() as u32);
-            (members, members.saturating_sub(non_voters))
+            (
+                members,
+                members.saturating_sub(non_voters),
+                VotersFrom::Pods,
+            )
         }
     };
     let healthy_voters = replicas
@@ -134,6 +144,7 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
             .and_then(|l| l.raft.term)
             .or_else(|| replicas.iter().filter_map(|r| r.raft.term).max()),
         ready_pods: replicas.iter().filter(|r| r.ready).count() as u32,
+        voters_from,
     };
 
     let pdb = snap

@@ -230,6 +230,13 @@ pub struct DrainArgs {
     #[arg(long)]
     pub allow_degraded: bool,
 
+    /// Drain clusters whose voters could only be counted from their pods (the system's own
+    /// configuration could not be read: ClickHouse Keeper, spurctld, a member list that did
+    /// not answer). Check the membership first: a server that is configured but not running
+    /// makes that count, and so the quorum check, wrong.
+    #[arg(long)]
+    pub assume_voters_are_pods: bool,
+
     /// How many Raft clusters proceed at once (a cluster's own members always go one by one).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub parallel_clusters: u16,
@@ -354,6 +361,13 @@ pub struct ProbeArgs {
     /// secret --from-env-file`); in a pod, a mounted Secret.
     #[arg(long, value_name = "PATH", help_heading = "Credentials")]
     pub credentials_file: Option<std::path::PathBuf>,
+
+    /// Send credentials from your environment (CONSUL_HTTP_TOKEN, NATS_USER, ...) to every
+    /// cluster surveyed, not only to those you name: by default a cluster you did not name
+    /// (`status -A`, `drain`) gets only what its own namespace's Secret holds, so a tenant's
+    /// StatefulSet that claims to be Consul cannot collect your token (docs/security.md).
+    #[arg(long, help_heading = "Credentials")]
+    pub credentials_from_env: bool,
 }
 
 pub const DEFAULT_MAX_INFLIGHT: u16 = 32;
@@ -380,27 +394,61 @@ pub enum Output {
     Yaml,
 }
 
-/// Parses kubectl-style durations: `500ms`, `2s`, `1m`, `1h`, or plain seconds.
+/// The longest duration any flag takes: a maintenance step that waits longer than a week is a
+/// mistake in the command line, and larger values overflow the clock's arithmetic.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parses durations as kubectl does (Go's `time.ParseDuration`: `500ms`, `2s`, `1m30s`, `1h`,
+/// `1.5s`) or plain seconds (`3`), through humantime for the unit sequences; anything above
+/// [`MAX_DURATION`] is refused with a message, never a panic.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 2s, 1m"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("invalid duration unit in {s:?}: use ms, s, m or h")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("invalid duration {s:?}"));
+    let bad = || format!("invalid duration {s:?}: expected e.g. 500ms, 2s, 1m30s, 1h");
+    if s.is_empty() || s.starts_with('-') {
+        return Err(bad());
     }
-    Ok(Duration::from_secs_f64(secs))
+    let d = if s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| too_long(s))?
+    } else if let Some(d) = decimal_duration(s) {
+        d.ok_or_else(|| too_long(s))?
+    } else {
+        match humantime::parse_duration(s) {
+            Ok(d) => d,
+            Err(humantime::DurationError::NumberOverflow) => return Err(too_long(s)),
+            Err(_) => return Err(bad()),
+        }
+    };
+    if d > MAX_DURATION {
+        return Err(too_long(s));
+    }
+    Ok(d)
+}
+
+fn too_long(s: &str) -> String {
+    format!("duration {s:?} is out of range: the longest accepted is 168h (a week)")
+}
+
+/// `1.5s`, `0.25h`: one decimal number and one unit (Go accepts them; humantime does not).
+/// None when `s` is not of that shape; Some(None) when it is, but out of range.
+fn decimal_duration(s: &str) -> Option<Option<Duration>> {
+    let i = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, unit) = s.split_at(i);
+    if !num.contains('.') {
+        return None;
+    }
+    let n: f64 = num.parse().ok()?;
+    let scale = match unit {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    Some(Duration::try_from_secs_f64(n * scale).ok())
 }
 
 #[cfg(test)]
@@ -421,6 +469,34 @@ mod tests {
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("2 parsecs").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn durations_take_kubectl_sequences_and_decimals() {
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1h2m3s").unwrap(), Duration::from_secs(3723));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn huge_durations_are_a_message_not_a_panic() {
+        for s in [
+            "100000000000000000000",
+            "100000000000000000000s",
+            "1e300s",
+            "99999999999999999999.5h",
+            "169h",
+            "18446744073709551615ms",
+        ] {
+            let e = parse_duration(s).expect_err(s);
+            assert!(
+                e.contains("out of range") || e.contains("invalid"),
+                "{s}: {e}"
+            );
+        }
+        assert_eq!(parse_duration("168h").unwrap(), MAX_DURATION);
     }
 
     #[test]

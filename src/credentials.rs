@@ -18,12 +18,19 @@ use tokio::sync::OnceCell;
 use crate::errors::api_context;
 use crate::model::ClusterTarget;
 
-/// Variables from a Secret or a file, over the environment: `get` asks them first.
+/// Variables from a Secret or a file, over the environment where that is allowed: `get`
+/// asks them first. The environment is read only for clusters the user named or with
+/// `--credentials-from-env` (docs/security.md): a tenant's StatefulSet must not receive the
+/// admin's tokens because it claims to be Consul.
 #[derive(Clone, Default)]
 pub struct Vars {
     values: BTreeMap<String, String>,
     /// Where `values` came from ("Secret db/nats-ops"), for messages.
     pub source: Option<String>,
+    /// Whether `values` came from a Secret (whose writer may not be the user).
+    from_secret: bool,
+    /// Whether the process environment is read for what `values` lacks.
+    pub env: bool,
 }
 
 impl std::fmt::Debug for Vars {
@@ -31,6 +38,7 @@ impl std::fmt::Debug for Vars {
         f.debug_struct("Vars")
             .field("names", &self.values.keys().collect::<Vec<_>>())
             .field("source", &self.source)
+            .field("env", &self.env)
             .finish()
     }
 }
@@ -40,25 +48,64 @@ impl Vars {
         Vars {
             values,
             source: Some(source.into()),
+            from_secret: false,
+            env: false,
         }
     }
 
-    /// The variable's value from the Secret or file, else from the environment; empty is unset.
+    /// The process environment alone (a cluster the user named, `yield --local` in its pod).
+    pub fn environment() -> Self {
+        Vars {
+            env: true,
+            ..Default::default()
+        }
+    }
+
+    /// The same values, reading the environment for what they lack, or not.
+    pub fn with_env(mut self, env: bool) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// The variable's value from the Secret or file, else (where allowed) from the
+    /// environment; empty is unset.
     pub fn get(&self, name: &str) -> Option<String> {
         self.values
             .get(name)
             .cloned()
-            .or_else(|| std::env::var(name).ok())
+            .or_else(|| self.env.then(|| std::env::var(name).ok()).flatten())
             .filter(|v| !v.is_empty())
     }
 
-    /// "the environment" or "Secret db/nats-ops (over the environment)", for messages.
+    /// Whether `name`'s value came from a Secret: content to use, never a path to open (a
+    /// Secret's writer could name the admin's own files).
+    pub fn is_from_secret(&self, name: &str) -> bool {
+        self.from_secret && self.values.get(name).is_some_and(|v| !v.is_empty())
+    }
+
+    /// "the environment", "Secret db/nats-ops (over the environment)", "Secret db/nats-ops",
+    /// for messages.
     pub fn describe(&self) -> String {
-        match &self.source {
-            None => "the environment".into(),
-            Some(s) => format!("{s} (over the environment)"),
+        match (&self.source, self.env) {
+            (None, true) => "the environment".into(),
+            (None, false) => "nowhere (the environment is read only for clusters you name, or with --credentials-from-env)".into(),
+            (Some(s), true) => format!("{s} (over the environment)"),
+            (Some(s), false) => s.clone(),
         }
     }
+}
+
+/// A Kubernetes object name (a DNS subdomain, RFC 1123): what a Secret's name must be. No
+/// '/', so a name from an annotation cannot reach another path of the API.
+pub fn is_object_name(s: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars().all(ok_char)
+        && alnum(s.chars().next())
+        && alnum(s.chars().last())
+        && !s.contains("..")
 }
 
 /// `KEY=VALUE` lines as `kubectl create secret --from-env-file` reads them: blank lines and
@@ -110,6 +157,8 @@ pub struct CredentialSource {
     secret_flag: Option<String>,
     /// --credentials-file, read at start.
     file: Option<Vars>,
+    /// --credentials-from-env: the environment for every cluster, named or not.
+    from_env: bool,
     /// One cell per (namespace, Secret): surveys of clusters that name the same Secret wait
     /// for one read; a failed read leaves the cell empty, so the next asks again.
     cache: Mutex<HashMap<SecretKey, Arc<OnceCell<Arc<Vars>>>>>,
@@ -123,12 +172,14 @@ impl CredentialSource {
         client: kube::Client,
         secret_flag: Option<String>,
         file: Option<&Path>,
+        from_env: bool,
     ) -> Result<Self> {
         let file = file.map(read_file).transpose()?;
         Ok(CredentialSource {
             client,
             secret_flag,
             file,
+            from_env,
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -136,8 +187,9 @@ impl CredentialSource {
     /// The cluster's credentials: the flag's file or Secret, else the Secret its annotation
     /// names, else the environment alone.
     pub async fn for_cluster(&self, target: &ClusterTarget) -> Result<Arc<Vars>> {
+        let env = self.from_env || target.named;
         if let Some(f) = &self.file {
-            return Ok(Arc::new(f.clone()));
+            return Ok(Arc::new(f.clone().with_env(env)));
         }
         let (name, why) = match (&self.secret_flag, &target.credentials_secret) {
             (Some(n), _) => (n.clone(), "--credentials-secret".to_string()),
@@ -150,8 +202,13 @@ impl CredentialSource {
                     target.name
                 ),
             ),
-            (None, None) => return Ok(Arc::new(Vars::default())),
+            (None, None) => return Ok(Arc::new(Vars::default().with_env(env))),
         };
+        if !is_object_name(&name) {
+            anyhow::bail!(
+                "{name:?} (named by {why}) is not a Secret name: lower-case letters, digits, '-' and '.', at most 253 characters; nothing was read"
+            );
+        }
         let key = (target.namespace.clone(), name.clone());
         let cell = self
             .cache
@@ -160,9 +217,10 @@ impl CredentialSource {
             .entry(key)
             .or_default()
             .clone();
-        cell.get_or_try_init(|| self.read_secret(&target.namespace, &name, &why))
-            .await
-            .cloned()
+        let vars = cell
+            .get_or_try_init(|| self.read_secret(&target.namespace, &name, &why))
+            .await?;
+        Ok(Arc::new(Vars::clone(vars).with_env(env)))
     }
 
     async fn read_secret(&self, namespace: &str, name: &str, why: &str) -> Result<Arc<Vars>> {
@@ -183,10 +241,9 @@ impl CredentialSource {
             })?;
             values.insert(k, text);
         }
-        Ok(Arc::new(Vars::new(
-            values,
-            format!("Secret {namespace}/{name}"),
-        )))
+        let mut vars = Vars::new(values, format!("Secret {namespace}/{name}"));
+        vars.from_secret = true;
+        Ok(Arc::new(vars))
     }
 }
 
@@ -221,9 +278,35 @@ mod tests {
         assert_eq!(v.get("PATH").as_deref(), Some("from-secret"));
         assert_eq!(v.get("KRAFT_EMPTY"), None);
         assert!(
-            Vars::default().get("PATH").is_some(),
+            Vars::environment().get("PATH").is_some(),
             "else the environment"
         );
+    }
+
+    #[test]
+    fn the_environment_is_read_only_where_allowed() {
+        assert_eq!(Vars::default().get("PATH"), None);
+        let v = Vars::new(BTreeMap::new(), "Secret x/y");
+        assert_eq!(v.get("PATH"), None);
+        assert!(v.with_env(true).get("PATH").is_some());
+    }
+
+    #[test]
+    fn secret_names_are_object_names() {
+        assert!(is_object_name("nats-ops"));
+        assert!(is_object_name("a.b-1"));
+        for bad in [
+            "",
+            "../../kube-system/x",
+            "a/b",
+            "A",
+            "-a",
+            "a-",
+            "a..b",
+            "x%2f",
+        ] {
+            assert!(!is_object_name(bad), "{bad}");
+        }
     }
 
     #[test]

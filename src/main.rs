@@ -44,18 +44,21 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Everything printed passes through render::Clean: what replicas say cannot steer the
+    // terminal.
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = render::Clean(stdout.lock());
+    let mut err = render::Clean(std::io::stderr());
     let result = runtime.block_on(async {
         match &cli.command {
             Command::Status(args) => {
-                commands::status::run(&cli.global, args, &mut out, &mut std::io::stderr()).await
+                commands::status::run(&cli.global, args, &mut out, &mut err).await
             }
             Command::Yield(args) => {
-                commands::yield_::run(&cli.global, args, &mut out, &mut std::io::stderr()).await
+                commands::yield_::run(&cli.global, args, &mut out, &mut err).await
             }
             Command::Drain(args) => {
-                commands::drain::run(&cli.global, args, &mut out, &mut std::io::stderr()).await
+                commands::drain::run(&cli.global, args, &mut out, &mut err).await
             }
             Command::Completion(args) => {
                 commands::version::completion(args.shell, &mut out);
@@ -72,7 +75,7 @@ fn main() -> ExitCode {
         Err(e) if e.is::<errors::Reported>() => ExitCode::FAILURE,
         Err(e) => {
             // kubectl's style: one line "error: what: why: why", hints on their own lines.
-            eprintln!("error: {}", errors::anyhow_chain(&e));
+            eprintln!("error: {}", render::clean(&errors::anyhow_chain(&e)));
             ExitCode::FAILURE
         }
     }

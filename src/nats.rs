@@ -128,16 +128,31 @@ pub fn judge_reply(payload: &[u8]) -> Result<(), String> {
 
 async fn options(limit: Duration, vars: &Vars, who: &Who) -> Result<ConnectOptions, String> {
     let p = who.prefix();
-    let base = match (vars.get(&format!("{p}_CREDS")), vars.get(&format!("{p}_USER"))) {
-        // A Secret holds the file's content; the environment, like the nats CLI, a path.
-        (Some(creds), _) if creds.contains("BEGIN NATS USER JWT") => {
-            ConnectOptions::with_credentials(&creds)
-                .map_err(|e| format!("{p}_CREDS from {}: {e}", vars.describe()))?
+    let creds_var = format!("{p}_CREDS");
+    let base = match (vars.get(&creds_var), vars.get(&format!("{p}_USER"))) {
+        // A Secret holds the file's content, always (its writer must not make the plugin open
+        // a file of the user's); the environment or an env file, like the nats CLI, a path
+        // or the content. No value is ever quoted in a message.
+        (Some(creds), _)
+            if vars.is_from_secret(&creds_var) || creds.contains("BEGIN NATS USER JWT") =>
+        {
+            ConnectOptions::with_credentials(&creds).map_err(|_| {
+                format!(
+                    "{creds_var} from {} is not the content of a NATS .creds file (a JWT and a seed between their BEGIN and END lines)",
+                    vars.describe()
+                )
+            })?
         }
         (Some(path), _) => ConnectOptions::new()
             .credentials_file(&path)
             .await
-            .map_err(|e| format!("cannot read {p}_CREDS {path}: {e}"))?,
+            .map_err(|e| {
+                format!(
+                    "cannot read the .creds file {creds_var} names ({}): {}",
+                    vars.describe(),
+                    e.kind()
+                )
+            })?,
         (None, Some(user)) => ConnectOptions::with_user_and_password(
             user,
             vars.get(&format!("{p}_PASSWORD")).unwrap_or_default(),
@@ -155,7 +170,9 @@ async fn options(limit: Duration, vars: &Vars, who: &Who) -> Result<ConnectOptio
         .name("kubectl-raft")
         .connection_timeout(limit)
         .request_timeout(Some(limit))
-        .max_reconnects(Some(0))
+        // async-nats takes Some(0) for "no limit": one attempt more, then give up, so a
+        // client that lost its server does not keep sending the password.
+        .max_reconnects(Some(1))
         .ignore_discovered_servers())
 }
 

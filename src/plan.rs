@@ -14,7 +14,8 @@ use crate::model::Role;
 use crate::profile::{
     HttpRequest, PortSpec, Profile, SendTo, TcpWord, TransferRequest, TransferSpec,
 };
-use crate::report::{CheckState, ClusterReport, ReplicaReport};
+use crate::report::{ClusterReport, ReplicaReport};
+use voter::voter_health;
 
 /// What the user asked of `yield`.
 #[derive(Debug, Clone, Default)]
@@ -145,11 +146,12 @@ pub fn rank_targets(
 ) -> (Vec<ReplicaReport>, Vec<(String, String)>) {
     let mut ok = vec![];
     let mut rejected = vec![];
+    let the_leader = r.replicas.iter().find(|x| x.pod == leader);
     for x in &r.replicas {
         if x.pod == leader {
             continue;
         }
-        match target_problem(x, opts, needs_id) {
+        match target_problem(x, the_leader, opts, needs_id) {
             Some((_, why)) => rejected.push((x.pod.clone(), why)),
             None => ok.push(x.clone()),
         }
@@ -170,40 +172,21 @@ pub fn rank_targets(
 /// Why a replica cannot take leadership, if it cannot.
 fn target_problem(
     x: &ReplicaReport,
+    leader: Option<&ReplicaReport>,
     opts: &YieldOptions,
     needs_id: bool,
 ) -> Option<(RefusalReason, String)> {
     let p = &x.pod;
-    if x.raft.learner || !x.raft.role.is_voter() {
-        return Some((
-            RefusalReason::TargetLearner,
-            format!("{p} is a {} and does not vote", x.raft.role.as_str()),
-        ));
-    }
-    if x.terminating {
-        return Some((
-            RefusalReason::TargetUnhealthy,
-            format!("{p} is terminating"),
-        ));
-    }
-    match x.raft.health.state {
-        CheckState::Ok => {}
-        CheckState::Unreachable => {
-            return Some((
-                RefusalReason::TargetUnreachable,
-                format!("{p} is unreachable: {}", x.raft.health.detail),
-            ))
-        }
-        s => {
-            return Some((
-                RefusalReason::TargetUnhealthy,
-                format!(
-                    "{p}'s health check is {}: {}",
-                    s.as_str(),
-                    x.raft.health.detail
-                ),
-            ))
-        }
+    // One definition of a healthy voter (plan::voter), mapped to yield's refusals.
+    if let Err((u, why)) = voter_health(x, leader, opts.max_lag) {
+        use voter::Unhealthy as U;
+        let reason = match u {
+            U::NotVoter => RefusalReason::TargetLearner,
+            U::Unreachable => RefusalReason::TargetUnreachable,
+            U::Lagging => RefusalReason::TargetLagging,
+            _ => RefusalReason::TargetUnhealthy,
+        };
+        return Some((reason, why));
     }
     if x.raft.role != Role::Follower {
         return Some((
@@ -225,16 +208,7 @@ fn target_problem(
             format!("{p} is on node {node}, which is being drained"),
         ));
     }
-    match x.raft.lag {
-        Some(l) if l > opts.max_lag => Some((
-            RefusalReason::TargetLagging,
-            format!(
-                "{p} lags {l} entries behind the leader (limit {})",
-                opts.max_lag
-            ),
-        )),
-        _ => None,
-    }
+    None
 }
 
 /// Decides a leadership transfer: which leader, which target, which request, or why not.
@@ -315,7 +289,7 @@ pub fn plan_yield(
                     ),
                 ));
             };
-            if let Some((reason, why)) = target_problem(x, opts, needs_id) {
+            if let Some((reason, why)) = target_problem(x, Some(leader), opts, needs_id) {
                 let hint = if reason.overridable() {
                     "; --force to try anyway"
                 } else {
@@ -678,6 +652,7 @@ pub fn judge_with_history(
 pub mod drain;
 pub mod groups;
 pub mod placement;
+pub mod voter;
 
 #[cfg(test)]
 mod tests;

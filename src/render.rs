@@ -6,8 +6,55 @@ use anyhow::Result;
 use comfy_table::presets::NOTHING;
 use comfy_table::{Cell, ContentArrangement, Table};
 
+use std::borrow::Cow;
+
 use crate::cli::Output;
 use crate::report::{ClusterReport, ReplicaReport, StatusReport};
+
+/// Whether a character could steer a terminal: C0 controls but newline and tab, DEL, and C1
+/// controls (U+0080..U+009F; U+009B is a CSI on some terminals).
+fn is_steering(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c)
+}
+
+/// `s` without anything that could steer a terminal: what replicas say (versions, member
+/// ids, error text) reaches the admin's screen only through this or [`Clean`].
+pub fn clean(s: &str) -> Cow<'_, str> {
+    if s.chars().any(is_steering) {
+        Cow::Owned(s.chars().filter(|c| !is_steering(*c)).collect())
+    } else {
+        Cow::Borrowed(s)
+    }
+}
+
+/// A writer that drops the bytes of terminal controls (C0 but newline and tab, DEL, UTF-8
+/// encoded C1) from everything written through it: stdout and stderr of every verb. JSON and
+/// YAML escape such characters already, so only text written raw is changed.
+pub struct Clean<W: Write>(pub W);
+
+impl<W: Write> Write for Clean<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut kept = Vec::with_capacity(buf.len());
+        let mut i = 0;
+        while i < buf.len() {
+            let b = buf[i];
+            if b == 0xC2 && buf.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) {
+                i += 2;
+                continue;
+            }
+            if !((b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7f) {
+                kept.push(b);
+            }
+            i += 1;
+        }
+        self.0.write_all(&kept)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
 
 pub fn status(report: &StatusReport, output: Output, out: &mut dyn Write) -> Result<()> {
     match output {
@@ -47,9 +94,13 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
         (Some(l), None) => format!("leader {l}"),
         (None, _) => "NO LEADER".to_string(),
     };
+    let counted = match s.voters_from {
+        crate::report::VotersFrom::Configuration => "",
+        crate::report::VotersFrom::Pods => " (counted from pods)",
+    };
     writeln!(
         out,
-        "{}/{} ({}, {}): {} members, {}/{} voters healthy, quorum {}, {}, {}",
+        "{}/{} ({}, {}): {} members{counted}, {}/{} voters healthy, quorum {}, {}, {}",
         c.namespace,
         c.name,
         c.system,
@@ -194,4 +245,20 @@ fn replica_row(r: &ReplicaReport, wide: bool, groups: bool) -> Vec<Cell> {
     }
     row.push(endpoints);
     row.into_iter().map(Cell::new).collect()
+}
+
+#[cfg(test)]
+mod clean_tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_never_reach_the_terminal() {
+        assert_eq!(clean("3.5.\u{1b}[2J0\u{7}"), "3.5.[2J0");
+        assert_eq!(clean("a\u{9b}31mb\r"), "a31mb");
+        assert_eq!(clean("two\nlines\tok"), "two\nlines\tok");
+        let mut w = Clean(Vec::new());
+        w.write_all("id \u{1b}]0;owned\u{7} \u{9b}1m é\n".as_bytes())
+            .unwrap();
+        assert_eq!(String::from_utf8(w.0).unwrap(), "id ]0;owned 1m é\n");
+    }
 }

@@ -52,6 +52,18 @@ pub struct Summary {
     pub leader: Option<String>,
     pub term: Option<u64>,
     pub ready_pods: u32,
+    /// Where `voters` comes from: the system's own configuration, or (where it cannot be
+    /// read) the pods, which is a guess: `drain` does not act on it unless told to.
+    pub voters_from: VotersFrom,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum VotersFrom {
+    /// The member list (or voter count) the system itself reports.
+    Configuration,
+    /// The StatefulSet's replicas: the system's configuration could not be read.
+    Pods,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -22,22 +22,51 @@ pub fn strip_kind(name: &str) -> Result<&str> {
     }
 }
 
+/// The clusters chosen, and the StatefulSets left out with the reason the user sees.
+#[derive(Debug, Default)]
+pub struct Selected {
+    pub clusters: Vec<ClusterTarget>,
+    /// "statefulset NS/NAME: why": a bad annotation on a StatefulSet the user did not name is
+    /// a warning about that one, never an error for everyone (a tenant could otherwise stop
+    /// an admin's `status -A` or `drain`).
+    pub skipped: Vec<String>,
+}
+
 /// Decides the clusters. Pure, so every rule is unit-tested.
+#[cfg(test)]
 pub fn select_clusters(
     snap: &Snapshot,
     catalog: &Catalog,
     sel: &Selection,
     namespace_hint: &str,
 ) -> Result<Vec<ClusterTarget>> {
+    select(snap, catalog, sel, namespace_hint).map(|s| s.clusters)
+}
+
+/// `select_clusters`, with what it left out and why.
+pub fn select(
+    snap: &Snapshot,
+    catalog: &Catalog,
+    sel: &Selection,
+    namespace_hint: &str,
+) -> Result<Selected> {
     let forced = sel
         .system
         .as_deref()
         .map(|s| catalog.require(s).cloned())
         .transpose()?;
+    let mut skipped = vec![];
     let mut clusters = if let Some(selector) = &sel.selector {
         clusters_from_selector(snap, catalog, forced.as_ref(), selector)?
     } else {
-        clusters_from_statefulsets(snap, catalog, forced.as_ref(), sel, namespace_hint)?
+        clusters_from_statefulsets(
+            snap,
+            catalog,
+            forced.as_ref(),
+            sel,
+            namespace_hint,
+            &mut skipped,
+        )?
     };
     if !sel.nodes.is_empty() {
         clusters.retain(|c| {
@@ -47,7 +76,7 @@ pub fn select_clusters(
         });
     }
     clusters.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    Ok(clusters)
+    Ok(Selected { clusters, skipped })
 }
 
 fn clusters_from_statefulsets(
@@ -56,6 +85,7 @@ fn clusters_from_statefulsets(
     forced: Option<&Profile>,
     sel: &Selection,
     namespace_hint: &str,
+    skipped: &mut Vec<String>,
 ) -> Result<Vec<ClusterTarget>> {
     let wanted = sel.name.as_deref().map(strip_kind).transpose()?;
     if let Some(w) = wanted {
@@ -90,27 +120,34 @@ fn clusters_from_statefulsets(
             .and_then(|m| m.annotations.clone())
             .unwrap_or_default();
         ann.extend(sts.metadata.annotations.clone().unwrap_or_default());
-        let described = annotations::describe(&name, &ann).with_context(|| {
-            format!("statefulset {ns}/{name}: its kubectl-raft.io/ annotations")
-        })?;
+        let described = annotations::describe(&name, &ann)
+            .with_context(|| format!("statefulset {ns}/{name}: its kubectl-raft.io/ annotations"));
         let profile = match (forced, described) {
-            (Some(p), _) => Some(p.clone()),
-            (None, Described::Profile(p)) => Some(*p),
-            (None, Described::System(s)) => Some(
-                catalog
-                    .require(&s)
-                    .with_context(|| {
-                        format!(
-                            "statefulset {ns}/{name}: annotation {}",
-                            annotations::SYSTEM
-                        )
-                    })?
-                    .clone(),
-            ),
-            (None, Described::Nothing) => template
+            (Some(p), _) => Ok(Some(p.clone())),
+            (None, Err(e)) => Err(e),
+            (None, Ok(Described::Profile(p))) => Ok(Some(*p)),
+            (None, Ok(Described::System(s))) => catalog
+                .require(&s)
+                .with_context(|| {
+                    format!(
+                        "statefulset {ns}/{name}: annotation {}",
+                        annotations::SYSTEM
+                    )
+                })
+                .map(|p| Some(p.clone())),
+            (None, Ok(Described::Nothing)) => Ok(template
                 .and_then(|t| t.spec.as_ref())
                 .and_then(|s| catalog.detect(s))
-                .cloned(),
+                .cloned()),
+        };
+        let profile = match profile {
+            Ok(p) => p,
+            // Named: the user asked for exactly this one.
+            Err(e) if wanted.is_some() => return Err(e),
+            Err(e) => {
+                skipped.push(format!("{e:#}; skipped"));
+                continue;
+            }
         };
         let Some(profile) = profile else {
             if wanted.is_some() {
@@ -124,15 +161,15 @@ fn clusters_from_statefulsets(
             }
             continue;
         };
+        // Members are the pods this StatefulSet controls (its uid in their controller
+        // reference), not whatever its selector matches: another StatefulSet's selector
+        // (a tenant's, with replicas: 0) must not make them its own.
         let uid = sts.metadata.uid.as_deref();
-        let selector = sts.spec.as_ref().map(|s| &s.selector);
         let mut pods: Vec<Pod> = snap
             .pods
             .iter()
             .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
-            .filter(|p| {
-                owned_by(p, uid, &name) || selector.is_some_and(|s| selector_matches(s, labels(p)))
-            })
+            .filter(|p| controlled_by(p, uid, &name))
             .cloned()
             .collect();
         pods.sort_by_key(|p| ordinal(p.metadata.name.as_deref().unwrap_or_default()));
@@ -150,6 +187,7 @@ fn clusters_from_statefulsets(
             desired_replicas: desired,
             pods,
             credentials_secret: annotations::credentials_secret(&ann),
+            named: wanted.is_some(),
         });
     }
     Ok(out)
@@ -198,17 +236,24 @@ fn clusters_from_selector(
             desired_replicas: n,
             pods,
             credentials_secret: annotations::credentials_secret(&ann),
+            named: false,
         });
     }
     Ok(out)
 }
 
-fn owned_by(p: &Pod, uid: Option<&str>, name: &str) -> bool {
+/// Whether the StatefulSet (by uid; by name only where it has none, as in hand-made objects)
+/// is the pod's controller.
+fn controlled_by(p: &Pod, uid: Option<&str>, name: &str) -> bool {
     p.metadata
         .owner_references
         .iter()
         .flatten()
-        .any(|o| o.kind == "StatefulSet" && (uid.is_some_and(|u| u == o.uid) || o.name == name))
+        .filter(|o| o.controller == Some(true) && o.kind == "StatefulSet")
+        .any(|o| match uid {
+            Some(u) => u == o.uid,
+            None => o.name == name,
+        })
 }
 
 /// StatefulSet pods sort by ordinal (etcd-2 before etcd-10), others by name.
@@ -296,6 +341,7 @@ mod tests {
                     name: sts.into(),
                     uid: format!("uid-{sts}"),
                     api_version: "apps/v1".into(),
+                    controller: Some(true),
                     ..Default::default()
                 }]),
                 ..Default::default()
@@ -336,6 +382,60 @@ mod tests {
             .map(|p| p.metadata.name.clone().unwrap())
             .collect();
         assert_eq!(names, ["etcd-0", "etcd-2", "etcd-10"]);
+    }
+
+    #[test]
+    fn a_selector_match_is_not_membership() {
+        // A second StatefulSet (replicas: 0) whose selector matches etcd's pods.
+        let mut s = snap();
+        let mut thief = sts(
+            "thief",
+            "nginx",
+            &[
+                ("kubectl-raft.io/port", "2379"),
+                ("kubectl-raft.io/health-path", "/health"),
+            ],
+        );
+        let spec = thief.spec.as_mut().unwrap();
+        spec.replicas = Some(0);
+        spec.selector.match_labels = Some(BTreeMap::from([("app".into(), "etcd".into())]));
+        s.statefulsets.push(thief);
+        let cs = select_clusters(&s, &Catalog::builtin(), &Selection::default(), "db").unwrap();
+        let thief = cs.iter().find(|c| c.name == "thief").expect("listed");
+        assert!(thief.pods.is_empty(), "took {} pods", thief.pods.len());
+        assert_eq!(cs.iter().find(|c| c.name == "etcd").unwrap().pods.len(), 3);
+    }
+
+    #[test]
+    fn a_bad_annotation_skips_that_statefulset_unless_it_is_named() {
+        let mut s = snap();
+        s.statefulsets[1] = sts("web", "nginx", &[("kubectl-raft.io/system", "nope")]);
+        let cat = Catalog::builtin();
+        let got = select(&s, &cat, &Selection::default(), "db").unwrap();
+        assert_eq!(got.clusters.len(), 1, "etcd is still surveyed");
+        assert_eq!(got.skipped.len(), 1);
+        assert!(
+            got.skipped[0].contains("db/web") && got.skipped[0].contains("unknown system"),
+            "{:?}",
+            got.skipped
+        );
+        let named = Selection {
+            name: Some("web".into()),
+            ..Default::default()
+        };
+        assert!(select(&s, &cat, &named, "db").is_err());
+    }
+
+    #[test]
+    fn only_named_clusters_get_the_environment() {
+        let cat = Catalog::builtin();
+        let all = select_clusters(&snap(), &cat, &Selection::default(), "db").unwrap();
+        assert!(!all[0].named);
+        let named = Selection {
+            name: Some("etcd".into()),
+            ..Default::default()
+        };
+        assert!(select_clusters(&snap(), &cat, &named, "db").unwrap()[0].named);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::model::{ClusterObservation, ClusterTarget, Selection, Snapshot};
 use crate::observe::observe_cluster;
 use crate::profile::Catalog;
 use crate::report::ClusterReport;
-use crate::select::select_clusters;
+use crate::select::select;
 use crate::transport::Transport;
 
 /// The built-in profiles plus the user's `--profiles FILE`.
@@ -56,6 +56,8 @@ pub struct Survey {
     pub snapshot: Snapshot,
     pub observations: Vec<ClusterObservation>,
     pub reports: Vec<ClusterReport>,
+    /// StatefulSets left out, each with why ("statefulset NS/NAME: ...; skipped").
+    pub skipped: Vec<String>,
 }
 
 impl Surveyor {
@@ -79,6 +81,7 @@ impl Surveyor {
             conn.client.clone(),
             probe.credentials_secret.clone(),
             probe.credentials_file.as_deref(),
+            probe.credentials_from_env,
         )?;
         Ok(Surveyor {
             credentials,
@@ -135,9 +138,9 @@ impl Surveyor {
                 pods: pods.map_err(|e| api_context(e, "list", "pods", &where_))?,
                 ..Default::default()
             };
-            let targets = select_clusters(&snap, &self.catalog, sel, ns.unwrap_or(&self.namespace));
+            let targets = select(&snap, &self.catalog, sel, ns.unwrap_or(&self.namespace));
             let observations = match &targets {
-                Ok(t) => self.observe(t.clone()).await,
+                Ok(t) => self.observe(t.clusters.clone()).await,
                 Err(_) => vec![],
             };
             Ok::<_, anyhow::Error>((snap, targets, observations))
@@ -182,7 +185,7 @@ impl Surveyor {
             }
         }
         let (mut snapshot, targets, observations) = probed?;
-        targets?;
+        let skipped = targets?.skipped;
         snapshot.services = services.map_err(|e| api_context(e, "list", "services", &where_))?;
         snapshot.slices = slices
             .map_err(|e| api_context(e, "list", "endpointslices.discovery.k8s.io", &where_))?;
@@ -207,6 +210,7 @@ impl Surveyor {
             snapshot,
             observations,
             reports,
+            skipped,
         })
     }
 

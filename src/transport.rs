@@ -332,10 +332,17 @@ fn build_request(
     for (name, template) in &req.headers {
         let value =
             crate::model::profile::expand_env(template, |v| vars.get(v)).map_err(|var| {
-                ProbeError::Other(format!(
-                    "{method} {} needs ${var} for its {name} header: export {var}=..., or put it in a Secret named by --credentials-secret (the token is sent, never printed)",
-                    req.path
-                ))
+                ProbeError::Other(if vars.env {
+                    format!(
+                        "{method} {} needs ${var} for its {name} header: export {var}=..., or put it in a Secret named by --credentials-secret (the token is sent, never printed)",
+                        req.path
+                    )
+                } else {
+                    format!(
+                        "{method} {} needs ${var} for its {name} header: put it in a Secret named by --credentials-secret or the annotation kubectl-raft.io/credentials-secret, or name the cluster, or pass --credentials-from-env (your environment is not sent to clusters you did not name)",
+                        req.path
+                    )
+                })
             })?;
         b = b.header(name.as_str(), value);
     }

@@ -201,3 +201,87 @@ fn completion_answers_in_cobras_protocol_without_a_cluster() {
     let out = raft(&["__complete", "status", ""]);
     assert_eq!(text(&out), (":4\n".to_string(), String::new()));
 }
+
+#[test]
+fn a_huge_duration_is_a_clear_error_not_a_panic() {
+    for flag in ["--probe-timeout", "--request-timeout"] {
+        let out = raft(&["status", flag, "100000000000000000000"]);
+        let (_, err) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains("out of range"), "{flag}: {err}");
+        assert!(!err.contains("panicked"), "{flag}: {err}");
+    }
+    let out = raft(&["drain", "n1", "--timeout", "1e300s"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out).1);
+}
+
+#[test]
+fn kubectl_style_durations_are_accepted() {
+    // Parsed, then it fails for the missing kubeconfig, not for the duration.
+    let out = raft(&[
+        "yield",
+        "etcd",
+        "--timeout",
+        "1m30s",
+        "--probe-timeout",
+        "1.5s",
+    ]);
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("invalid duration"), "{err}");
+}
+
+/// A kubeconfig whose user is an exec credential plugin that takes 60 s to answer (an SSO
+/// or MFA login waiting for a person).
+fn slow_login_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let plugin = dir.join("slow-login");
+    std::fs::write(&plugin, "#!/bin/sh\nsleep 60\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:1'}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n\
+             users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: {}, interactiveMode: Never}}}}}}]\n",
+            plugin.display()
+        ),
+    )
+    .unwrap();
+    kc
+}
+
+#[test]
+fn completion_never_waits_for_a_slow_credential_plugin() {
+    let dir = std::env::temp_dir().join(format!("kraft-cli-slow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = slow_login_kubeconfig(&dir);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"))
+        .args(["__complete", "status", "-n", "x", ""])
+        .env("KUBECONFIG", &kc)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The plugin sleeps 60 s; completion must have answered long before (its cap is 5 s).
+    let mut answered = None;
+    for _ in 0..300 {
+        if let Some(status) = child.try_wait().unwrap() {
+            answered = Some(status);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if answered.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(answered.is_some(), "still blocked after 30 s");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with(':')),
+        "a cobra directive: {text}"
+    );
+}

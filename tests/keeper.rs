@@ -338,7 +338,13 @@ fn drain_of_keepers_leaders_node_hands_over_first_and_waits_for_the_flip() {
     let node = node_of(&ns.name, "keeper-0");
     wait_node_alone(&node, &ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "90s"]);
+    // Keeper (and its stand-in) reports no Raft configuration: without the flag the drain
+    // refuses (drain_refuses_keeper_without_assume_voters_are_pods); the stand-in runs
+    // exactly its three pods.
+    let (code, report, err) = verb_json(
+        "drain",
+        &[&node, "--timeout", "90s", "--assume-voters-are-pods"],
+    );
     assert_eq!(code, Some(0), "{err}\n{report:#}");
     let c = cluster(&report, &ns.name);
     assert_eq!(drain_counts(c), (Some(1), Some(1), Some(0)), "{c:#}");
@@ -367,5 +373,24 @@ fn without_the_commands_api_ydld_goes_over_the_client_port_with_via_direct() {
         events(&dir).contains("handover keeper-0 ->"),
         "{}",
         events(&dir)
+    );
+}
+
+#[test]
+fn drain_refuses_keeper_without_assume_voters_are_pods() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("keeper-unknown");
+    deploy_keeper(&ns.name, Keeper::default());
+    let node = node_of(&ns.name, "keeper-1");
+    let (code, report, err) = verb_json("drain", &[&node, "--dry-run"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    assert_eq!(c["plan"]["blocker"]["reason"], "MembershipUnknown", "{c:#}");
+    assert!(
+        c["plan"]["blocker"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--assume-voters-are-pods"),
+        "{c:#}"
     );
 }

@@ -168,7 +168,15 @@ fn drain_node_of(ns: &str, server: &str, env: &[(&str, &str)]) -> (String, Value
     let (code, report, err) = verb(
         env,
         "drain",
-        &[&node, "--via", "direct", "--timeout", "90s"],
+        // drain names no cluster: the environment's credentials need the flag.
+        &[
+            &node,
+            "--via",
+            "direct",
+            "--timeout",
+            "90s",
+            "--credentials-from-env",
+        ],
     );
     assert_eq!(code, Some(0), "{err}\n{report:#}");
     (node, cluster(&report, ns).clone())

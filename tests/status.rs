@@ -604,51 +604,15 @@ fn deploy_large_answer(ns: &str, name: &str, bytes: usize) {
 }
 
 fn deploy_python_replica(ns: &str, name: &str, program: &str) {
-    let indented: String = program
-        .lines()
-        .map(|l| format!("            {l}\n"))
-        .collect();
-    let manifest = format!(
-        r#"apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: {name}
-  annotations:
-    kubectl-raft.io/port: "8080"
-    kubectl-raft.io/health-path: /health
-spec:
-  serviceName: {name}
-  replicas: 1
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-      containers:
-      - name: server
-        image: python:3
-        command:
-        - /usr/bin/python3
-        - -c
-        - |
-{indented}        ports: [{{name: http, containerPort: 8080}}]
-        readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1}}
-"#
-    );
-    let f = tempfile(&manifest);
-    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
-    wait_in(
+    deploy_python_sts(
         ns,
-        Duration::from_secs(60),
-        &format!("{name}-0 Ready"),
-        || {
-            let p = kubectl_json(&["get", "pods", "-n", ns, "-l", &format!("app={name}")]);
-            p["items"][0]["status"]["conditions"]
-                .as_array()
-                .is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-        },
+        name,
+        program,
+        &[
+            ("kubectl-raft.io/port", "8080"),
+            ("kubectl-raft.io/health-path", "/health"),
+        ],
+        None,
     );
 }
 

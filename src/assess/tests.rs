@@ -135,6 +135,7 @@ fn observe(rs: &[R], tcp_probe: bool) -> ClusterObservation {
         desired_replicas: rs.len() as u32,
         pods,
         credentials_secret: None,
+        named: true,
     };
     ClusterObservation {
         target,
@@ -679,7 +680,7 @@ fn the_table_report_lines() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "db/etcd (etcd, StatefulSet): 3 members, 3/3 voters healthy, quorum 2, fault tolerance 1, leader etcd-1 (term 2)"
+        "db/etcd (etcd, StatefulSet): 3 members (counted from pods), 3/3 voters healthy, quorum 2, fault tolerance 1, leader etcd-1 (term 2)"
     );
     assert!(lines[1].starts_with("PodDisruptionBudget etcd: 1 disruption(s) allowed"));
     assert!(lines[3].split_whitespace().eq([

@@ -11,8 +11,9 @@
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::Path;
+use std::sync::mpsc::Receiver;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, FromArgMatches};
 use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
@@ -52,6 +53,7 @@ pub fn request(argv: &[OsString]) -> Option<Vec<OsString>> {
 
 /// Prints the candidates for the last of `words` (the word being typed, possibly empty).
 pub fn run(words: Vec<OsString>, out: &mut dyn Write) -> std::io::Result<()> {
+    let _ = STARTED.set(Instant::now());
     let mut args: Vec<OsString> = vec!["kubectl-raft".into()];
     args.extend(words);
     if args.len() == 1 {
@@ -151,27 +153,78 @@ fn contexts() -> Vec<CompletionCandidate> {
 }
 
 fn statefulsets() -> Vec<CompletionCandidate> {
-    from_cluster("StatefulSet", |client, ns| {
+    collect(&[list_in_background("StatefulSet", |client, ns| {
         Api::<StatefulSet>::namespaced(client, &ns)
-    })
+    })])
 }
 
 fn pods() -> Vec<CompletionCandidate> {
-    from_cluster("pod", |client, ns| Api::<Pod>::namespaced(client, &ns))
+    collect(&[list_in_background("pod", |client, ns| {
+        Api::<Pod>::namespaced(client, &ns)
+    })])
 }
 
+/// Both lists at once, on the one connection.
 fn statefulsets_and_pods() -> Vec<CompletionCandidate> {
-    let mut all = statefulsets();
-    all.extend(pods());
-    all
+    collect(&[
+        list_in_background("StatefulSet", |client, ns| {
+            Api::<StatefulSet>::namespaced(client, &ns)
+        }),
+        list_in_background("pod", |client, ns| Api::<Pod>::namespaced(client, &ns)),
+    ])
 }
 
 fn nodes() -> Vec<CompletionCandidate> {
-    from_cluster("node", |client, _| Api::<Node>::all(client))
+    collect(&[list_in_background("node", |client, _| {
+        Api::<Node>::all(client)
+    })])
 }
 
 fn namespaces() -> Vec<CompletionCandidate> {
-    from_cluster("namespace", |client, _| Api::<Namespace>::all(client))
+    collect(&[list_in_background("namespace", |client, _| {
+        Api::<Namespace>::all(client)
+    })])
+}
+
+/// When every answer from the cluster must be in: CLUSTER_TIMEOUT after the completion
+/// started, whatever blocks (a credential plugin waiting for a login, a dead API server).
+fn deadline() -> Instant {
+    *STARTED.get_or_init(Instant::now) + CLUSTER_TIMEOUT
+}
+
+static STARTED: OnceLock<Instant> = OnceLock::new();
+
+/// A list run on a thread of its own, so that nothing it blocks on (the connection, an exec
+/// credential plugin that runs synchronously) can hold the shell past the deadline.
+fn list_in_background<K>(
+    what: &'static str,
+    api: impl FnOnce(kube::Client, String) -> Api<K> + Send + 'static,
+) -> Receiver<Vec<CompletionCandidate>>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(from_cluster(what, api));
+    });
+    rx
+}
+
+/// What the lists answered by the deadline; the rest is left out (the process exits after
+/// answering, ending any thread still blocked).
+fn collect(lists: &[Receiver<Vec<CompletionCandidate>>]) -> Vec<CompletionCandidate> {
+    lists
+        .iter()
+        .flat_map(|rx| {
+            rx.recv_timeout(deadline().saturating_duration_since(Instant::now()))
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// The one runtime and the one connection every completer of this process shares (a

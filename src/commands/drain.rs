@@ -11,7 +11,6 @@ mod lock;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +21,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::wait::await_condition;
 use kube::ResourceExt;
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
 use crate::commands::progress::{Line, Progress};
@@ -30,15 +30,28 @@ use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
 use crate::model::{human_duration, pod_ready, ClusterObservation, Selection};
 use crate::plan::drain::{
-    classify_pod, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput, ClusterPlan,
-    DrainOptions, DrainStep, PodRules, PodVerdict,
+    classify_pod, emptydir_volumes, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput,
+    ClusterPlan, DrainOptions, DrainStep, PodRules, PodVerdict,
 };
 use crate::plan::groups::{moves_off, GroupMoves};
 use crate::plan::placement::stuck_members;
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
-use evict::{Evicted, Evictor};
+use evict::{sleep_or_cancel, Attempt, Evicted, Evictor};
+
+/// A step that could not be taken now and is decided again from a fresh survey (a PDB that
+/// refuses the eviction): never retried on the old decision.
+#[derive(Debug)]
+struct StepBlocked(String);
+
+impl std::fmt::Display for StepBlocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StepBlocked {}
 
 /// How often a blocked cluster is surveyed again.
 const RECHECK_EVERY: Duration = Duration::from_secs(2);
@@ -130,6 +143,13 @@ pub async fn run(
             },
         )
         .await?;
+    for why in &first.skipped {
+        writeln!(
+            err,
+            "Warning: {}: its pods on the node(s) are treated as ordinary pods",
+            crate::render::clean(why)
+        )?;
+    }
     let raft_pods: BTreeSet<(String, String)> = first
         .observations
         .iter()
@@ -171,6 +191,7 @@ pub async fn run(
         grace_period: args.grace_period,
         disable_eviction: args.disable_eviction,
         timeout: args.timeout,
+        cancel: CancellationToken::new(),
     });
 
     // Lock every cluster before changing anything.
@@ -302,6 +323,8 @@ async fn drain(
         nodes: drained.clone(),
         max_lag: args.max_lag,
         allow_degraded: args.allow_degraded,
+        delete_emptydir_data: args.delete_emptydir_data,
+        assume_voters_are_pods: args.assume_voters_are_pods,
     };
 
     if args.dry_run {
@@ -325,12 +348,12 @@ async fn drain(
     }
 
     let progress = Arc::new(Progress::new());
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = evictor.cancel.clone();
     let ctrl_c = {
         let cancel = cancel.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.store(true, Ordering::SeqCst);
+                cancel.cancel();
                 eprintln!("interrupted: stopping after the current step (Ctrl-C again to exit at once; a transfer in flight is then not reported)");
                 if tokio::signal::ctrl_c().await.is_ok() {
                     std::process::exit(130);
@@ -503,11 +526,19 @@ fn cluster_input(
         &snapshot.pods,
         drained,
     );
+    let empty_dirs = obs
+        .target
+        .pods
+        .iter()
+        .map(|p| (p.name_any(), emptydir_volumes(p)))
+        .filter(|(_, d)| !d.is_empty())
+        .collect();
     ClusterInput {
         report,
         can_transfer: obs.target.profile.transfer.is_some(),
         target_needs_id: crate::plan::transfer_needs_member_id(&obs.target.profile, false),
         stuck,
+        empty_dirs,
     }
 }
 
@@ -556,7 +587,7 @@ async fn drain_cluster(
     ns: &str,
     name: &str,
     progress: &Progress,
-    cancel: &AtomicBool,
+    cancel: &CancellationToken,
 ) -> ClusterSummary {
     let start = Instant::now();
     let cluster = format!("{ns}/{name}");
@@ -582,26 +613,18 @@ async fn drain_cluster(
         message: String::new(),
     };
     let mut blocked_since: Option<Instant> = None;
-    let stop = |s: &mut ClusterSummary, why: String| {
+    // Why it stopped; the message is made after the loop, with what is left as it is then.
+    let mut stopped: Option<String> = None;
+    let mut stop = |s: &mut ClusterSummary, why: String| {
         s.result = "stopped".into();
-        let done = if s.done.is_empty() {
-            "nothing".to_string()
-        } else {
-            s.done.join("; ")
-        };
-        let why = why
-            .strip_prefix(&format!("{cluster}: "))
-            .unwrap_or(&why)
-            .to_string();
-        let done = if s.left.is_empty() {
-            done
-        } else {
-            format!("{done}; left: {}", s.left.join(", "))
-        };
-        s.message = format!("{cluster}: {why} (done: {done})");
+        stopped = Some(
+            why.strip_prefix(&format!("{cluster}: "))
+                .unwrap_or(&why)
+                .to_string(),
+        );
     };
     loop {
-        if cancel.load(Ordering::SeqCst) {
+        if cancel.is_cancelled() {
             stop(&mut s, "interrupted".into());
             break;
         }
@@ -623,15 +646,7 @@ async fn drain_cluster(
             }
         };
         let plan = plan_cluster(&input, opts);
-        s.left = input
-            .report
-            .replicas
-            .iter()
-            .filter_map(|x| {
-                let n = x.node.as_ref().filter(|n| opts.nodes.contains(*n))?;
-                Some(format!("{} on {n}", x.pod))
-            })
-            .collect();
+        s.left = left_on(&input.report, &opts.nodes);
         if s.system.is_empty() {
             s.system = input.report.system.clone();
             s.plan = plan.clone();
@@ -663,7 +678,7 @@ async fn drain_cluster(
                         break;
                     }
                     line.set(&format!("waiting: {}", b.message));
-                    tokio::time::sleep(RECHECK_EVERY).await;
+                    sleep_or_cancel(cancel, RECHECK_EVERY).await;
                     continue;
                 }
                 Some(b) => {
@@ -686,10 +701,46 @@ async fn drain_cluster(
                 evict_member(&ctx, &obs, &input.report, &step, &mut s).await
             }
         };
-        if let Err(e) = r {
-            stop(&mut s, crate::errors::anyhow_chain(&e));
-            break;
+        match r {
+            Ok(()) => {}
+            // Not now: wait, then survey and plan again; what was decided is not retried.
+            Err(e) if e.downcast_ref::<StepBlocked>().is_some() => {
+                let since = *blocked_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= args.timeout {
+                    stop(
+                        &mut s,
+                        format!("still blocked after {}: {e}", human_duration(args.timeout)),
+                    );
+                    break;
+                }
+                line.set(&format!(
+                    "waiting: {e}; planning again every {}s",
+                    evict::RETRY_EVERY.as_secs()
+                ));
+                sleep_or_cancel(cancel, evict::RETRY_EVERY).await;
+            }
+            Err(e) => {
+                stop(&mut s, crate::errors::anyhow_chain(&e));
+                break;
+            }
         }
+    }
+    if let Some(why) = stopped {
+        // What is left now, not at the last plan: a member may have moved meanwhile.
+        if let Ok(Some((_, input))) = look(surveyor, pvs, ns, name, &opts.nodes).await {
+            s.left = left_on(&input.report, &opts.nodes);
+        }
+        let done = if s.done.is_empty() {
+            "nothing".to_string()
+        } else {
+            s.done.join("; ")
+        };
+        let done = if s.left.is_empty() {
+            done
+        } else {
+            format!("{done}; left: {}", s.left.join(", "))
+        };
+        s.message = format!("{cluster}: {why} (done: {done})");
     }
     line.finish();
     // Elections: the leader evictions that started one, or the term increments a transfer
@@ -700,6 +751,18 @@ async fn drain_cluster(
     }
     s.duration_ms = start.elapsed().as_secs_f64() * 1000.0;
     s
+}
+
+/// The members still on the drained nodes, "pod on node".
+fn left_on(report: &ClusterReport, nodes: &BTreeSet<String>) -> Vec<String> {
+    report
+        .replicas
+        .iter()
+        .filter_map(|x| {
+            let n = x.node.as_ref().filter(|n| nodes.contains(*n))?;
+            Some(format!("{} on {n}", x.pod))
+        })
+        .collect()
 }
 
 fn empty_plan(ns: &str, name: &str) -> ClusterPlan {
@@ -831,6 +894,17 @@ async fn evict_member(
         step.pod, step.why, step.node
     ));
     if step.action == Action::EvictLeader {
+        // A PDB that refuses now sends the decision back to planning, before the election
+        // is started and measured.
+        let answer = evictor.dry_run(&pod).await;
+        if answer.starts_with("refused now: ") {
+            return Err(StepBlocked(format!(
+                "cannot evict the leader {} yet: {}",
+                step.pod,
+                answer.trim_start_matches("refused now: ")
+            ))
+            .into());
+        }
         // No transfer: the eviction starts an election; measure it as yield --allow-election does.
         let expect = Expect {
             old_leader: step.pod.clone(),
@@ -875,11 +949,14 @@ async fn evict_member(
         line.note(&msg);
         s.done.push(msg);
     } else {
-        match evictor.evict(&pod, line).await? {
-            Evicted::AlreadyGone => {
+        match evictor.attempt(&pod).await? {
+            Attempt::Refused(why) => {
+                return Err(StepBlocked(format!("cannot evict {} yet: {why}", step.pod)).into())
+            }
+            Attempt::Done(Evicted::AlreadyGone) => {
                 line.note(&format!("{} had already gone; not evicted again", step.pod));
             }
-            Evicted::Accepted => {
+            Attempt::Done(Evicted::Accepted) => {
                 line.set(&format!("waiting for {} to stop", step.pod));
                 evictor.wait_gone(&pod).await?;
                 s.evictions += 1;
@@ -899,7 +976,7 @@ async fn evict_member(
         s.done.push(msg);
         return Ok(());
     }
-    rejoin(surveyor, args, obs, &pod, line, s).await
+    rejoin(surveyor, args, obs, &pod, line, s, &evictor.cancel).await
 }
 
 /// The leaders of the server's streams and consumers moved off it before its eviction, so
@@ -949,6 +1026,7 @@ async fn rejoin(
     old: &Pod,
     line: &Line,
     s: &mut ClusterSummary,
+    cancel: &CancellationToken,
 ) -> Result<()> {
     let ns = old.namespace().unwrap_or_default();
     let name = old.name_any();
@@ -962,9 +1040,16 @@ async fn rejoin(
         let ready = await_condition(api.clone(), &name, |p: Option<&Pod>| {
             p.is_some_and(|p| p.uid().as_deref() != Some(old_uid.as_str()) && pod_ready(p))
         });
+        let ready = async {
+            tokio::select! {
+                r = ready => Some(r),
+                _ = cancel.cancelled() => None,
+            }
+        };
         match tokio::time::timeout(args.timeout, ready).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => bail!("watching {ns}/{name}'s replacement: {e}"),
+            Ok(None) => bail!("interrupted while waiting for {name}'s replacement to be Ready"),
+            Ok(Some(Ok(_))) => {}
+            Ok(Some(Err(e))) => bail!("watching {ns}/{name}'s replacement: {e}"),
             Err(_) => {
                 let why = api
                     .get_opt(&name)
@@ -991,13 +1076,13 @@ async fn rejoin(
         let last = match surveyor.survey_in(Some(&ns), &sel).await {
             Ok(sv) => match sv.reports.into_iter().next() {
                 Some(r) => {
-                    let term = r.summary.term;
+                    let leader = r
+                        .replicas
+                        .iter()
+                        .find(|x| r.summary.leader.as_deref() == Some(x.pod.as_str()));
                     match r.replicas.iter().find(|x| x.pod == name) {
-                        Some(x) => match healthy_voter(x, term, args.max_lag) {
-                            Ok(())
-                                if x.raft.has_leader != Some(false)
-                                    && r.summary.leader.is_some() =>
-                            {
+                        Some(x) => match rejoined(x, leader, args.max_lag) {
+                            Ok(()) if leader.is_some() => {
                                 let msg = format!(
                                     "{name} rejoined on {} ({} after the eviction)",
                                     x.node.clone().unwrap_or_default(),
@@ -1023,8 +1108,37 @@ async fn rejoin(
                 human_duration(args.timeout)
             );
         }
-        tokio::time::sleep(RECHECK_EVERY / 2).await;
+        if sleep_or_cancel(cancel, RECHECK_EVERY / 2).await {
+            bail!("interrupted while waiting for {name} to rejoin ({last})");
+        }
     }
+}
+
+/// Whether a replacement has rejoined: a voter by the one definition of a healthy voter; a
+/// learner or observer by its own role's test (Ready, healthy, and knowing the leader), so
+/// that one on a drained node does not stall the drain.
+fn rejoined(
+    x: &crate::report::ReplicaReport,
+    leader: Option<&crate::report::ReplicaReport>,
+    max_lag: u64,
+) -> Result<(), String> {
+    if x.raft.learner || !x.raft.role.is_voter() {
+        let p = &x.pod;
+        if x.raft.health.state != crate::report::CheckState::Ok {
+            return Err(format!(
+                "{p}'s health check is {}",
+                x.raft.health.state.as_str()
+            ));
+        }
+        if !x.ready {
+            return Err(format!("{p} is not Ready"));
+        }
+        if x.raft.has_leader == Some(false) {
+            return Err(format!("{p} knows no leader"));
+        }
+        return Ok(());
+    }
+    healthy_voter(x, leader, max_lag)
 }
 
 /// Why a pod is not running, in a few words: phase, and the scheduler's or kubelet's reason.

@@ -48,10 +48,13 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     if args.probe.credentials_secret.is_some() {
         bail!("--local reads no Secrets (it needs no Kubernetes API): mount the Secret and pass --credentials-file");
     }
-    let mut transport = Transport::direct(args.probe.max_inflight as usize);
-    if let Some(path) = &args.probe.credentials_file {
-        transport = transport.with_vars(std::sync::Arc::new(crate::credentials::read_file(path)?));
-    }
+    // In its own pod, the environment is the pod's: read it (the file's values first).
+    let vars = match &args.probe.credentials_file {
+        Some(path) => crate::credentials::read_file(path)?.with_env(true),
+        None => crate::credentials::Vars::environment(),
+    };
+    let transport =
+        Transport::direct(args.probe.max_inflight as usize).with_vars(std::sync::Arc::new(vars));
     let local = synthetic_pod("localhost", "127.0.0.1", port, &profile);
     let local_pod = local.clone();
     let me = observe_replica(&transport, &profile, &local, limit).await;
@@ -109,6 +112,7 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
         desired_replicas: pods.len() as u32,
         pods,
         credentials_secret: None,
+        named: true,
     };
     let obs = observe_cluster(&transport, target, limit).await;
     let report = crate::assess::assess(&obs, &Snapshot::default());
@@ -189,6 +193,7 @@ async fn hand_over_alone(
         desired_replicas: 1,
         pods: vec![local.clone()],
         credentials_secret: None,
+        named: true,
     };
     let limit = args.probe.probe_timeout.min(Duration::from_secs(1));
     let start = Instant::now();

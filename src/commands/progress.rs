@@ -50,6 +50,7 @@ pub fn timestamp() -> String {
 impl Line {
     /// What the task does now (replaces the line on a terminal).
     pub fn set(&self, msg: &str) {
+        let msg = crate::render::clean(msg);
         match &self.bar {
             Some(b) => {
                 b.reset_elapsed();
@@ -61,6 +62,7 @@ impl Line {
 
     /// Something that happened, kept above the live lines.
     pub fn note(&self, msg: &str) {
+        let msg = crate::render::clean(msg);
         match &self.bar {
             Some(b) => b.println(format!("{} {}: {msg}", timestamp(), self.label)),
             None => eprintln!("{} {}: {msg}", timestamp(), self.label),

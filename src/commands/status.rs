@@ -41,6 +41,9 @@ pub async fn run(
         s.finish_and_clear();
     }
     let survey = survey?;
+    for why in &survey.skipped {
+        writeln!(err, "Warning: {}", crate::render::clean(why))?;
+    }
     if survey.reports.is_empty() {
         let place = surveyor.place();
         match sel.nodes.first() {

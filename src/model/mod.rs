@@ -70,6 +70,9 @@ pub struct ClusterTarget {
     pub pods: Vec<Pod>,
     /// The Secret the annotation kubectl-raft.io/credentials-secret names (the name only).
     pub credentials_secret: Option<String>,
+    /// The user named this cluster (`status NAME`, `yield NAME`): credentials from the
+    /// environment go to it; to others only with --credentials-from-env.
+    pub named: bool,
 }
 
 pub fn labels(p: &Pod) -> &BTreeMap<String, String> {
@@ -134,6 +137,11 @@ impl HttpAnswer {
 
 /// Answers larger than this are cut off and reported: health endpoints answer in bytes.
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
+
+/// The most any profile may raise a request's answer cap to (`max_bytes`): NATS's listing of
+/// every stream and consumer needs 64 MiB; more would let one replica exhaust the memory of
+/// the admin's machine.
+pub const MAX_ANSWER_BYTES_CEILING: usize = 64 << 20;
 
 /// Why a request to a replica got no usable answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -337,14 +337,26 @@ pub struct FieldSpec {
 #[serde(deny_unknown_fields)]
 pub struct MembershipSpec {
     pub request: HttpRequest,
-    /// JSON pointer to the array of members.
+    /// JSON pointer to the members: an array, or an object whose keys are the member ids
+    /// (ZooKeeper's voting_view). Empty when the system says only how many there are (`size`).
+    #[serde(default)]
     pub list: String,
-    /// Pointers inside one member.
+    /// Pointers inside one member (the id: unused when `list` is an object).
+    #[serde(default)]
     pub id: String,
+    /// Its name; a host name's first label is matched to the pod names.
     #[serde(default)]
     pub name: Option<String>,
+    /// A boolean, true for a member that does not vote (etcd's isLearner).
     #[serde(default)]
     pub learner: Option<String>,
+    /// A boolean, true for a member that votes (Consul's and Nomad's Voter).
+    #[serde(default)]
+    pub voter: Option<String>,
+    /// Where the system gives only the number of voters it is configured with (NATS's meta
+    /// group `cluster_size`), a pointer to it, instead of `list`.
+    #[serde(default)]
+    pub size: Option<String>,
     /// Where the member serves the profile's port (a URL, e.g. etcd's clientURLs), for
     /// `yield --local`, which reaches its peers without the Kubernetes API.
     #[serde(default)]

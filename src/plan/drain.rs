@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::model::Role;
 use crate::plan::{rank_targets, YieldOptions};
-use crate::report::{CheckState, ClusterReport, ReplicaReport};
+use crate::report::{ClusterReport, ReplicaReport, VotersFrom};
 
 // --- ordinary pods, as kubectl drain treats them ----------------------------------------------
 
@@ -108,13 +108,7 @@ fn daemonset(p: &Pod, rules: &PodRules) -> PodVerdict {
 }
 
 fn emptydir(p: &Pod, rules: &PodRules) -> PodVerdict {
-    let dirs: Vec<&str> = p
-        .spec
-        .iter()
-        .flat_map(|s| s.volumes.iter().flatten())
-        .filter(|v| v.empty_dir.is_some())
-        .map(|v| v.name.as_str())
-        .collect();
+    let dirs = emptydir_volumes(p);
     match (dirs.is_empty(), rules.delete_emptydir_data) {
         (true, _) => PodVerdict::Evict(None),
         (false, true) => PodVerdict::Evict(Some(format!(
@@ -155,6 +149,12 @@ pub struct DrainOptions {
     /// Evict a member whose replacement cannot start elsewhere, leaving the cluster with one
     /// member fewer until the node is back.
     pub allow_degraded: bool,
+    /// Evict members whose data is in an emptyDir (kubectl drain's rule, for members too):
+    /// each replacement starts empty and must catch up as a new member.
+    pub delete_emptydir_data: bool,
+    /// Act on a cluster whose voters could only be counted from its pods (its system's
+    /// configuration could not be read): `--assume-voters-are-pods`.
+    pub assume_voters_are_pods: bool,
 }
 
 /// One cluster as the planner sees it: its assessed report, whether its system can hand
@@ -167,6 +167,18 @@ pub struct ClusterInput {
     /// The transfer names its target by member id (`plan::transfer_needs_member_id`).
     pub target_needs_id: bool,
     pub stuck: BTreeMap<String, String>,
+    /// Per pod, the emptyDir volumes it has (`emptydir_volumes`): lost with the pod.
+    pub empty_dirs: BTreeMap<String, Vec<String>>,
+}
+
+/// The names of a pod's emptyDir volumes, kubectl drain's "local storage".
+pub fn emptydir_volumes(p: &Pod) -> Vec<String> {
+    p.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter(|v| v.empty_dir.is_some())
+        .map(|v| v.name.clone())
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -207,6 +219,11 @@ pub enum BlockReason {
     NoTarget,
     Pinned,
     Degraded,
+    /// A member's data is in an emptyDir and --delete-emptydir-data was not given.
+    LocalData,
+    /// The voters could only be counted from the pods, and --assume-voters-are-pods was not
+    /// given.
+    MembershipUnknown,
 }
 
 impl BlockReason {
@@ -256,37 +273,14 @@ impl ClusterPlan {
     }
 }
 
-/// Whether a replica counts toward a quorum that can commit: a voter that answers healthy,
-/// is Ready and not going, in the leader's term, and within `max_lag` of the leader.
-pub fn healthy_voter(x: &ReplicaReport, term: Option<u64>, max_lag: u64) -> Result<(), String> {
-    let p = &x.pod;
-    if x.raft.learner || !x.raft.role.is_voter() {
-        return Err(format!("{p} does not vote"));
-    }
-    if x.terminating {
-        return Err(format!("{p} is terminating"));
-    }
-    if x.raft.health.state != CheckState::Ok {
-        return Err(format!(
-            "{p}'s health check is {} ({})",
-            x.raft.health.state.as_str(),
-            x.raft.health.detail
-        ));
-    }
-    if !x.ready {
-        return Err(format!("{p} is not Ready"));
-    }
-    if term.is_some() && x.raft.term.is_some() && x.raft.term != term {
-        return Err(format!(
-            "{p} is in term {}, the leader in {}",
-            x.raft.term.unwrap_or_default(),
-            term.unwrap_or_default()
-        ));
-    }
-    match x.raft.lag {
-        Some(l) if l > max_lag => Err(format!("{p} lags {l} entries (limit {max_lag})")),
-        _ => Ok(()),
-    }
+/// Whether a replica counts toward a quorum that can commit: `plan::voter::voter_health`,
+/// the one definition yield and drain share.
+pub fn healthy_voter(
+    x: &ReplicaReport,
+    leader: Option<&ReplicaReport>,
+    max_lag: u64,
+) -> Result<(), String> {
+    crate::plan::voter::voter_health(x, leader, max_lag).map_err(|(_, why)| why)
 }
 
 /// Every cluster's plan, in the order of their names: the order of the input changes nothing.
@@ -321,7 +315,7 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
     let term = leader.and_then(|l| l.raft.term);
     let healthy: BTreeSet<&str> = replicas
         .iter()
-        .filter(|x| healthy_voter(x, term, opts.max_lag).is_ok())
+        .filter(|x| healthy_voter(x, leader, opts.max_lag).is_ok())
         .map(|x| x.pod.as_str())
         .collect();
     let mut plan = ClusterPlan {
@@ -365,6 +359,14 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
         );
         return plan;
     };
+    if r.summary.voters_from == VotersFrom::Pods && !opts.assume_voters_are_pods {
+        plan.blocker = block(
+            BlockReason::MembershipUnknown,
+            None,
+            format!("{cluster}: its voters could not be read from {}'s own configuration, only counted from its {} pod(s); a server configured but not running (or scaled away without being removed) would make that count wrong and an eviction break quorum. Check the membership, then pass --assume-voters-are-pods to drain on the pod count", r.system, r.replicas.len()),
+        );
+        return plan;
+    }
     if let Some(x) = replicas.iter().find(|x| x.terminating) {
         plan.blocker = block(
             BlockReason::Terminating,
@@ -403,6 +405,15 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
             );
             break;
         }
+        let dirs = c.empty_dirs.get(&x.pod).filter(|d| !d.is_empty());
+        if let (Some(dirs), false) = (dirs, opts.delete_emptydir_data) {
+            plan.blocker = block(
+                BlockReason::LocalData,
+                Some(&x.pod),
+                format!("{cluster}: {} has local storage in emptyDir ({}), lost on eviction: its replacement would start empty and have to join as a new member (use --delete-emptydir-data to evict it anyway)", x.pod, dirs.join(", ")),
+            );
+            break;
+        }
         let stuck = c.stuck.get(&x.pod);
         if let (Some(why), false) = (stuck, opts.allow_degraded) {
             plan.blocker = block(
@@ -417,7 +428,7 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
             let unhealthy: Vec<String> = replicas
                 .iter()
                 .filter(|y| !sim.contains(y.pod.as_str()) && y.pod != x.pod)
-                .filter_map(|y| healthy_voter(y, term, opts.max_lag).err())
+                .filter_map(|y| healthy_voter(y, Some(leader), opts.max_lag).err())
                 .collect();
             plan.blocker = block(
                 BlockReason::QuorumAtRisk,
@@ -431,7 +442,7 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
             break;
         }
         let is_leader = x.pod == leader.pod;
-        let (action, target, why) = if !is_leader {
+        let (action, target, mut why) = if !is_leader {
             (
                 Action::Evict,
                 None,
@@ -473,6 +484,9 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
                 ),
             )
         };
+        if let Some(dirs) = dirs {
+            why = format!("{why}; its emptyDir data ({}) is deleted with it: the replacement starts empty and must catch up", dirs.join(", "));
+        }
         plan.steps.push(DrainStep {
             pod: x.pod.clone(),
             node,

@@ -3,7 +3,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::model::OwnerKind;
 use crate::profile::Catalog;
-use crate::report::{Check, Probes, RaftReport, Summary};
+use crate::report::{Check, CheckState, Probes, RaftReport, Summary};
 
 #[derive(Clone, Debug)]
 pub(in crate::plan) struct M {
@@ -87,6 +87,7 @@ pub(in crate::plan) fn cluster(ms: &[M]) -> ClusterReport {
             leader: None,
             term: Some(5),
             ready_pods: ms.len() as u32,
+            voters_from: crate::report::VotersFrom::Configuration,
         },
         pdb: None,
         services: vec![],

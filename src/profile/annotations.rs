@@ -60,7 +60,13 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         if ps.len() != 1 {
             bail!("annotation {PROFILE} must hold exactly one profile");
         }
-        return Ok(Described::Profile(Box::new(ps.remove(0))));
+        let p = ps.remove(0);
+        if let Err(why) = harmless(&p) {
+            bail!(
+                "annotation {PROFILE}: {why}. Whoever can edit a StatefulSet can write its annotations, so they may describe only GET requests without headers, body or variables, no transfer and no groups, answers of at most 1 MiB; pass anything more in a profile file of your own with --profiles (docs/security.md)"
+            );
+        }
+        return Ok(Described::Profile(Box::new(p)));
     }
     let Some(health) = get(HEALTH_PATH) else {
         if let Some(system) = get(SYSTEM) {
@@ -187,6 +193,44 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         .validate()
         .context("the kubectl-raft.io/ annotations")?;
     Ok(Described::Profile(Box::new(profile)))
+}
+
+/// What a profile written by whoever can edit a StatefulSet may ask of a replica, on behalf
+/// of whoever runs the plugin (docs/security.md): reads only, nothing of the user's (no
+/// header, hence no variable), nothing that changes the cluster (no transfer, no groups'
+/// stepdowns), bounded answers.
+pub fn harmless(p: &Profile) -> Result<(), String> {
+    if p.transfer.is_some() {
+        return Err("it has a `transfer` section".into());
+    }
+    if p.groups.is_some() {
+        return Err("it has a `groups` section".into());
+    }
+    for r in p.http_requests() {
+        if !r.method.eq_ignore_ascii_case("GET") {
+            return Err(format!("{} {} is not a GET request", r.method, r.path));
+        }
+        if r.body.is_some() {
+            return Err(format!("GET {} has a body", r.path));
+        }
+        if !r.headers.is_empty() {
+            let names: Vec<&str> = r.headers.keys().map(String::as_str).collect();
+            return Err(format!(
+                "GET {} sets headers ({})",
+                r.path,
+                names.join(", ")
+            ));
+        }
+        if r.max_bytes
+            .is_some_and(|m| m > crate::model::MAX_ANSWER_BYTES)
+        {
+            return Err(format!("GET {} raises max_bytes above 1 MiB", r.path));
+        }
+        if r.path.contains("${") {
+            return Err(format!("GET {} names a variable", r.path));
+        }
+    }
+    Ok(())
 }
 
 fn indent(s: &str) -> String {
@@ -322,5 +366,55 @@ mod tests {
         };
         assert_eq!(p.name, "mine");
         assert_eq!(p.port.numbers, vec![7000]);
+    }
+
+    fn refused(yaml: &str) -> String {
+        let e = describe("x", &ann(&[(PROFILE, yaml)])).unwrap_err();
+        format!("{e:#}")
+    }
+
+    #[test]
+    fn an_annotation_profile_cannot_send_the_users_variables() {
+        let e = refused(
+            "name: t\nport: {numbers: [80]}\nhealth: {request: {path: /h, headers: {X: \"${SOME_VAR:-none}\"}}}\n",
+        );
+        assert!(e.contains("sets headers (X)"), "{e}");
+        assert!(e.contains("--profiles"), "{e}");
+    }
+
+    #[test]
+    fn an_annotation_profile_cannot_write() {
+        let e = refused(
+            "name: t\nport: {numbers: [2379]}\nhealth: {request: {method: POST, path: /v3/kv/put, body: '{}'}}\n",
+        );
+        assert!(e.contains("POST /v3/kv/put is not a GET request"), "{e}");
+        let e = refused(
+            "name: t\nport: {numbers: [80]}\nhealth: {request: {path: /h}}\nrequests:\n- name: r\n  request: {path: /r, body: x}\n  fields: {role: {json: /r}}\n",
+        );
+        assert!(e.contains("has a body"), "{e}");
+    }
+
+    #[test]
+    fn an_annotation_profile_cannot_transfer_or_read_large_answers() {
+        let e = refused(
+            "name: t\nport: {numbers: [80]}\nhealth: {request: {path: /h}}\ntransfer: {untargeted: {send_to: leader, request: {path: /x}}}\n",
+        );
+        assert!(e.contains("transfer"), "{e}");
+        let e = refused(
+            "name: t\nport: {numbers: [80]}\nhealth: {request: {path: /h, max_bytes: 2000000}}\n",
+        );
+        assert!(e.contains("max_bytes"), "{e}");
+    }
+
+    #[test]
+    fn no_profile_may_leave_the_replicas_port() {
+        for path in ["/../../secrets", "/a/%2e%2e/b", "/a/./b", "/x/%2E%2E"] {
+            let yaml = format!(
+                "name: t\nport: {{numbers: [80]}}\nhealth: {{request: {{path: \"{path}\"}}}}\n"
+            );
+            let e = refused(&yaml);
+            assert!(e.contains("segment"), "{path}: {e}");
+        }
+        assert!(!crate::profile::escapes_its_pod("/v1/status?x=../y"));
     }
 }

@@ -335,15 +335,32 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
             ans.snippet()
         )
     })?;
-    let list = doc
-        .pointer(&spec.list)
-        .and_then(Value::as_array)
-        .ok_or_else(|| format!("{}: no list at {}", spec.request.path, spec.list))?;
-    list.iter()
-        .map(|m| {
-            let id = m
-                .pointer(&spec.id)
-                .and_then(scalar)
+    if let Some(size) = &spec.size {
+        // Only a count: members without ids, all voters.
+        let n = doc
+            .pointer(size)
+            .and_then(Value::as_u64)
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| format!("{}: no member count at {size}", spec.request.path))?;
+        return Ok((1..=n)
+            .map(|i| Member {
+                id: format!("#{i}"),
+                name: None,
+                learner: false,
+                url: None,
+            })
+            .collect());
+    }
+    let entries: Vec<(Option<String>, &Value)> = match doc.pointer(&spec.list) {
+        Some(Value::Array(a)) => a.iter().map(|m| (None, m)).collect(),
+        Some(Value::Object(o)) => o.iter().map(|(k, m)| (Some(k.clone()), m)).collect(),
+        _ => return Err(format!("{}: no list at {}", spec.request.path, spec.list)),
+    };
+    let members: Vec<Member> = entries
+        .into_iter()
+        .map(|(key, m)| {
+            let id = key
+                .or_else(|| m.pointer(&spec.id).and_then(scalar))
                 .ok_or_else(|| format!("{}: a member has no {}", spec.request.path, spec.id))?;
             let name = spec
                 .name
@@ -355,7 +372,13 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
                 .as_ref()
                 .and_then(|p| m.pointer(p))
                 .and_then(Value::as_bool)
-                .unwrap_or(false);
+                .unwrap_or(false)
+                || spec
+                    .voter
+                    .as_ref()
+                    .and_then(|p| m.pointer(p))
+                    .and_then(Value::as_bool)
+                    == Some(false);
             let url = spec
                 .url
                 .as_ref()
@@ -368,7 +391,17 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
                 url,
             })
         })
-        .collect()
+        .collect::<Result<_, String>>()?;
+    // The same id twice is a list that cannot be counted on.
+    let mut ids: Vec<&str> = members.iter().map(|m| m.id.as_str()).collect();
+    ids.sort_unstable();
+    if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "{}: member id {:?} is listed twice",
+            spec.request.path, w[0]
+        ));
+    }
+    Ok(members)
 }
 
 #[cfg(test)]
@@ -479,6 +512,79 @@ mod tests {
     }
 
     /// rqlite's documented /status shape (store.raft is hashicorp/raft's Stats(), numbers as numbers).
+    fn members_of(system: &str, body: &str) -> Result<Vec<Member>, String> {
+        let spec = Catalog::builtin()
+            .get(system)
+            .unwrap()
+            .membership
+            .clone()
+            .unwrap();
+        parse_membership(&spec, &ans(200, body))
+    }
+
+    #[test]
+    fn zookeeper_voters_from_its_voting_view() {
+        // As ZooKeeper 3.8.0 answered in the test world, with five servers configured.
+        let server = |i: u32| {
+            format!(
+                r#""{}": {{"server_addresses": ["zk-{}.zk.ns.svc.cluster.local:2888"], "election_addresses": ["zk-{}.zk.ns.svc.cluster.local:3888"], "client_address": "", "learner_type": "participant"}}"#,
+                i + 1,
+                i,
+                i
+            )
+        };
+        let all: Vec<String> = (0..5).map(server).collect();
+        let body = format!(
+            r#"{{"current_config": {{{}}}, "command": "voting_view", "error": null}}"#,
+            all.join(", ")
+        );
+        let m = members_of("zookeeper", &body).unwrap();
+        assert_eq!(m.len(), 5);
+        assert_eq!(m[0].id, "1");
+        assert_eq!(
+            m[4].name.as_deref(),
+            Some("zk-4.zk.ns.svc.cluster.local:2888")
+        );
+        assert!(m.iter().all(|x| !x.learner));
+        let err = r#"{"command": "voting_view", "error": "This ZooKeeper instance is not currently serving requests"}"#;
+        assert!(members_of("zookeeper", err).is_err());
+    }
+
+    #[test]
+    fn nats_counts_its_meta_groups_configured_size() {
+        let body = r#"{"meta_cluster": {"name": "nats", "leader": "nats-1", "cluster_size": 5, "quorum_needed": 3}}"#;
+        let m = members_of("nats", body).unwrap();
+        assert_eq!(m.len(), 5);
+        assert!(members_of("nats", r#"{"meta_cluster": {}}"#).is_err());
+        assert!(members_of("nats", r#"{"meta_cluster": {"cluster_size": 0}}"#).is_err());
+    }
+
+    #[test]
+    fn consul_and_nomad_non_voters_are_not_voters() {
+        // The shape of /v1/operator/raft/configuration (Consul and Nomad API docs).
+        let body = r#"{"Servers": [
+            {"ID": "a", "Node": "consul-0", "Address": "10.0.0.1:8300", "Leader": true, "Voter": true},
+            {"ID": "b", "Node": "consul-1", "Address": "10.0.0.2:8300", "Leader": false, "Voter": true},
+            {"ID": "c", "Node": "consul-2", "Address": "10.0.0.3:8300", "Leader": false, "Voter": false}
+        ], "Index": 22}"#;
+        for system in ["consul", "nomad"] {
+            let m = members_of(system, body).unwrap();
+            let learners: Vec<&str> = m
+                .iter()
+                .filter(|x| x.learner)
+                .map(|x| x.id.as_str())
+                .collect();
+            assert_eq!(learners, ["c"], "{system}");
+        }
+    }
+
+    #[test]
+    fn a_member_listed_twice_makes_the_list_unusable() {
+        let body = r#"{"Servers": [{"ID": "a", "Voter": true}, {"ID": "a", "Voter": true}]}"#;
+        let e = members_of("consul", body).unwrap_err();
+        assert!(e.contains("listed twice"), "{e}");
+    }
+
     #[test]
     fn rqlite_leader_and_follower() {
         let status = |id: &str, state: &str, leader: &str| {

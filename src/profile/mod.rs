@@ -92,11 +92,26 @@ impl Profile {
         if self.port.names.is_empty() && self.port.numbers.is_empty() {
             bail!("profile {}: `port` needs a name or a number", self.name);
         }
-        let mut paths = vec![&self.health.request.path];
-        paths.extend(self.requests.iter().map(|r| &r.request.path));
-        for p in paths {
+        for r in self.http_requests() {
+            let p = &r.path;
             if !p.starts_with('/') {
                 bail!("profile {}: path {p:?} must start with '/'", self.name);
+            }
+            if escapes_its_pod(p) {
+                bail!(
+                    "profile {}: path {p:?} has a '.' or '..' segment (or one encoded): a request must stay on the replica's own port",
+                    self.name
+                );
+            }
+            if r.max_bytes
+                .is_some_and(|m| m > crate::model::MAX_ANSWER_BYTES_CEILING)
+            {
+                bail!(
+                    "profile {}: {p}: max_bytes {} is above the ceiling of {} bytes (64 MiB)",
+                    self.name,
+                    r.max_bytes.unwrap_or_default(),
+                    crate::model::MAX_ANSWER_BYTES_CEILING
+                );
             }
         }
         let transfers = self
@@ -125,6 +140,14 @@ impl Profile {
             if !text.contains("{target_id}") {
                 bail!(
                     "profile {}: a targeted transfer sent to the leader must name the target with {{target_id}} in its path or body",
+                    self.name
+                );
+            }
+        }
+        if let Some(m) = &self.membership {
+            if m.size.is_none() && (m.list.is_empty() || !m.list.starts_with('/')) {
+                bail!(
+                    "profile {}: membership needs `list` (a JSON pointer to the members) or `size`",
                     self.name
                 );
             }
@@ -164,6 +187,23 @@ impl Profile {
             }
         }
         Ok(())
+    }
+
+    /// Every HTTP request the profile can send to a replica: checks, fact requests, the
+    /// member list, transfers.
+    pub fn http_requests(&self) -> Vec<&HttpRequest> {
+        let mut out = vec![&self.health.request];
+        out.extend(self.ready.iter().map(|c| &c.request));
+        out.extend(self.requests.iter().map(|r| &r.request));
+        out.extend(self.membership.iter().map(|m| &m.request));
+        out.extend(
+            self.transfer
+                .iter()
+                .flat_map(|t| t.targeted.iter().chain(t.untargeted.iter()))
+                .filter(|t| t.nats.is_none())
+                .map(|t| &t.request),
+        );
+        out
     }
 
     pub fn matches(&self, spec: &PodSpec) -> bool {
@@ -232,6 +272,21 @@ pub fn resolve_port(spec: &PodSpec, port: &PortSpec) -> Option<u16> {
         }
     }
     port.numbers.first().and_then(|n| u16::try_from(*n).ok())
+}
+
+/// Whether a request path could leave the replica's port once joined to a pods/proxy URL:
+/// a `.` or `..` segment, written plainly or percent-encoded, before any query.
+pub fn escapes_its_pod(path: &str) -> bool {
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let decoded = path
+        .replace("%2e", ".")
+        .replace("%2E", ".")
+        .replace("%2f", "/")
+        .replace("%2F", "/")
+        .replace("%5c", "/")
+        .replace("%5C", "/")
+        .replace('\\', "/");
+    decoded.split('/').any(|seg| seg == "." || seg == "..")
 }
 
 #[cfg(test)]

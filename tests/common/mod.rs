@@ -955,3 +955,213 @@ pub fn drain_counts(c: &Value) -> (Option<u64>, Option<u64>, Option<u64>) {
         c["elections"].as_u64(),
     )
 }
+
+/// A one-replica StatefulSet `name` whose port 8080 runs a Python `program`, with
+/// `annotations` on the StatefulSet, Ready by a TCP probe; `host_dir`, when given, mounted
+/// at /rec (what a recording server writes there, the test reads). Waits until it is Ready.
+pub fn deploy_python_sts(
+    ns: &str,
+    name: &str,
+    program: &str,
+    annotations: &[(&str, &str)],
+    host_dir: Option<&Path>,
+) {
+    let indented: String = program
+        .lines()
+        .map(|l| format!("            {l}\n"))
+        .collect();
+    let ann: String = annotations
+        .iter()
+        .map(|(k, v)| format!("    {k}: {}\n", serde_json::Value::String(v.to_string())))
+        .collect();
+    let (mounts, volumes) = match host_dir {
+        Some(d) => (
+            "        volumeMounts: [{name: rec, mountPath: /rec}]\n".to_string(),
+            format!(
+                "      volumes: [{{name: rec, hostPath: {{path: {}}}}}]\n",
+                d.display()
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
+    let manifest = format!(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {name}
+  annotations:
+{ann}spec:
+  serviceName: {name}
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: server
+        image: python:3
+        command:
+        - /usr/bin/python3
+        - -c
+        - |
+{indented}        ports: [{{name: http, containerPort: 8080}}]
+        readinessProbe: {{tcpSocket: {{port: 8080}}, periodSeconds: 1}}
+{mounts}{volumes}"#
+    );
+    let f = tempfile(&manifest);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_in(
+        ns,
+        Duration::from_secs(60),
+        &format!("{name}-0 Ready"),
+        || {
+            let p = kubectl_json(&["get", "pods", "-n", ns, "-l", &format!("app={name}")]);
+            p["items"][0]["status"]["conditions"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+        },
+    );
+}
+
+/// A Python HTTP server on 8080 that answers every request 200 with `body` (JSON) and
+/// appends each request (method, path, headers) to /rec/requests: what a tenant's pod
+/// records of what the plugin sent it.
+pub fn recording_server(body: &str) -> String {
+    format!(
+        "import http.server, json\n\
+         BODY = json.dumps({body}).encode()\n\
+         class H(http.server.BaseHTTPRequestHandler):\n    \
+             def handle_one(self):\n        \
+                 n = int(self.headers.get('Content-Length') or 0)\n        \
+                 rec = {{'method': self.command, 'path': self.path, 'headers': dict(self.headers), 'body': self.rfile.read(n).decode('latin-1')}}\n        \
+                 with open('/rec/requests', 'a') as f:\n            \
+                     f.write(json.dumps(rec) + '\\n')\n        \
+                 self.send_response(200)\n        \
+                 self.send_header('Content-Type', 'application/json')\n        \
+                 self.send_header('Content-Length', str(len(BODY)))\n        \
+                 self.end_headers()\n        \
+                 self.wfile.write(BODY)\n    \
+             do_GET = do_POST = do_PUT = handle_one\n    \
+             def log_message(self, *a):\n        \
+                 pass\n\
+         http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()"
+    )
+}
+
+/// What a recording server wrote: one JSON object per request.
+pub fn recorded(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("requests"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The plugin running in the background, its stderr read as it comes, so a test can wait on
+/// what it says (a condition) instead of sleeping.
+pub struct Running {
+    child: std::process::Child,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    what: String,
+}
+
+impl Running {
+    pub fn start(args: &[&str]) -> Self {
+        Self::start_env(&[], args)
+    }
+
+    pub fn start_env(env: &[(&str, &str)], args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"));
+        c.args(args)
+            .env("KUBECONFIG", &world().kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("kubectl-raft starts");
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let pipe = child.stderr.take().expect("stderr piped");
+        let sink = stderr.clone();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Running {
+            child,
+            stderr,
+            reader: Some(reader),
+            what: format!("kubectl raft {}", args.join(" ")),
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn stderr_so_far(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until its stderr contains `text` (panics after `limit`, or if it exits first).
+    pub fn wait_for(&mut self, text: &str, limit: Duration) {
+        let what = format!("{:?} on the stderr of {}", text, self.what);
+        let start = Instant::now();
+        loop {
+            if self.stderr_so_far().contains(text) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "{} exited ({status}) before saying {text:?}:\n{}",
+                    self.what,
+                    self.stderr_so_far()
+                );
+            }
+            assert!(
+                start.elapsed() < limit,
+                "no {what} within {limit:?}:\n{}",
+                self.stderr_so_far()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits for it to end (killed after `limit`): exit code, stdout, stderr.
+    pub fn finish(mut self, limit: Duration) -> (Option<i32>, String, String) {
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() {
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let mut out = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            use std::io::Read;
+            let _ = o.read_to_string(&mut out);
+        }
+        let status = self.child.wait().expect("it ends");
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        (status.code(), out, self.stderr_so_far())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -11,13 +11,14 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, EvictParams, Preconditions};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
 
 use crate::commands::progress::Line;
 use crate::errors::{anyhow_chain, api_context, status_of};
 use crate::select::selector_matches;
 
 /// kubectl drain retries a refused eviction every 5 s.
-const RETRY_EVERY: Duration = Duration::from_secs(5);
+pub const RETRY_EVERY: Duration = Duration::from_secs(5);
 
 pub struct Evictor {
     /// A client that does not retry 429s by itself: a PDB's refusal is ours to explain.
@@ -25,6 +26,8 @@ pub struct Evictor {
     pub grace_period: Option<u32>,
     pub disable_eviction: bool,
     pub timeout: Duration,
+    /// Ctrl-C: every wait ends early when it fires.
+    pub cancel: CancellationToken,
 }
 
 /// What happened to the eviction.
@@ -34,6 +37,23 @@ pub enum Evicted {
     Accepted,
     /// It had already gone, or was recreated under the same name (a new UID): not evicted.
     AlreadyGone,
+}
+
+/// One attempt's answer, for callers that decide again before they retry (a Raft member's
+/// eviction goes back to planning: the cluster may have changed while the PDB refused).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Attempt {
+    Done(Evicted),
+    /// A PodDisruptionBudget refused it (429), with the blocking PDB named.
+    Refused(String),
+}
+
+/// Sleeps `d`, or less if `cancel` fires; true when it fired.
+pub async fn sleep_or_cancel(cancel: &CancellationToken, d: Duration) -> bool {
+    tokio::select! {
+        _ = cancel.cancelled() => true,
+        _ = tokio::time::sleep(d) => false,
+    }
 }
 
 fn key(p: &Pod) -> String {
@@ -71,44 +91,52 @@ impl Evictor {
         }
     }
 
-    /// Evicts `p`, retrying while a PDB refuses, until `timeout`.
+    /// One eviction request: accepted, already gone (404 by status code; 409 when the UID
+    /// precondition finds a new pod under the name), or refused by a PDB.
+    pub async fn attempt(&self, p: &Pod) -> Result<Attempt> {
+        match self.once(p, false).await {
+            Ok(()) => Ok(Attempt::Done(Evicted::Accepted)),
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 404 || s.code == 409) => {
+                Ok(Attempt::Done(Evicted::AlreadyGone))
+            }
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 429) => {
+                Ok(Attempt::Refused(self.blocking_pdb(p, &e).await))
+            }
+            Err(e) => {
+                let (api_verb, resource, doing) = if self.disable_eviction {
+                    ("delete", "pods", "deleting")
+                } else {
+                    ("create", "pods/eviction", "evicting")
+                };
+                Err(api_context(e, api_verb, resource, "")
+                    .context(format!("{doing} pod {}", key(p))))
+            }
+        }
+    }
+
+    /// Evicts an ordinary pod, retrying every 5 s while a PDB refuses, until `timeout` or
+    /// Ctrl-C.
     pub async fn evict(&self, p: &Pod, line: &Line) -> Result<Evicted> {
         let start = Instant::now();
         loop {
-            match self.once(p, false).await {
-                Ok(()) => return Ok(Evicted::Accepted),
-                Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => {
-                    return Ok(Evicted::AlreadyGone)
-                }
-                // The UID precondition failed: a new pod under the same name.
-                Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => {
-                    return Ok(Evicted::AlreadyGone)
-                }
-                Err(e) if status_of(&e).is_some_and(|s| s.code == 429) => {
-                    let why = self.blocking_pdb(p, &e).await;
-                    if start.elapsed() >= self.timeout {
-                        bail!(
-                            "cannot evict pod {} within {}: {why}",
-                            key(p),
-                            crate::model::human_duration(self.timeout)
-                        );
-                    }
-                    line.set(&format!(
-                        "cannot evict {} yet: {why}; retrying every {}s",
-                        p.name_any(),
-                        RETRY_EVERY.as_secs()
-                    ));
-                    tokio::time::sleep(RETRY_EVERY).await;
-                }
-                Err(e) => {
-                    let (api_verb, resource, doing) = if self.disable_eviction {
-                        ("delete", "pods", "deleting")
-                    } else {
-                        ("create", "pods/eviction", "evicting")
-                    };
-                    return Err(api_context(e, api_verb, resource, "")
-                        .context(format!("{doing} pod {}", key(p))));
-                }
+            let why = match self.attempt(p).await? {
+                Attempt::Done(done) => return Ok(done),
+                Attempt::Refused(why) => why,
+            };
+            if start.elapsed() >= self.timeout {
+                bail!(
+                    "cannot evict pod {} within {}: {why}",
+                    key(p),
+                    crate::model::human_duration(self.timeout)
+                );
+            }
+            line.set(&format!(
+                "cannot evict {} yet: {why}; retrying every {}s",
+                p.name_any(),
+                RETRY_EVERY.as_secs()
+            ));
+            if sleep_or_cancel(&self.cancel, RETRY_EVERY).await {
+                bail!("interrupted before pod {} could be evicted ({why})", key(p));
             }
         }
     }

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::*;
 use crate::plan::placement::{replacement_blocker, replacement_blockers};
+use crate::report::CheckState;
 
 /// One member, as a test describes it.
 #[derive(Clone, Debug)]
@@ -57,6 +58,7 @@ fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
         can_transfer,
         target_needs_id: can_transfer,
         stuck: BTreeMap::new(),
+        empty_dirs: BTreeMap::new(),
     }
 }
 
@@ -65,6 +67,8 @@ fn opts(nodes: &[u8]) -> DrainOptions {
         nodes: nodes.iter().map(|n| format!("n{n}")).collect(),
         max_lag: 100,
         allow_degraded: false,
+        delete_emptydir_data: false,
+        assume_voters_are_pods: false,
     }
 }
 
@@ -191,6 +195,70 @@ fn a_pinned_member_is_refused_unless_degraded_is_allowed() {
     let p = plan_cluster(&c, &o);
     assert_eq!(p.steps.len(), 1);
     assert!(p.steps[0].degraded.is_some());
+}
+
+#[test]
+fn a_member_on_an_emptydir_is_refused_unless_its_data_may_go() {
+    let mut c = input("etcd", &three(), true);
+    c.empty_dirs.insert("etcd-0".into(), vec!["data".into()]);
+    let p = plan_cluster(&c, &opts(&[1]));
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+    let b = p.blocker.expect("refused");
+    assert_eq!(b.reason, BlockReason::LocalData);
+    assert!(!b.reason.waitable());
+    assert!(
+        b.message.contains("--delete-emptydir-data"),
+        "{}",
+        b.message
+    );
+
+    let mut o = opts(&[1]);
+    o.delete_emptydir_data = true;
+    let p = plan_cluster(&c, &o);
+    assert_eq!(p.blocker, None);
+    assert!(
+        p.steps[0].why.contains("starts empty"),
+        "{}",
+        p.steps[0].why
+    );
+}
+
+#[test]
+fn voters_counted_from_pods_refuse_the_drain_unless_assumed() {
+    let mut c = input("nats", &three(), true);
+    c.report.summary.voters_from = crate::report::VotersFrom::Pods;
+    let p = plan_cluster(&c, &opts(&[1]));
+    assert!(p.steps.is_empty());
+    let b = p.blocker.expect("refused");
+    assert_eq!(b.reason, BlockReason::MembershipUnknown);
+    assert!(!b.reason.waitable());
+    assert!(
+        b.message.contains("--assume-voters-are-pods"),
+        "{}",
+        b.message
+    );
+    let mut o = opts(&[1]);
+    o.assume_voters_are_pods = true;
+    assert_eq!(plan_cluster(&c, &o).steps.len(), 1);
+}
+
+#[test]
+fn five_configured_voters_on_three_pods_allow_no_eviction() {
+    // ZooKeeper with server.1..server.5 configured and replicas: 3.
+    let mut c = input("zk", &three(), false);
+    c.report.summary.voters = 5;
+    c.report.summary.members = 5;
+    c.report.summary.quorum = 3;
+    let p = plan_cluster(&c, &opts(&[1]));
+    assert!(p.steps.is_empty(), "{:?}", p.steps);
+    let b = p.blocker.expect("refused");
+    assert_eq!(b.reason, BlockReason::QuorumAtRisk);
+    assert!(
+        b.message
+            .contains("would leave 2 healthy voter(s) where 3 are needed"),
+        "{}",
+        b.message
+    );
 }
 
 #[test]
@@ -472,12 +540,42 @@ fn arb_cluster(name: &'static str) -> impl Strategy<Value = ClusterInput> {
         })
 }
 
+/// The test's own reading of "a healthy voter", written from the definition and not from
+/// plan::voter: the single leader itself, or a voting follower in its term that knows a
+/// leader and is caught up; always Ready, answering healthy, not terminating.
+fn oracle_healthy(x: &ReplicaReport, r: &ClusterReport, max_lag: u64) -> bool {
+    let leaders: Vec<&ReplicaReport> = r
+        .replicas
+        .iter()
+        .filter(|y| y.raft.role == Role::Leader)
+        .collect();
+    let [leader] = leaders.as_slice() else {
+        return false;
+    };
+    let basics =
+        !x.terminating && x.ready && !x.raft.learner && x.raft.health.state == CheckState::Ok;
+    if !basics {
+        return false;
+    }
+    if x.pod == leader.pod {
+        return true;
+    }
+    x.raft.role == Role::Follower
+        && x.raft.term.is_some()
+        && x.raft.term == leader.raft.term
+        && x.raft.has_leader != Some(false)
+        && x.raft.leader_pod.as_ref().is_none_or(|p| *p == leader.pod)
+        && x.raft.lag.is_some_and(|l| l <= max_lag)
+}
+
 fn arb_opts() -> impl Strategy<Value = DrainOptions> {
     (prop::collection::btree_set(1u8..=6, 1..=3), any::<bool>()).prop_map(|(nodes, deg)| {
         DrainOptions {
             nodes: nodes.into_iter().map(|n| format!("n{n}")).collect(),
             max_lag: 100,
             allow_degraded: deg,
+            delete_emptydir_data: false,
+            assume_voters_are_pods: false,
         }
     })
 }
@@ -485,14 +583,14 @@ fn arb_opts() -> impl Strategy<Value = DrainOptions> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// Counted independently of the planner: before each step, the members healthy at the
-    /// start, plus the replaced ones, minus the ones kept away, minus this one, form a quorum.
+    /// Counted independently of the planner (and of plan::voter, by `oracle_healthy`):
+    /// before each step, the members healthy at the start, plus the replaced ones, minus the
+    /// ones kept away, minus this one, form a quorum.
     #[test]
     fn no_step_leaves_fewer_healthy_voters_than_a_quorum(c in arb_cluster("a"), o in arb_opts()) {
         let p = plan_cluster(&c, &o);
-        let term = p.term;
         let mut healthy: BTreeSet<String> = c.report.replicas.iter()
-            .filter(|x| healthy_voter(x, term, o.max_lag).is_ok())
+            .filter(|x| oracle_healthy(x, &c.report, o.max_lag))
             .map(|x| x.pod.clone())
             .collect();
         for s in &p.steps {

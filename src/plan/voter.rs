@@ -1,0 +1,230 @@
+//! One definition of a healthy voter, used by `yield` (its target), `drain` (its quorum
+//! count and each replacement's rejoin) and `restart`: it fails closed. A replica counts only
+//! when everything that could say otherwise says it is fine:
+//!
+//! - it votes (not a learner or observer), is not terminating, is Ready, and its own health
+//!   check passes;
+//! - it is the leader, or a follower (a candidate or an unknown role does not count);
+//! - a follower is in the leader's term and names that leader (a replica that knows no
+//!   leader, or another one, does not count);
+//! - it is within `max_lag` entries of the leader;
+//! - a fact the leader reports but this replica's answer lacks (term, leader id, an index)
+//!   counts against it: the same profile asked both, so the answer was incomplete.
+//!
+//! Pure, property-tested in `plan::drain::tests` against an oracle written apart from it.
+
+use crate::model::Role;
+use crate::report::{CheckState, ReplicaReport};
+
+/// Why a replica does not count as a healthy voter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unhealthy {
+    NotVoter,
+    Terminating,
+    Unreachable,
+    CheckFailed,
+    NotReady,
+    NotFollower,
+    OtherTerm,
+    NoLeaderKnown,
+    FollowsAnother,
+    Incomplete,
+    Lagging,
+}
+
+/// The verdict, with the sentence the user sees.
+pub type Verdict = Result<(), (Unhealthy, String)>;
+
+/// Whether `x` counts toward a quorum that can commit, given the cluster's single `leader`
+/// (None when there is none, or several).
+pub fn voter_health(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: u64) -> Verdict {
+    let p = &x.pod;
+    let no = |u: Unhealthy, why: String| Err((u, why));
+    if x.raft.learner || !x.raft.role.is_voter() {
+        return no(
+            Unhealthy::NotVoter,
+            format!("{p} is a {} and does not vote", x.raft.role.as_str()),
+        );
+    }
+    if x.terminating {
+        return no(Unhealthy::Terminating, format!("{p} is terminating"));
+    }
+    match x.raft.health.state {
+        CheckState::Ok => {}
+        CheckState::Unreachable => {
+            return no(
+                Unhealthy::Unreachable,
+                format!(
+                    "{p}'s health check is unreachable ({})",
+                    x.raft.health.detail
+                ),
+            )
+        }
+        s => {
+            return no(
+                Unhealthy::CheckFailed,
+                format!(
+                    "{p}'s health check is {} ({})",
+                    s.as_str(),
+                    x.raft.health.detail
+                ),
+            )
+        }
+    }
+    if !x.ready {
+        return no(Unhealthy::NotReady, format!("{p} is not Ready"));
+    }
+    let is_leader = leader.is_some_and(|l| l.pod == *p);
+    if is_leader {
+        return Ok(());
+    }
+    if x.raft.role != Role::Follower {
+        return no(
+            Unhealthy::NotFollower,
+            format!(
+                "{p} is {}, neither the leader nor a follower",
+                x.raft.role.as_str()
+            ),
+        );
+    }
+    let Some(l) = leader else {
+        return no(
+            Unhealthy::NoLeaderKnown,
+            format!("{p} cannot be counted: the cluster has no single leader"),
+        );
+    };
+    match (l.raft.term, x.raft.term) {
+        (Some(lt), Some(t)) if lt != t => {
+            return no(
+                Unhealthy::OtherTerm,
+                format!("{p} is in term {t}, the leader in {lt}"),
+            )
+        }
+        (Some(_), None) => {
+            return no(
+                Unhealthy::Incomplete,
+                format!("{p} did not report its term (the leader did)"),
+            )
+        }
+        _ => {}
+    }
+    if x.raft.has_leader == Some(false) {
+        return no(Unhealthy::NoLeaderKnown, format!("{p} knows no leader"));
+    }
+    match (&x.raft.leader_pod, &x.raft.leader_id, &l.raft.leader_id) {
+        (Some(lp), _, _) if *lp != l.pod => {
+            return no(
+                Unhealthy::FollowsAnother,
+                format!("{p} follows {lp}, not the leader {}", l.pod),
+            )
+        }
+        (None, Some(id), Some(lid)) if id != lid => {
+            return no(
+                Unhealthy::FollowsAnother,
+                format!("{p} names leader {id}, the leader is {lid}"),
+            )
+        }
+        (None, None, Some(_)) => {
+            return no(
+                Unhealthy::Incomplete,
+                format!("{p} did not name its leader (the leader did)"),
+            )
+        }
+        _ => {}
+    }
+    let leader_has_index = l.raft.commit_index.or(l.raft.applied_index).is_some();
+    match x.raft.lag {
+        Some(lag) if lag > max_lag => no(
+            Unhealthy::Lagging,
+            format!("{p} lags {lag} entries behind the leader (limit {max_lag})"),
+        ),
+        None if leader_has_index => no(
+            Unhealthy::Incomplete,
+            format!("{p}'s lag is unknown: it reported no index (the leader did)"),
+        ),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster() -> Vec<ReplicaReport> {
+        let m = |role| crate::plan::tests::M {
+            role,
+            health: CheckState::Ok,
+            lag: Some(0),
+            cordoned: false,
+            node: 0,
+        };
+        crate::plan::tests::cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)])
+            .replicas
+    }
+
+    fn leader(r: &[ReplicaReport]) -> &ReplicaReport {
+        r.iter().find(|x| x.raft.role == Role::Leader).unwrap()
+    }
+
+    #[test]
+    fn the_leader_and_its_caught_up_followers_count() {
+        let r = cluster();
+        for x in &r {
+            assert_eq!(voter_health(x, Some(leader(&r)), 100), Ok(()), "{}", x.pod);
+        }
+    }
+
+    #[test]
+    fn a_candidate_or_unknown_role_does_not_count() {
+        for role in [Role::Candidate, Role::Unknown] {
+            let mut r = cluster();
+            r[0].raft.role = role;
+            let l = leader(&r).clone();
+            assert_eq!(
+                voter_health(&r[0], Some(&l), 100).unwrap_err().0,
+                Unhealthy::NotFollower
+            );
+        }
+    }
+
+    #[test]
+    fn a_missing_term_or_index_the_leader_reports_does_not_count() {
+        let mut r = cluster();
+        r[0].raft.term = None;
+        let l = leader(&r).clone();
+        assert_eq!(
+            voter_health(&r[0], Some(&l), 100).unwrap_err().0,
+            Unhealthy::Incomplete
+        );
+        let mut r = cluster();
+        r[0].raft.lag = None;
+        let l = leader(&r).clone();
+        assert_eq!(
+            voter_health(&r[0], Some(&l), 100).unwrap_err().0,
+            Unhealthy::Incomplete
+        );
+    }
+
+    #[test]
+    fn a_follower_of_another_leader_or_of_none_does_not_count() {
+        let mut r = cluster();
+        r[0].raft.leader_pod = Some("elsewhere-9".into());
+        let l = leader(&r).clone();
+        assert_eq!(
+            voter_health(&r[0], Some(&l), 100).unwrap_err().0,
+            Unhealthy::FollowsAnother
+        );
+        let mut r = cluster();
+        r[0].raft.has_leader = Some(false);
+        let l = leader(&r).clone();
+        assert_eq!(
+            voter_health(&r[0], Some(&l), 100).unwrap_err().0,
+            Unhealthy::NoLeaderKnown
+        );
+        let r = cluster();
+        assert_eq!(
+            voter_health(&r[0], None, 100).unwrap_err().0,
+            Unhealthy::NoLeaderKnown
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! Trust boundaries (docs/security.md): what a tenant who can write a StatefulSet and its
+//! annotations in their own namespace can make an admin's `kubectl raft` do. Each test stages
+//! the attack in the real world, with a tenant pod that records every request it receives.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+/// A secret of the admin's shell, in a variable name nobody uses.
+const ADMIN_SECRET: &str = "admin-secret-7c1e";
+
+/// The tenant's recording server as StatefulSet `name` in `ns`, with `annotations`; the
+/// directory its requests are recorded in.
+fn tenant(ns: &str, name: &str, annotations: &[(&str, &str)]) -> std::path::PathBuf {
+    let dir = scratch_dir(ns).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    deploy_python_sts(
+        ns,
+        name,
+        &recording_server("{'version': '1', 'role': 'follower'}"),
+        annotations,
+        Some(&dir),
+    );
+    dir
+}
+
+fn mentions_secret(dir: &Path, secret: &str) -> bool {
+    recorded(dir).iter().any(|r| r.to_string().contains(secret))
+}
+
+#[test]
+fn an_annotation_profile_cannot_make_status_all_send_the_admins_variables() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-vars");
+    let profile = "name: t\nport: {numbers: [8080]}\nhealth: {request: {path: /health, headers: {X: \"${KRAFT_ADMIN_SECRET:-none}\"}}}\n";
+    let dir = tenant(&ns.name, "tenant", &[("kubectl-raft.io/profile", profile)]);
+    let out = raft_env(
+        &[("KRAFT_ADMIN_SECRET", ADMIN_SECRET)],
+        &["status", "-A", "-o", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !mentions_secret(&dir, ADMIN_SECRET),
+        "the tenant's pod received the admin's variable: {:?}",
+        recorded(&dir)
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{}/tenant", ns.name)) && err.contains("sets headers"),
+        "the skipped StatefulSet is named with why: {err}"
+    );
+}
+
+#[test]
+fn a_tenant_claiming_to_be_consul_gets_no_token_from_status_all() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-consul");
+    // The built-in consul profile reads the port named "http": the tenant's server.
+    let dir = tenant(&ns.name, "tenant", &[("kubectl-raft.io/system", "consul")]);
+    let env = [("CONSUL_HTTP_TOKEN", ADMIN_SECRET)];
+    let out = raft_env(&env, &["status", "-A", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        recorded(&dir).iter().any(|r| r["path"] == "/v1/agent/self"),
+        "the tenant's pod was asked as Consul (else this test proves nothing): {:?}",
+        recorded(&dir)
+    );
+    assert!(
+        !mentions_secret(&dir, ADMIN_SECRET),
+        "the tenant's pod received the admin's token: {:?}",
+        recorded(&dir)
+    );
+    // Named by the admin, it gets the token: the admin chose to talk to it.
+    let out = raft_env(&env, &["status", "tenant", "-n", &ns.name]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(mentions_secret(&dir, ADMIN_SECRET), "{:?}", recorded(&dir));
+}
+
+#[test]
+fn a_statefulset_whose_selector_matches_anothers_pods_reaches_none_of_them() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-selector");
+    deploy_etcd(&ns.name, 3);
+    // replicas: 0, a selector and template labels that match etcd's pods, and a "health"
+    // request that would write a key into etcd.
+    let thief = r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: thief
+  annotations:
+    kubectl-raft.io/profile: |
+      name: thief
+      port: {numbers: [2379]}
+      health: {request: {method: POST, path: /v3/kv/put, body: '{"key": "dGhpZWY=", "value": "eA=="}'}}
+spec:
+  serviceName: thief
+  replicas: 0
+  selector: {matchLabels: {app: etcd}}
+  template:
+    metadata: {labels: {app: etcd}}
+    spec:
+      containers: [{name: c, image: busybox, command: [/bin/sleep, "3600"]}]
+"#;
+    let f = tempfile(thief);
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
+    let out = raft(&["status", "-n", &ns.name, "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let range = etcd_post(&ns.name, "etcd-0", "/v3/kv/range", r#"{"key": "dGhpZWY="}"#)
+        .expect("etcd answers");
+    assert!(
+        range["count"].as_str().is_none_or(|c| c == "0"),
+        "the key was written: {range}"
+    );
+    // With a harmless profile, the thief is listed with no pods of its own.
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "thief",
+        "-n",
+        &ns.name,
+        "--overwrite",
+        "kubectl-raft.io/profile=name: thief\nport: {numbers: [2379]}\nhealth: {request: {path: /health}}\n",
+    ]);
+    let report = status_json(&["-n", &ns.name]);
+    let thief: Vec<&Value> = report["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "thief")
+        .collect();
+    assert!(
+        thief
+            .iter()
+            .all(|c| c["replicas"].as_array().unwrap().is_empty()),
+        "{thief:?}"
+    );
+    let etcd = report["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "etcd")
+        .expect("etcd is listed");
+    assert_eq!(etcd["replicas"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_bad_annotation_elsewhere_stops_neither_status_all_nor_a_drain_dry_run() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-bad");
+    tenant(&ns.name, "tenant", &[("kubectl-raft.io/system", "nope")]);
+    let out = raft(&["status", "-A", "-o", "json"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}/tenant", ns.name)) && err.contains("skipped"),
+        "{err}"
+    );
+    let node = node_of(&ns.name, "tenant-0");
+    let out = raft(&[
+        "drain",
+        &node,
+        "--dry-run",
+        "--ignore-daemonsets",
+        "-o",
+        "json",
+    ]);
+    let err = stderr(&out);
+    assert!(
+        !err.contains("error: "),
+        "the dry run was not stopped: {err}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    assert_eq!(report["dryRun"], true, "{report}");
+    // Named, it is an error: the user asked for exactly that one.
+    let out = raft(&["status", "tenant", "-n", &ns.name]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("unknown system"), "{}", stderr(&out));
+}
+
+#[test]
+fn what_a_replica_says_cannot_steer_the_admins_terminal() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-escape");
+    let dir = scratch_dir(&ns.name).join("esc");
+    std::fs::create_dir_all(&dir).unwrap();
+    deploy_python_sts(
+        &ns.name,
+        "esc",
+        &recording_server(
+            "{'version': '\\x1b]0;owned\\x07\\x1b[2J3.5', 'role': 'leader\\x1b[31m'}",
+        ),
+        &[],
+        Some(&dir),
+    );
+    let profile = tempfile(
+        "- name: esc\n  \
+         detect: {images: [python]}\n  \
+         port: {numbers: [8080]}\n  \
+         health: {request: {path: /health}}\n  \
+         requests:\n  \
+         - name: info\n    \
+           request: {path: /info}\n    \
+           fields: {version: {json: /version}, role: {json: /role}}\n",
+    );
+    for output in ["table", "wide"] {
+        let out = raft(&[
+            "status",
+            "esc",
+            "-n",
+            &ns.name,
+            "--system",
+            "esc",
+            "--profiles",
+            profile.path_str(),
+            "-o",
+            output,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        for stream in [&out.stdout, &out.stderr] {
+            assert!(
+                !stream.contains(&0x1b) && !stream.contains(&0x07),
+                "{output}: a control character was printed: {:?}",
+                String::from_utf8_lossy(stream)
+            );
+        }
+    }
+}

@@ -18,9 +18,6 @@ use crate::plan::{judge, judge_with_history, Done, Expect, ReplicaView, Transfer
 use crate::report::ClusterReport;
 use crate::transport::Transport;
 
-/// Rounds of polling start at most this often.
-const POLL_EVERY: Duration = Duration::from_millis(25);
-
 /// How long replicas are still watched after the request failed.
 const AFTER_FAILURE: Duration = Duration::from_secs(2);
 
@@ -118,7 +115,7 @@ where
             None::<Instant>,
             move |last| async move {
                 if let Some(last) = last {
-                    tokio::time::sleep_until((last + POLL_EVERY).into()).await;
+                    tokio::time::sleep_until((last + transport.poll_every()).into()).await;
                 }
                 let asked = Instant::now();
                 let v = poll_view(

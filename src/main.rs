@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod connect;
 mod credentials;
+mod drain;
 mod errors;
 mod groups;
 mod handover;

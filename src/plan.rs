@@ -655,4 +655,4 @@ pub mod placement;
 pub mod voter;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -119,6 +119,16 @@ impl Transport {
         &self.vars
     }
 
+    /// How often a waiting loop may ask each replica: every 25 ms straight to the pods, at
+    /// most every 100 ms through the API server (pods/proxy, port-forward), so a handover's
+    /// polling of N replicas costs the API server at most 10·N requests a second.
+    pub fn poll_every(&self) -> Duration {
+        match self.via {
+            Via::Direct(_) => Duration::from_millis(25),
+            Via::Proxy(_) | Via::PortForward(_) => Duration::from_millis(100),
+        }
+    }
+
     pub fn describe(&self) -> &'static str {
         match self.via {
             Via::Proxy(_) => "pods/proxy",

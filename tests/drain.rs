@@ -573,21 +573,17 @@ fn a_pdb_that_blocks_is_named_and_the_drain_goes_on_when_it_frees() {
         || kubectl_json(&["get", "pdb", "web", "-n", &ns.name])["status"]["currentHealthy"] == 1,
     );
     let _c = Cordoned(vec![node.clone()]);
-    let child = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"))
-        .args([
-            "drain",
-            &node,
-            "--pod-selector",
-            &format!("app=web,drain-test={id}"),
-            "--timeout",
-            "60s",
-        ])
-        .env("KUBECONFIG", &world().kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("drain");
-    std::thread::sleep(Duration::from_secs(7));
+    let selector = format!("app=web,drain-test={id}");
+    let mut child = Running::start(&[
+        "drain",
+        &node,
+        "--pod-selector",
+        &selector,
+        "--timeout",
+        "60s",
+    ]);
+    // Once the drain says the PDB refuses (not after a fixed sleep), the PDB is relaxed.
+    child.wait_for("cannot evict", Duration::from_secs(30));
     kubectl_ok(&[
         "patch",
         "pdb",
@@ -598,9 +594,8 @@ fn a_pdb_that_blocks_is_named_and_the_drain_goes_on_when_it_frees() {
         "-p",
         r#"{"spec":{"minAvailable":0}}"#,
     ]);
-    let out = child.wait_with_output().expect("drain ends");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let (code, _, err) = child.finish(Duration::from_secs(90));
+    assert_eq!(code, Some(0), "{err}");
     assert!(
         err.contains("PodDisruptionBudget web allows 0 disruption(s) (1 healthy, 1 required)"),
         "{err}"

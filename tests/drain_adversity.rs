@@ -184,3 +184,126 @@ fn a_member_on_an_emptydir_is_refused_without_delete_emptydir_data() {
     );
     assert_eq!(uids(&ns.name), before, "nothing was evicted");
 }
+
+#[test]
+fn a_paused_drain_overtaken_by_a_second_one_stops_before_it_acts() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("adv-lock");
+    deploy_etcd(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let followers: Vec<String> = (0..3)
+        .map(|i| format!("etcd-{i}"))
+        .filter(|p| *p != leader)
+        .collect();
+    let (hung, victim) = (&followers[0], &followers[1]);
+    let node = node_of(&ns.name, victim);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let member = container_pid(&ns.name, hung);
+    signal(member, "STOP");
+    // The first drain waits: evicting the victim would leave one healthy voter of three.
+    let mut first = Running::start(&["drain", &node, "--timeout", "4m", "-o", "json"]);
+    first.wait_for("would leave 1 healthy voter(s)", Duration::from_secs(60));
+    // Paused, as by Ctrl-Z or a closed laptop: it stops renewing its lock. A second operator
+    // comes once the Lease has looked dead for longer than its duration.
+    signal(first.pid(), "STOP");
+    lease_unchanged_for(&ns.name, "kubectl-raft-drain.etcd", Duration::from_secs(32));
+    let mut second = Running::start(&["drain", &node, "--timeout", "4m", "-o", "json"]);
+    second.wait_for("took over", Duration::from_secs(90));
+    second.wait_for("would leave 1 healthy voter(s)", Duration::from_secs(60));
+    // Both come back to a cluster where the eviction is allowed again.
+    signal(first.pid(), "CONT");
+    signal(member, "CONT");
+    let (first_code, first_out, first_err) = first.finish(Duration::from_secs(120));
+    let (second_code, second_out, second_err) = second.finish(Duration::from_secs(180));
+    assert_eq!(second_code, Some(0), "the second drain: {second_err}");
+    assert_eq!(first_code, Some(1), "the first drain: {first_err}");
+    let first_report: Value = serde_json::from_str(&first_out).expect("a report");
+    let c = cluster(&first_report, &ns.name);
+    assert_eq!(c["evictions"], 0, "the overtaken drain evicted: {c:#}");
+    let message = c["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("drain lock") && message.contains("stopped before its next action"),
+        "{message}"
+    );
+    let second_report: Value = serde_json::from_str(&second_out).expect("a report");
+    assert_eq!(cluster(&second_report, &ns.name)["evictions"], 1);
+}
+
+/// Waits until the Lease's renewTime has not changed for `quiet`, as this test observes it.
+fn lease_unchanged_for(ns: &str, lease: &str, quiet: Duration) {
+    let renewed = || {
+        kubectl_json(&["get", "lease", lease, "-n", ns])["spec"]["renewTime"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut last = renewed();
+    let mut since = std::time::Instant::now();
+    wait_in(
+        ns,
+        quiet * 3,
+        "the drain lock to stop being renewed",
+        || {
+            let now = renewed();
+            if now != last {
+                last = now;
+                since = std::time::Instant::now();
+            }
+            since.elapsed() >= quiet
+        },
+    );
+}
+
+#[test]
+fn five_configured_servers_on_three_pods_stop_the_eviction_of_a_follower() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("adv-conf");
+    // server.1 … server.5 in the configuration; replicas: 3. Three of five form the quorum.
+    let manifest =
+        std::fs::read_to_string(repo().join("tests/manifests/zookeeper-3.yaml")).unwrap();
+    let five = manifest.replace("for i in 0 1 2; do", "for i in 0 1 2 3 4; do");
+    assert_ne!(five, manifest, "the manifest's server loop changed");
+    let f = tempfile(&five);
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
+    wait_in(
+        &ns.name,
+        Duration::from_secs(180),
+        "3 of 5 ZooKeeper servers with a leader",
+        || {
+            let v = status_json(&["zk", "-n", &ns.name]);
+            v["clusters"][0]["summary"]["leader"].is_string()
+                && v["clusters"][0]["summary"]["healthyVoters"] == 3
+        },
+    );
+    let status = status_json(&["zk", "-n", &ns.name]);
+    let summary = &status["clusters"][0]["summary"];
+    assert_eq!(
+        (summary["voters"].as_u64(), summary["quorum"].as_u64()),
+        (Some(5), Some(3)),
+        "voters from the configuration, not the pods: {summary}"
+    );
+    assert_eq!(summary["votersFrom"], "configuration");
+    assert_eq!(summary["faultTolerance"], 0, "{summary}");
+    let leader = summary["leader"].as_str().unwrap().to_string();
+    let follower = (0..3)
+        .map(|i| format!("zk-{i}"))
+        .find(|p| *p != leader)
+        .unwrap();
+    let node = node_of(&ns.name, &follower);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let before = uids(&ns.name);
+    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "10s"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    let message = cluster(&report, &ns.name)["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "evicting {follower} would leave 2 healthy voter(s) where 3 are needed"
+        )),
+        "{message}"
+    );
+    assert_eq!(uids(&ns.name), before, "nothing was evicted");
+}

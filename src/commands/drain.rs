@@ -12,7 +12,7 @@ mod lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use futures::StreamExt;
@@ -25,36 +25,24 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
 use crate::commands::progress::{Line, Progress};
+use crate::drain::{
+    drain_cluster, Attempt, ClusterOps, ClusterResult, ClusterSummary, Election, Events, Evicted,
+    GroupsMoved, Handover, Look, Settings,
+};
 use crate::errors::{api_context, is_forbidden, Reported};
 use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
 use crate::model::{human_duration, pod_ready, ClusterObservation, Selection};
 use crate::plan::drain::{
-    classify_pod, emptydir_volumes, healthy_voter, plan_cluster, plan_drain, Action, ClusterInput,
-    ClusterPlan, DrainOptions, DrainStep, PodRules, PodVerdict,
+    classify_pod, emptydir_volumes, plan_drain, Action, ClusterInput, DrainOptions, DrainStep,
+    PodRules, PodVerdict,
 };
-use crate::plan::groups::{moves_off, GroupMoves};
+use crate::plan::groups::moves_off;
 use crate::plan::placement::stuck_members;
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
-use evict::{sleep_or_cancel, Attempt, Evicted, Evictor};
-
-/// A step that could not be taken now and is decided again from a fresh survey (a PDB that
-/// refuses the eviction): never retried on the old decision.
-#[derive(Debug)]
-struct StepBlocked(String);
-
-impl std::fmt::Display for StepBlocked {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StepBlocked {}
-
-/// How often a blocked cluster is surveyed again.
-const RECHECK_EVERY: Duration = Duration::from_secs(2);
+use evict::{sleep_or_cancel, Evictor};
 
 /// The documented `-o json|yaml` result (docs/drain.md).
 #[derive(Debug, Serialize)]
@@ -79,41 +67,6 @@ pub struct PodReport {
     pub verdict: PodVerdict,
     /// What was done ("evicted", "already gone", ...) or, in a dry run, what the PDB answers.
     pub result: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterSummary {
-    pub namespace: String,
-    pub name: String,
-    pub system: String,
-    /// The plan as first made (the dry run prints it; a real drain re-plans before each step).
-    pub plan: ClusterPlan,
-    /// What each step answered in a dry run: the PDB's verdict for each planned eviction.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub pdb_answers: BTreeMap<String, String>,
-    /// In a dry run: the other Raft groups (NATS streams, consumers) each evicted member leads,
-    /// moved off it first.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub groups_to_move: BTreeMap<String, Vec<String>>,
-    /// What was done, in order.
-    pub done: Vec<String>,
-    /// Members still on the drained nodes at the last survey ("pod on node").
-    pub left: Vec<String>,
-    pub evictions: u32,
-    pub transfers: u32,
-    /// Term increments a transfer does not explain.
-    pub elections: u64,
-    /// Leaders of other Raft groups (NATS streams and consumers) moved off servers before
-    /// their eviction.
-    pub group_leaders_moved: u32,
-    pub longest_leaderless_ms: Option<f64>,
-    pub term_before: Option<u64>,
-    pub term_after: Option<u64>,
-    pub duration_ms: f64,
-    /// "drained", "unchanged" (nothing on the nodes), "stopped" or "planned" (dry run).
-    pub result: String,
-    pub message: String,
 }
 
 pub async fn run(
@@ -195,11 +148,12 @@ pub async fn run(
     });
 
     // Lock every cluster before changing anything.
-    let mut locks = vec![];
+    let mut locks: BTreeMap<(String, String), lock::Held> = BTreeMap::new();
     if !args.dry_run {
         let holder = lock::holder_identity(&nodes);
+        let say = |m: &str| eprintln!("{}", crate::render::clean(m));
         for (ns, name) in &clusters {
-            match lock::acquire(client, ns, name, &holder).await {
+            match lock::acquire(client, ns, name, &holder, &say).await {
                 Ok((held, took_over)) => {
                     if let Some(who) = took_over {
                         writeln!(
@@ -207,10 +161,10 @@ pub async fn run(
                             "Warning: took over {ns}/{name}'s stale drain lock from {who}"
                         )?;
                     }
-                    locks.push(held);
+                    locks.insert((ns.clone(), name.clone()), held);
                 }
                 Err(e) => {
-                    for l in locks {
+                    for l in locks.into_values() {
                         l.release().await;
                     }
                     return Err(e);
@@ -224,12 +178,13 @@ pub async fn run(
         on_nodes: &on_nodes,
         clusters: &clusters,
         pvs: Arc::new(list_pvs(client).await?),
+        locks: &locks,
     };
     let result = drain(
         &surveyor, &evictor, args, &nodes, &drained, &found, out, err,
     )
     .await;
-    for l in locks {
+    for l in locks.into_values() {
         l.release().await;
     }
     result
@@ -245,7 +200,10 @@ struct Found<'a> {
     on_nodes: &'a [Pod],
     /// The clusters to drain: those with one of those pods.
     clusters: &'a [(String, String)],
-    pvs: Arc<Vec<PersistentVolume>>,
+    /// None when they may not be listed: placement cannot be checked.
+    pvs: Arc<Option<Vec<PersistentVolume>>>,
+    /// Each cluster's drain lock (none in a dry run), checked before every action.
+    locks: &'a BTreeMap<(String, String), lock::Held>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -393,14 +351,27 @@ async fn drain(
             let surveyor = surveyor.clone();
             let evictor = evictor.clone();
             let progress = progress.clone();
-            let cancel = cancel.clone();
             let opts = opts.clone();
             let pvs = found.pvs.clone();
+            let lock = found.locks.get(&(ns.clone(), name.clone()));
             async move {
-                drain_cluster(
-                    &surveyor, &evictor, &pvs, args, &opts, &ns, &name, &progress, &cancel,
-                )
-                .await
+                let real = Real {
+                    surveyor: &surveyor,
+                    evictor: &evictor,
+                    pvs: pvs.as_deref(),
+                    args,
+                    opts: &opts,
+                    ns: &ns,
+                    name: &name,
+                    lock,
+                };
+                let line = progress.line(&format!("{ns}/{name}"));
+                let settings = Settings {
+                    timeout: args.timeout,
+                };
+                let s = drain_cluster(&real, &line, &opts, &settings, &ns, &name).await;
+                line.finish();
+                s
             }
         })
         .buffer_unordered(args.parallel_clusters as usize)
@@ -408,6 +379,7 @@ async fn drain(
     let (pod_results, mut summaries) = tokio::join!(ordinary_work, raft_work);
     ctrl_c.abort();
     summaries.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    check_nothing_left(&client, nodes, found, &mut summaries).await?;
 
     let mut failures: Vec<String> = vec![];
     let mut pods = vec![];
@@ -432,7 +404,7 @@ async fn drain(
         });
     }
     for s in &summaries {
-        if s.result == "stopped" {
+        if s.result == ClusterResult::Stopped {
             failures.push(s.message.clone());
         }
     }
@@ -468,6 +440,62 @@ async fn drain(
     }
 }
 
+/// The end of a drain, checked as a user would: the nodes' pods are listed again, and a
+/// cluster reported drained whose member is still on a drained node (a pod deleted with
+/// `--cascade=orphan`, a controller that put it back) is reported stopped instead.
+async fn check_nothing_left(
+    client: &kube::Client,
+    nodes: &[String],
+    found: &Found<'_>,
+    summaries: &mut [ClusterSummary],
+) -> Result<()> {
+    if !summaries.iter().any(|s| s.result == ClusterResult::Drained) {
+        return Ok(());
+    }
+    let mut still: Vec<(String, String, String)> = vec![];
+    for n in nodes {
+        let lp = ListParams::default().fields(&format!("spec.nodeName={n}"));
+        let pods = Api::<Pod>::all(client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| api_context(e, "list", "pods", "in any namespace"))?;
+        still.extend(
+            pods.items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .map(|p| (p.namespace().unwrap_or_default(), p.name_any(), n.clone())),
+        );
+    }
+    for s in summaries
+        .iter_mut()
+        .filter(|s| s.result == ClusterResult::Drained)
+    {
+        let members: BTreeSet<String> = found
+            .first
+            .observations
+            .iter()
+            .filter(|o| o.target.namespace == s.namespace && o.target.name == s.name)
+            .flat_map(|o| o.target.pods.iter().map(|p| p.name_any()))
+            .collect();
+        let left: Vec<String> = still
+            .iter()
+            .filter(|(ns, pod, _)| *ns == s.namespace && members.contains(pod))
+            .map(|(_, pod, node)| format!("{pod} on {node}"))
+            .collect();
+        if !left.is_empty() {
+            s.result = ClusterResult::Stopped;
+            s.left = left.clone();
+            s.message = format!(
+                "{}/{}: {} still on the drained node(s) after the drain (a pod deleted with --cascade=orphan, or a controller that put it back)",
+                s.namespace,
+                s.name,
+                left.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The node names: as given, or those the selector matches.
 async fn resolve_nodes(client: &kube::Client, args: &DrainArgs) -> Result<Vec<String>> {
     let api: Api<Node> = Api::all(client.clone());
@@ -499,13 +527,13 @@ async fn resolve_nodes(client: &kube::Client, args: &DrainArgs) -> Result<Vec<St
 /// Every PersistentVolume (pinned volumes decide where replacements can go). Listed once per
 /// drain: a member's replacement keeps its claim and so its volume. Without the right to list
 /// them, none is known to pin anything.
-async fn list_pvs(client: &kube::Client) -> Result<Vec<PersistentVolume>> {
+async fn list_pvs(client: &kube::Client) -> Result<Option<Vec<PersistentVolume>>> {
     match Api::<PersistentVolume>::all(client.clone())
         .list(&ListParams::default())
         .await
     {
-        Ok(l) => Ok(l.items),
-        Err(e) if is_forbidden(&e) => Ok(vec![]),
+        Ok(l) => Ok(Some(l.items)),
+        Err(e) if is_forbidden(&e) => Ok(None),
         Err(e) => Err(api_context(e, "list", "persistentvolumes", "")),
     }
 }
@@ -515,13 +543,24 @@ fn cluster_input(
     obs: &ClusterObservation,
     report: ClusterReport,
     snapshot: &crate::model::Snapshot,
-    pvs: &[PersistentVolume],
+    pvs: Option<&[PersistentVolume]>,
     drained: &BTreeSet<String>,
 ) -> ClusterInput {
+    let placement_unknown = match (pvs.is_none(), snapshot.nodes.is_none()) {
+        (false, false) => None,
+        (true, false) => Some("persistentvolumes"),
+        (false, true) => Some("nodes"),
+        (true, true) => Some("persistentvolumes and nodes"),
+    }
+    .map(|what| {
+        format!(
+            "without the right to list {what}, where a replacement could start cannot be checked"
+        )
+    });
     let stuck = stuck_members(
         &obs.target.pods,
         report.summary.leader.as_deref(),
-        pvs,
+        pvs.unwrap_or_default(),
         snapshot.nodes.as_deref(),
         &snapshot.pods,
         drained,
@@ -539,13 +578,14 @@ fn cluster_input(
         target_needs_id: crate::plan::transfer_needs_member_id(&obs.target.profile, false),
         stuck,
         empty_dirs,
+        placement_unknown,
     }
 }
 
 /// One cluster now: its survey, and the planner's input; None when it no longer exists.
 async fn look(
     surveyor: &Surveyor,
-    pvs: &[PersistentVolume],
+    pvs: Option<&[PersistentVolume]>,
     ns: &str,
     name: &str,
     drained: &BTreeSet<String>,
@@ -568,577 +608,255 @@ async fn look(
 }
 
 /// What every step of one cluster's drain works with.
-struct Ctx<'a> {
+/// The executor's view of one real cluster: surveys through the Surveyor, evictions through
+/// the Evictor, transfers through the handover, the lock through its Lease.
+struct Real<'a> {
     surveyor: &'a Surveyor,
     evictor: &'a Evictor,
+    pvs: Option<&'a [PersistentVolume]>,
     args: &'a DrainArgs,
     opts: &'a DrainOptions,
-    line: &'a Line,
+    ns: &'a str,
+    name: &'a str,
+    lock: Option<&'a lock::Held>,
 }
 
-/// Drains one cluster's members off the nodes, a step at a time, surveying before each.
-#[allow(clippy::too_many_arguments)]
-async fn drain_cluster(
-    surveyor: &Surveyor,
-    evictor: &Evictor,
-    pvs: &[PersistentVolume],
-    args: &DrainArgs,
-    opts: &DrainOptions,
-    ns: &str,
-    name: &str,
-    progress: &Progress,
-    cancel: &CancellationToken,
-) -> ClusterSummary {
-    let start = Instant::now();
-    let cluster = format!("{ns}/{name}");
-    let line = progress.line(&cluster);
-    let mut s = ClusterSummary {
-        namespace: ns.to_string(),
-        name: name.to_string(),
-        system: String::new(),
-        plan: empty_plan(ns, name),
-        pdb_answers: BTreeMap::new(),
-        groups_to_move: BTreeMap::new(),
-        done: vec![],
-        left: vec![],
-        evictions: 0,
-        transfers: 0,
-        elections: 0,
-        group_leaders_moved: 0,
-        longest_leaderless_ms: None,
-        term_before: None,
-        term_after: None,
-        duration_ms: 0.0,
-        result: "drained".into(),
-        message: String::new(),
-    };
-    let mut blocked_since: Option<Instant> = None;
-    // Why it stopped; the message is made after the loop, with what is left as it is then.
-    let mut stopped: Option<String> = None;
-    let mut stop = |s: &mut ClusterSummary, why: String| {
-        s.result = "stopped".into();
-        stopped = Some(
-            why.strip_prefix(&format!("{cluster}: "))
-                .unwrap_or(&why)
-                .to_string(),
-        );
-    };
-    loop {
-        if cancel.is_cancelled() {
-            stop(&mut s, "interrupted".into());
-            break;
-        }
-        let (obs, input) = match look(surveyor, pvs, ns, name, &opts.nodes).await {
-            Ok(Some(x)) => x,
-            Ok(None) => {
-                if s.done.is_empty() {
-                    s.result = "unchanged".into();
-                }
-                s.message = format!("{cluster}: it no longer exists");
-                break;
-            }
-            Err(e) => {
-                stop(
-                    &mut s,
-                    format!("cannot survey it: {}", crate::errors::anyhow_chain(&e)),
-                );
-                break;
-            }
-        };
-        let plan = plan_cluster(&input, opts);
-        s.left = left_on(&input.report, &opts.nodes);
-        if s.system.is_empty() {
-            s.system = input.report.system.clone();
-            s.plan = plan.clone();
-            s.term_before = plan.term;
-        }
-        if plan.term.is_some() {
-            s.term_after = plan.term;
-        }
-        let Some(step) = plan.steps.first().cloned() else {
-            match plan.blocker {
-                None => {
-                    if s.done.is_empty() {
-                        s.result = "unchanged".into();
-                    }
-                    s.message = format!("{cluster}: no member left on the drained node(s)");
-                    break;
-                }
-                Some(b) if b.reason.waitable() => {
-                    let since = *blocked_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= args.timeout {
-                        stop(
-                            &mut s,
-                            format!(
-                                "still blocked after {}: {}",
-                                human_duration(args.timeout),
-                                b.message
-                            ),
-                        );
-                        break;
-                    }
-                    line.set(&format!("waiting: {}", b.message));
-                    sleep_or_cancel(cancel, RECHECK_EVERY).await;
-                    continue;
-                }
-                Some(b) => {
-                    stop(&mut s, b.message);
-                    break;
-                }
-            }
-        };
-        blocked_since = None;
-        let ctx = Ctx {
-            surveyor,
-            evictor,
-            args,
-            opts,
-            line: &line,
-        };
-        let r = match step.action {
-            Action::TransferThenEvict => transfer(&ctx, &obs, &input.report, &step, &mut s).await,
-            Action::Evict | Action::EvictLeader => {
-                evict_member(&ctx, &obs, &input.report, &step, &mut s).await
-            }
-        };
-        match r {
-            Ok(()) => {}
-            // Not now: wait, then survey and plan again; what was decided is not retried.
-            Err(e) if e.downcast_ref::<StepBlocked>().is_some() => {
-                let since = *blocked_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= args.timeout {
-                    stop(
-                        &mut s,
-                        format!("still blocked after {}: {e}", human_duration(args.timeout)),
-                    );
-                    break;
-                }
-                line.set(&format!(
-                    "waiting: {e}; planning again every {}s",
-                    evict::RETRY_EVERY.as_secs()
-                ));
-                sleep_or_cancel(cancel, evict::RETRY_EVERY).await;
-            }
-            Err(e) => {
-                stop(&mut s, crate::errors::anyhow_chain(&e));
-                break;
-            }
-        }
+impl Real<'_> {
+    fn pod<'l>(&self, look: &'l Look, name: &str) -> Result<&'l Pod> {
+        look.obs
+            .target
+            .pods
+            .iter()
+            .find(|p| p.name_any() == name)
+            .ok_or_else(|| anyhow!("pod {name} is no longer part of the cluster"))
     }
-    if let Some(why) = stopped {
-        // What is left now, not at the last plan: a member may have moved meanwhile.
-        if let Ok(Some((_, input))) = look(surveyor, pvs, ns, name, &opts.nodes).await {
-            s.left = left_on(&input.report, &opts.nodes);
-        }
-        let done = if s.done.is_empty() {
-            "nothing".to_string()
-        } else {
-            s.done.join("; ")
-        };
-        let done = if s.left.is_empty() {
-            done
-        } else {
-            format!("{done}; left: {}", s.left.join(", "))
-        };
-        s.message = format!("{cluster}: {why} (done: {done})");
-    }
-    line.finish();
-    // Elections: the leader evictions that started one, or the term increments a transfer
-    // does not explain, whichever says more.
-    if let (Some(a), Some(b)) = (s.term_before, s.term_after) {
-        let unexplained = (b.saturating_sub(a)).saturating_sub(u64::from(s.transfers));
-        s.elections = s.elections.max(unexplained);
-    }
-    s.duration_ms = start.elapsed().as_secs_f64() * 1000.0;
-    s
-}
 
-/// The members still on the drained nodes, "pod on node".
-fn left_on(report: &ClusterReport, nodes: &BTreeSet<String>) -> Vec<String> {
-    report
-        .replicas
-        .iter()
-        .filter_map(|x| {
-            let n = x.node.as_ref().filter(|n| nodes.contains(*n))?;
-            Some(format!("{} on {n}", x.pod))
-        })
-        .collect()
-}
+    fn wait_options(&self) -> WaitOptions {
+        WaitOptions {
+            timeout: self.args.timeout,
+            probe_limit: self.args.probe.probe_timeout.min(Duration::from_secs(1)),
+        }
+    }
 
-fn empty_plan(ns: &str, name: &str) -> ClusterPlan {
-    ClusterPlan {
-        namespace: ns.into(),
-        name: name.into(),
-        system: String::new(),
-        leader: None,
-        term: None,
-        voters: 0,
-        healthy_voters: 0,
-        quorum: 0,
-        steps: vec![],
-        blocker: None,
+    /// The cluster's transport (its credentials); without them (already said by the
+    /// survey) the replicas are still watched as far as they answer.
+    async fn transport(&self, look: &Look) -> crate::transport::Transport {
+        self.surveyor
+            .transport_for(&look.obs.target)
+            .await
+            .unwrap_or_else(|_| self.surveyor.transport.clone())
     }
 }
 
-fn record_window(s: &mut ClusterSummary, ms: Option<f64>) {
-    if let Some(ms) = ms {
-        s.longest_leaderless_ms = Some(s.longest_leaderless_ms.map_or(ms, |x| x.max(ms)));
-    }
-}
-
-/// Hands the leadership to a member on a node that stays, with yield's full wait.
-async fn transfer(
-    ctx: &Ctx<'_>,
-    obs: &ClusterObservation,
-    report: &ClusterReport,
-    step: &DrainStep,
-    s: &mut ClusterSummary,
-) -> Result<()> {
-    let Ctx {
-        surveyor,
-        args,
-        opts,
-        line,
-        ..
-    } = *ctx;
-    let yopts = YieldOptions {
-        to: None,
-        avoid_nodes: opts.nodes.iter().cloned().collect(),
-        max_lag: opts.max_lag,
-        force: false,
-    };
-    let plan = plan_yield(report, &obs.target.profile, &yopts).map_err(|r| {
-        anyhow!(
-            "cannot hand {}'s leadership over before evicting it: {r}",
-            step.pod
+impl ClusterOps for Real<'_> {
+    async fn look(&self) -> Result<Option<Look>> {
+        Ok(look(
+            self.surveyor,
+            self.pvs,
+            self.ns,
+            self.name,
+            &self.opts.nodes,
         )
-    })?;
-    line.set(&format!(
-        "handing leadership {} → {} before evicting {}",
-        plan.leader, plan.target, step.pod
-    ));
-    let wait = wait_options(args);
-    let transport = surveyor.transport_for(&obs.target).await.with_context(|| {
-        format!(
-            "cannot hand {}'s leadership over before evicting it",
-            step.pod
+        .await?
+        .map(|(obs, input)| Look { obs, input }))
+    }
+
+    async fn check_lock(&self) -> Result<()> {
+        match self.lock {
+            Some(l) => l.verify().await,
+            None => Ok(()),
+        }
+    }
+
+    fn lock_lost(&self) -> Option<String> {
+        self.lock.and_then(lock::Held::lost)
+    }
+
+    async fn transfer(&self, look: &Look, step: &DrainStep) -> Result<Handover> {
+        let obs = &look.obs;
+        let report = &look.input.report;
+        let yopts = YieldOptions {
+            to: None,
+            avoid_nodes: self.opts.nodes.iter().cloned().collect(),
+            max_lag: self.opts.max_lag,
+            force: false,
+        };
+        let plan = plan_yield(report, &obs.target.profile, &yopts).map_err(|r| {
+            anyhow!(
+                "cannot hand {}'s leadership over before evicting it: {r}",
+                step.pod
+            )
+        })?;
+        let transport = self
+            .surveyor
+            .transport_for(&obs.target)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot hand {}'s leadership over before evicting it",
+                    step.pod
+                )
+            })?;
+        let w = act_and_wait(
+            &transport,
+            &obs.target,
+            report,
+            plan.expect(),
+            &self.wait_options(),
+            send_transfer(&transport, &obs.target, &plan.call, self.args.timeout),
         )
-    })?;
-    let w = act_and_wait(
-        &transport,
-        &obs.target,
-        report,
-        plan.expect(),
-        &wait,
-        send_transfer(&transport, &obs.target, &plan.call, args.timeout),
-    )
-    .await;
-    record_window(s, w.leaderless_window_ms);
-    let new = w.new_leader.clone().unwrap_or_else(|| "?".into());
-    match w.outcome {
-        Outcome::Transferred => {
-            s.transfers += 1;
-            let msg = format!(
-                "leadership {} → {new} (term {} → {}, leaderless window {})",
-                plan.leader,
-                plan.term.map_or("?".into(), |t| t.to_string()),
-                w.term_after.map_or("?".into(), |t| t.to_string()),
-                w.leaderless_window_ms.map_or("none observed".into(), |m| format!("{m:.0}ms"))
+        .await;
+        let new = w.new_leader.clone().unwrap_or_else(|| "?".into());
+        match w.outcome {
+            Outcome::Transferred => Ok(Handover {
+                from: plan.leader.clone(),
+                to: new,
+                term_before: plan.term,
+                term_after: w.term_after,
+                window_ms: w.leaderless_window_ms,
+            }),
+            Outcome::WentElsewhere => bail!("leadership went from {} to {new}, not to {}: an election, not the transfer; nothing was evicted", plan.leader, plan.target),
+            Outcome::Returned => bail!("{} stepped down and was chosen again: leadership did not move; nothing was evicted", plan.leader),
+            Outcome::Failed => bail!("the transfer from {} failed: {}; nothing was evicted", plan.leader, w.error.unwrap_or_default()),
+            Outcome::TimedOut => bail!("no completed handover from {} within {}; nothing was evicted", plan.leader, human_duration(self.args.timeout)),
+        }
+    }
+
+    async fn move_groups_off(&self, look: &Look, pod: &str) -> Result<Option<GroupsMoved>> {
+        let Some(moves) = moves_off(&look.obs, pod).filter(|m| !m.is_empty()) else {
+            return Ok(None);
+        };
+        let p = self.pod(look, pod)?;
+        let transport = self.transport(look).await;
+        let m = move_off(&transport, &look.obs.target, p, &moves, self.args.timeout).await;
+        let moved = m.moved.len().saturating_sub(m.still_led.len()) as u32;
+        if !m.succeeded() {
+            bail!(
+                "{}; {pod} was not evicted: its streams' and consumers' leaders would have to be elected while it stops",
+                m.summary()
             );
-            line.note(&msg);
-            s.done.push(msg);
-            Ok(())
         }
-        Outcome::WentElsewhere => bail!("leadership went from {} to {new}, not to {}: an election, not the transfer; nothing was evicted", plan.leader, plan.target),
-        Outcome::Returned => bail!("{} stepped down and was chosen again: leadership did not move; nothing was evicted", plan.leader),
-        Outcome::Failed => bail!("the transfer from {} failed: {}; nothing was evicted", plan.leader, w.error.unwrap_or_default()),
-        Outcome::TimedOut => bail!("no completed handover from {} within {}; nothing was evicted", plan.leader, human_duration(args.timeout)),
+        Ok(Some(GroupsMoved {
+            moved,
+            summary: m.summary(),
+        }))
     }
-}
 
-fn wait_options(args: &DrainArgs) -> WaitOptions {
-    WaitOptions {
-        timeout: args.timeout,
-        probe_limit: args.probe.probe_timeout.min(Duration::from_secs(1)),
+    async fn refused_now(&self, look: &Look, pod: &str) -> Option<String> {
+        let p = self.pod(look, pod).ok()?;
+        self.evictor
+            .dry_run(p)
+            .await
+            .strip_prefix("refused now: ")
+            .map(str::to_string)
     }
-}
 
-/// Evicts one member, then waits for its replacement to be Ready and rejoined (unless it
-/// cannot come back while the node is drained).
-async fn evict_member(
-    ctx: &Ctx<'_>,
-    obs: &ClusterObservation,
-    report: &ClusterReport,
-    step: &DrainStep,
-    s: &mut ClusterSummary,
-) -> Result<()> {
-    let Ctx {
-        surveyor,
-        evictor,
-        args,
-        line,
-        ..
-    } = *ctx;
-    let pod = obs
-        .target
-        .pods
-        .iter()
-        .find(|p| p.name_any() == step.pod)
-        .cloned()
-        .ok_or_else(|| anyhow!("pod {} is no longer part of the cluster", step.pod))?;
-    if let Some(moves) = moves_off(obs, &step.pod).filter(|m| !m.is_empty()) {
-        move_groups_first(ctx, obs, &pod, &moves, s).await;
+    async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt> {
+        self.evictor.attempt(self.pod(look, pod)?).await
     }
-    line.set(&format!(
-        "evicting {} ({}) from {}",
-        step.pod, step.why, step.node
-    ));
-    if step.action == Action::EvictLeader {
-        // A PDB that refuses now sends the decision back to planning, before the election
-        // is started and measured.
-        let answer = evictor.dry_run(&pod).await;
-        if answer.starts_with("refused now: ") {
-            return Err(StepBlocked(format!(
-                "cannot evict the leader {} yet: {}",
-                step.pod,
-                answer.trim_start_matches("refused now: ")
-            ))
-            .into());
-        }
-        // No transfer: the eviction starts an election; measure it as yield --allow-election does.
+
+    async fn wait_gone(&self, look: &Look, pod: &str) -> Result<()> {
+        self.evictor.wait_gone(self.pod(look, pod)?).await
+    }
+
+    async fn evict_leader(&self, look: &Look, step: &DrainStep) -> Result<Election> {
+        let p = self.pod(look, &step.pod)?;
+        // No transfer: the eviction starts an election; measured as yield --allow-election.
         let expect = Expect {
             old_leader: step.pod.clone(),
             target: None,
             old_leader_may_vanish: true,
         };
+        let evictor = self.evictor;
         let evicting = async {
-            match evictor.evict(&pod, line).await {
-                Ok(Evicted::AlreadyGone) => Ok(()),
-                Ok(Evicted::Accepted) => evictor.wait_gone(&pod).await.map_err(|e| e.to_string()),
+            match evictor.attempt(p).await {
+                Ok(Attempt::Done(Evicted::AlreadyGone)) => Ok(()),
+                Ok(Attempt::Done(Evicted::Accepted)) => {
+                    evictor.wait_gone(p).await.map_err(|e| e.to_string())
+                }
+                Ok(Attempt::Refused(why)) => Err(format!("refused: {why}")),
                 Err(e) => Err(crate::errors::anyhow_chain(&e)),
             }
         };
-        let wait = wait_options(args);
-        // Observed with the cluster's credentials; without them (already said by the
-        // survey) the replicas are still watched as far as they answer.
-        let transport = surveyor
-            .transport_for(&obs.target)
-            .await
-            .unwrap_or_else(|_| surveyor.transport.clone());
-        let w = act_and_wait(&transport, &obs.target, report, expect, &wait, evicting).await;
-        record_window(s, w.leaderless_window_ms);
+        let transport = self.transport(look).await;
+        let w = act_and_wait(
+            &transport,
+            &look.obs.target,
+            &look.input.report,
+            expect,
+            &self.wait_options(),
+            evicting,
+        )
+        .await;
         if let Some(e) = w.error {
             bail!("evicting the leader {}: {e}", step.pod);
         }
         if w.outcome != Outcome::Transferred {
             bail!(
                 "no new leader within {} after evicting the leader {}",
-                human_duration(args.timeout),
+                human_duration(self.args.timeout),
                 step.pod
             );
         }
-        s.evictions += 1;
-        s.elections += 1;
-        let msg = format!(
-            "evicted the leader {} (election: {} leads, leaderless window {})",
-            step.pod,
-            w.new_leader.unwrap_or_default(),
-            w.leaderless_window_ms
-                .map_or("none observed".into(), |m| format!("{m:.0}ms"))
-        );
-        line.note(&msg);
-        s.done.push(msg);
-    } else {
-        match evictor.attempt(&pod).await? {
-            Attempt::Refused(why) => {
-                return Err(StepBlocked(format!("cannot evict {} yet: {why}", step.pod)).into())
-            }
-            Attempt::Done(Evicted::AlreadyGone) => {
-                line.note(&format!("{} had already gone; not evicted again", step.pod));
-            }
-            Attempt::Done(Evicted::Accepted) => {
-                line.set(&format!("waiting for {} to stop", step.pod));
-                evictor.wait_gone(&pod).await?;
-                s.evictions += 1;
-                let msg = format!("evicted {} from {}", step.pod, step.node);
-                line.note(&msg);
-                s.done.push(msg);
-            }
-        }
+        Ok(Election {
+            new_leader: w.new_leader.unwrap_or_default(),
+            window_ms: w.leaderless_window_ms,
+        })
     }
-    if let Some(why) = &step.degraded {
-        let msg = format!(
-            "{} runs a member short until node {} is back ({why}); its fault tolerance is reduced meanwhile",
-            s.plan.cluster(),
-            step.node
-        );
-        line.note(&msg);
-        s.done.push(msg);
-        return Ok(());
-    }
-    rejoin(surveyor, args, obs, &pod, line, s, &evictor.cancel).await
-}
 
-/// The leaders of the server's streams and consumers moved off it before its eviction, so
-/// their groups are not left to elect when it stops. A failure is said and the drain goes
-/// on: a stopping NATS server steps its leaders down itself (docs/systems/nats.md).
-async fn move_groups_first(
-    ctx: &Ctx<'_>,
-    obs: &ClusterObservation,
-    pod: &Pod,
-    moves: &GroupMoves,
-    s: &mut ClusterSummary,
-) {
-    let Ctx {
-        surveyor,
-        args,
-        line,
-        ..
-    } = *ctx;
-    line.set(&format!(
-        "moving the stream and consumer leaders off {} before evicting it",
-        pod.name_any()
-    ));
-    let transport = surveyor
-        .transport_for(&obs.target)
-        .await
-        .unwrap_or_else(|_| surveyor.transport.clone());
-    let m = move_off(&transport, &obs.target, pod, moves, args.timeout).await;
-    s.group_leaders_moved += (m.moved.len() - m.still_led.len()) as u32;
-    let msg = if m.succeeded() {
-        m.summary()
-    } else {
-        format!(
-            "{}; evicting it anyway (a stopping server steps down the leaders it still holds)",
-            m.summary()
-        )
-    };
-    line.note(&msg);
-    s.done.push(msg);
-}
-
-/// Waits until the replacement is scheduled and Ready (a watch), then until its Raft answers
-/// healthy, in the leader's term, knows the leader and has caught up (surveys).
-async fn rejoin(
-    surveyor: &Surveyor,
-    args: &DrainArgs,
-    obs: &ClusterObservation,
-    old: &Pod,
-    line: &Line,
-    s: &mut ClusterSummary,
-    cancel: &CancellationToken,
-) -> Result<()> {
-    let ns = old.namespace().unwrap_or_default();
-    let name = old.name_any();
-    let old_uid = old.uid().unwrap_or_default();
-    let start = Instant::now();
-    if obs.target.owner_kind == crate::model::OwnerKind::StatefulSet {
-        line.set(&format!(
-            "waiting for {name}'s replacement to be scheduled and Ready"
-        ));
-        let api: Api<Pod> = Api::namespaced(surveyor.conn.probe_client.clone(), &ns);
-        let ready = await_condition(api.clone(), &name, |p: Option<&Pod>| {
+    async fn wait_replacement_ready(&self, look: &Look, pod: &str) -> Result<()> {
+        let old = self.pod(look, pod)?;
+        let ns = self.ns;
+        let old_uid = old.uid().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.surveyor.conn.probe_client.clone(), ns);
+        let ready = await_condition(api.clone(), pod, |p: Option<&Pod>| {
             p.is_some_and(|p| p.uid().as_deref() != Some(old_uid.as_str()) && pod_ready(p))
         });
+        let cancel = &self.evictor.cancel;
         let ready = async {
             tokio::select! {
                 r = ready => Some(r),
                 _ = cancel.cancelled() => None,
             }
         };
-        match tokio::time::timeout(args.timeout, ready).await {
-            Ok(None) => bail!("interrupted while waiting for {name}'s replacement to be Ready"),
-            Ok(Some(Ok(_))) => {}
-            Ok(Some(Err(e))) => bail!("watching {ns}/{name}'s replacement: {e}"),
+        match tokio::time::timeout(self.args.timeout, ready).await {
+            Ok(None) => bail!("interrupted while waiting for {pod}'s replacement to be Ready"),
+            Ok(Some(Ok(_))) => Ok(()),
+            Ok(Some(Err(e))) => bail!("watching {ns}/{pod}'s replacement: {e}"),
             Err(_) => {
                 let why = api
-                    .get_opt(&name)
+                    .get_opt(pod)
                     .await
                     .ok()
                     .flatten()
                     .map(|p| pod_state(&p))
                     .unwrap_or_else(|| "no pod of that name exists".into());
                 bail!(
-                    "{name}'s replacement was not Ready within {} ({why}); no further member was evicted",
-                    human_duration(args.timeout)
+                    "{pod}'s replacement was not Ready within {} ({why}); no further member was evicted",
+                    human_duration(self.args.timeout)
                 );
             }
         }
     }
-    line.set(&format!(
-        "waiting for {name} to rejoin: a member that knows the leader and has caught up"
-    ));
-    loop {
-        let sel = Selection {
-            name: Some(obs.target.name.clone()),
-            ..Default::default()
-        };
-        let last = match surveyor.survey_in(Some(&ns), &sel).await {
-            Ok(sv) => match sv.reports.into_iter().next() {
-                Some(r) => {
-                    let leader = r
-                        .replicas
-                        .iter()
-                        .find(|x| r.summary.leader.as_deref() == Some(x.pod.as_str()));
-                    match r.replicas.iter().find(|x| x.pod == name) {
-                        Some(x) => match rejoined(x, leader, args.max_lag) {
-                            Ok(()) if leader.is_some() => {
-                                let msg = format!(
-                                    "{name} rejoined on {} ({} after the eviction)",
-                                    x.node.clone().unwrap_or_default(),
-                                    human_duration(start.elapsed())
-                                );
-                                line.note(&msg);
-                                s.done.push(msg);
-                                return Ok(());
-                            }
-                            Ok(()) => "the cluster has no single leader".to_string(),
-                            Err(why) => why,
-                        },
-                        None => format!("{name} is not a replica any more"),
-                    }
-                }
-                None => "the cluster was not found".into(),
-            },
-            Err(e) => crate::errors::anyhow_chain(&e),
-        };
-        if start.elapsed() >= args.timeout {
-            bail!(
-                "{name}'s replacement did not rejoin within {}: {last}; no further member was evicted",
-                human_duration(args.timeout)
-            );
-        }
-        if sleep_or_cancel(cancel, RECHECK_EVERY / 2).await {
-            bail!("interrupted while waiting for {name} to rejoin ({last})");
-        }
+
+    async fn pause(&self, d: Duration) -> bool {
+        sleep_or_cancel(&self.evictor.cancel, d).await
+    }
+
+    fn interrupted(&self) -> bool {
+        self.evictor.cancel.is_cancelled()
     }
 }
 
-/// Whether a replacement has rejoined: a voter by the one definition of a healthy voter; a
-/// learner or observer by its own role's test (Ready, healthy, and knowing the leader), so
-/// that one on a drained node does not stall the drain.
-fn rejoined(
-    x: &crate::report::ReplicaReport,
-    leader: Option<&crate::report::ReplicaReport>,
-    max_lag: u64,
-) -> Result<(), String> {
-    if x.raft.learner || !x.raft.role.is_voter() {
-        let p = &x.pod;
-        if x.raft.health.state != crate::report::CheckState::Ok {
-            return Err(format!(
-                "{p}'s health check is {}",
-                x.raft.health.state.as_str()
-            ));
-        }
-        if !x.ready {
-            return Err(format!("{p} is not Ready"));
-        }
-        if x.raft.has_leader == Some(false) {
-            return Err(format!("{p} knows no leader"));
-        }
-        return Ok(());
+/// The executor's events on one progress line.
+impl Events for Line {
+    fn doing(&self, msg: &str) {
+        self.set(msg);
     }
-    healthy_voter(x, leader, max_lag)
+
+    fn did(&self, msg: &str) {
+        self.note(msg);
+    }
 }
 
 /// Why a pod is not running, in a few words: phase, and the scheduler's or kubelet's reason.
@@ -1194,7 +912,13 @@ async fn dry_run(
                 .any(|(ns, name)| &o.target.namespace == ns && &o.target.name == name)
         })
         .map(|(o, r)| {
-            let input = cluster_input(o, r.clone(), &first.snapshot, &found.pvs, &opts.nodes);
+            let input = cluster_input(
+                o,
+                r.clone(),
+                &first.snapshot,
+                found.pvs.as_deref(),
+                &opts.nodes,
+            );
             (o, input)
         })
         .collect();
@@ -1236,7 +960,7 @@ async fn dry_run(
             group_leaders_moved: 0,
             longest_leaderless_ms: None,
             duration_ms: 0.0,
-            result: "planned".into(),
+            result: ClusterResult::Planned,
             message: if blocked {
                 "blocked".into()
             } else {
@@ -1375,7 +1099,7 @@ fn print_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result
             writeln!(
                 out,
                 "  {}: {} eviction(s), {} transfer(s), {} election(s), longest leaderless window {window}, {}",
-                c.result,
+                c.result.as_str(),
                 c.evictions,
                 c.transfers,
                 c.elections,

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::cli::YieldArgs;
@@ -90,6 +90,7 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let members = crate::profile::extract::parse_membership(spec, &ans).map_err(|e| anyhow!(e))?;
     let my_id = me.facts.member_id.clone().unwrap_or_default();
     let mut pods = vec![];
+    let mut my_name = None;
     for m in &members {
         let name = m
             .name
@@ -98,6 +99,7 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
             .unwrap_or_else(|| m.id.clone());
         if m.id == my_id {
             pods.push(synthetic_pod(&name, "127.0.0.1", port, &profile));
+            my_name = Some(name);
             continue;
         }
         let url = m.url.as_deref().unwrap_or_default();
@@ -116,6 +118,23 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     };
     let obs = observe_cluster(&transport, target, limit).await;
     let report = crate::assess::assess(&obs, &Snapshot::default());
+    // Only the sole claimant hands over: with two replicas claiming leadership, a transfer
+    // from here could as well depose the real leader's successor (--force overrides much
+    // below, never this).
+    let claimants: Vec<&str> = report
+        .replicas
+        .iter()
+        .filter(|r| r.raft.role == Role::Leader)
+        .map(|r| r.pod.as_str())
+        .collect();
+    if claimants.len() != 1 || my_name.as_deref() != Some(claimants[0]) {
+        writeln!(
+            err,
+            "{ME}: this replica is not the only one that claims leadership (claimants: {}); nothing handed over",
+            if claimants.is_empty() { "none".to_string() } else { claimants.join(", ") }
+        )?;
+        return Err(Reported.into());
+    }
     // The pod is stopping whatever happens: a handover is better than none, so the refusals
     // that --force may override are overridden, and said.
     let opts = YieldOptions {
@@ -252,8 +271,16 @@ fn synthetic_pod(name: &str, host: &str, port: u16, profile: &Profile) -> Pod {
             }],
             ..Default::default()
         }),
+        // Inside a pod there is no Kubernetes view of the peers: their own health checks
+        // are what counts, so they are taken as Ready (running, not terminating).
         status: Some(PodStatus {
             pod_ip: Some(host.to_string()),
+            phase: Some("Running".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
             ..Default::default()
         }),
     }

@@ -357,7 +357,10 @@ fn conclude(y: &mut YieldReport, w: Waited, cluster: &str) {
     (y.succeeded, y.message) = match w.outcome {
         Outcome::Transferred => {
             let jump = match (y.term_before, w.term_after) {
-                (Some(a), Some(b)) if y.mode == "transfer" && y.targeted && b > a + 1 => Some(b - a),
+                // Checked: replicas' terms may be anything up to u64::MAX.
+                (Some(a), Some(b)) if y.mode == "transfer" && y.targeted && b.saturating_sub(a) > 1 => {
+                    Some(b - a)
+                }
                 _ => None,
             };
             match jump {
@@ -517,6 +520,27 @@ async fn find_cluster(
         })
         .collect();
     match found.len() {
+        // Named by one of its pods: look again by its StatefulSet's name, so that it is
+        // surveyed as a cluster the user named (with the environment's credentials, which go
+        // only to clusters the user names: docs/security.md).
+        1 if args.name.is_some() && !found[0].0.target.named => {
+            let (obs, _) = found.remove(0);
+            let by_name = Selection {
+                name: Some(obs.target.name.clone()),
+                ..sel
+            };
+            let again = surveyor
+                .survey_in(Some(&obs.target.namespace), &by_name)
+                .await?;
+            again
+                .observations
+                .into_iter()
+                .zip(again.reports)
+                .next()
+                .ok_or_else(|| {
+                    anyhow::anyhow!("{}/{} is gone", obs.target.namespace, obs.target.name)
+                })
+        }
         1 => Ok(found.remove(0)),
         0 => {
             let what = args.name.as_deref().unwrap_or("the selected pods");

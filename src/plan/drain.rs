@@ -169,6 +169,8 @@ pub struct ClusterInput {
     pub stuck: BTreeMap<String, String>,
     /// Per pod, the emptyDir volumes it has (`emptydir_volumes`): lost with the pod.
     pub empty_dirs: BTreeMap<String, Vec<String>>,
+    /// Why `stuck` could not be worked out (no right to list PersistentVolumes or nodes).
+    pub placement_unknown: Option<String>,
 }
 
 /// The names of a pod's emptyDir volumes, kubectl drain's "local storage".
@@ -224,6 +226,9 @@ pub enum BlockReason {
     /// The voters could only be counted from the pods, and --assume-voters-are-pods was not
     /// given.
     MembershipUnknown,
+    /// Where a replacement could start could not be checked (no right to list PVs or nodes),
+    /// and --allow-degraded was not given.
+    PlacementUnknown,
 }
 
 impl BlockReason {
@@ -411,6 +416,14 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
                 BlockReason::LocalData,
                 Some(&x.pod),
                 format!("{cluster}: {} has local storage in emptyDir ({}), lost on eviction: its replacement would start empty and have to join as a new member (use --delete-emptydir-data to evict it anyway)", x.pod, dirs.join(", ")),
+            );
+            break;
+        }
+        if let (Some(why), false) = (&c.placement_unknown, opts.allow_degraded) {
+            plan.blocker = block(
+                BlockReason::PlacementUnknown,
+                Some(&x.pod),
+                format!("{cluster}: {} is not evicted: {why}, so it might not be replaced while node {node} is drained (grant list on them, or --allow-degraded to take that risk)", x.pod),
             );
             break;
         }

@@ -6,7 +6,7 @@ use crate::profile::Catalog;
 use crate::report::{Check, CheckState, Probes, RaftReport, Summary};
 
 #[derive(Clone, Debug)]
-pub(in crate::plan) struct M {
+pub(crate) struct M {
     pub role: Role,
     pub health: CheckState,
     pub lag: Option<u64>,
@@ -25,7 +25,7 @@ fn m(role: Role) -> M {
 }
 
 /// A healthy-looking replica `etcd-{i}` as `x` describes it (shared with drain's tests).
-pub(in crate::plan) fn replica(i: usize, x: &M) -> ReplicaReport {
+pub(crate) fn replica(i: usize, x: &M) -> ReplicaReport {
     ReplicaReport {
         pod: format!("etcd-{i}"),
         node: Some(format!("n{}", if x.node == 0 { i as u8 } else { x.node })),
@@ -62,7 +62,7 @@ pub(in crate::plan) fn replica(i: usize, x: &M) -> ReplicaReport {
 }
 
 /// A cluster `db/etcd` of these members, summarised (shared with drain's tests).
-pub(in crate::plan) fn cluster(ms: &[M]) -> ClusterReport {
+pub(crate) fn cluster(ms: &[M]) -> ClusterReport {
     let replicas: Vec<ReplicaReport> = ms.iter().enumerate().map(|(i, x)| replica(i, x)).collect();
     let voters = ms.iter().filter(|x| x.role.is_voter()).count() as u32;
     let healthy = ms

@@ -106,6 +106,15 @@ pub fn voter_health(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: 
                 format!("{p} did not report its term (the leader did)"),
             )
         }
+        (None, Some(_)) => {
+            return no(
+                Unhealthy::Incomplete,
+                format!(
+                    "{p}'s term cannot be compared: the leader {} did not report its own",
+                    l.pod
+                ),
+            )
+        }
         _ => {}
     }
     if x.raft.has_leader == Some(false) {

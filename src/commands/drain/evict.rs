@@ -17,9 +17,6 @@ use crate::commands::progress::Line;
 use crate::errors::{anyhow_chain, api_context, status_of};
 use crate::select::selector_matches;
 
-/// kubectl drain retries a refused eviction every 5 s.
-pub const RETRY_EVERY: Duration = Duration::from_secs(5);
-
 pub struct Evictor {
     /// A client that does not retry 429s by itself: a PDB's refusal is ours to explain.
     pub client: Client,
@@ -30,23 +27,7 @@ pub struct Evictor {
     pub cancel: CancellationToken,
 }
 
-/// What happened to the eviction.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Evicted {
-    /// Accepted: the pod is terminating.
-    Accepted,
-    /// It had already gone, or was recreated under the same name (a new UID): not evicted.
-    AlreadyGone,
-}
-
-/// One attempt's answer, for callers that decide again before they retry (a Raft member's
-/// eviction goes back to planning: the cluster may have changed while the PDB refused).
-#[derive(Debug, PartialEq, Eq)]
-pub enum Attempt {
-    Done(Evicted),
-    /// A PodDisruptionBudget refused it (429), with the blocking PDB named.
-    Refused(String),
-}
+pub use crate::drain::{Attempt, Evicted, RETRY_EVERY};
 
 /// Sleeps `d`, or less if `cancel` fires; true when it fired.
 pub async fn sleep_or_cancel(cancel: &CancellationToken, d: Duration) -> bool {

@@ -1,14 +1,29 @@
 //! One drain per Raft cluster at a time: a `coordination.k8s.io` Lease in the cluster's
-//! namespace, renewed while the drain runs and deleted when it ends. A drain that died
-//! leaves a Lease that stops being renewed; after its duration another drain takes it over.
+//! namespace, renewed while the drain runs and deleted when it ends, fenced as client-go's
+//! leader election fences its lock:
+//!
+//! - every write carries the resourceVersion last seen (an update, never a blind patch), so
+//!   a renewal after someone else took the Lease fails instead of taking it back;
+//! - a Lease held by another is taken over only after this process itself has watched it
+//!   not change for its whole duration (its own monotonic clock, never another machine's
+//!   `renewTime` against this one's);
+//! - holdership is checked again (a GET) before each eviction and transfer: a drain that
+//!   was paused (Ctrl-Z, a laptop lid) and overtaken stops before its next action, saying
+//!   so; a lock that could not be renewed for its duration counts as lost;
+//! - release deletes the Lease only if it is still this drain's (a resourceVersion
+//!   precondition).
+//!
+//! kube-lease-manager was considered: it compares the holder's `renewTime` with the local
+//! clock and refreshes with an unconditioned patch, the two things this module must not do.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::Client;
 
 use crate::errors::{anyhow_chain, api_context, status_of};
@@ -16,50 +31,79 @@ use crate::errors::{anyhow_chain, api_context, status_of};
 /// Seconds a Lease stays valid without renewal.
 const LEASE_SECONDS: i32 = 30;
 const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// How often a Lease held by another is looked at while waiting to see whether it is dead.
+const OBSERVE_EVERY: Duration = Duration::from_secs(2);
 
 pub fn lease_name(sts: &str) -> String {
     format!("kubectl-raft-drain.{sts}")
 }
 
-/// Who holds it, in words a colleague recognises.
+/// Who holds it, in words a colleague recognises; unique per process run.
 pub fn holder_identity(nodes: &[String]) -> String {
     let user = std::env::var("USER").unwrap_or_else(|_| "someone".into());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "unknown-host".into());
+    let started = Timestamp::now().as_millisecond();
     format!(
-        "{user}@{host} pid {} (kubectl raft drain {})",
+        "{user}@{host} pid {} started {started} (kubectl raft drain {})",
         std::process::id(),
         nodes.join(" ")
     )
+}
+
+/// What the lock knows of itself, shared with its renewal task.
+#[derive(Debug)]
+struct State {
+    /// The resourceVersion of the Lease as this drain last wrote it.
+    version: Option<String>,
+    /// When it was last renewed (this process's clock).
+    renewed: Instant,
+    /// Why it is no longer ours, once it is not.
+    lost: Option<String>,
 }
 
 /// A held Lease; renewed in the background until `release`.
 pub struct Held {
     api: Api<Lease>,
     name: String,
+    cluster: String,
+    holder: String,
+    state: Arc<Mutex<State>>,
     renew: tokio::task::JoinHandle<()>,
 }
 
-fn spec(holder: &str) -> LeaseSpec {
+fn spec(holder: &str, transitions: i32) -> LeaseSpec {
     let now = MicroTime(Timestamp::now());
     LeaseSpec {
         holder_identity: Some(holder.to_string()),
         lease_duration_seconds: Some(LEASE_SECONDS),
         acquire_time: Some(now.clone()),
         renew_time: Some(now),
+        lease_transitions: Some(transitions),
         ..Default::default()
     }
 }
 
-/// Takes the cluster's Lease, or says who holds it and how to break a stale one.
-/// Returns the Held lock and, when a stale one was taken over, its former holder.
+/// The parts of a Lease that say whether its holder is alive: any change is a sign of life.
+fn fingerprint(l: &Lease) -> (Option<String>, Option<String>) {
+    (
+        l.metadata.resource_version.clone(),
+        l.spec.as_ref().and_then(|s| s.holder_identity.clone()),
+    )
+}
+
+/// Takes the cluster's Lease, or says who holds it and how to break it. A Lease held by
+/// another whose last renewal looks recent is refused at once; otherwise it is watched, and
+/// taken over only if it does not change for its whole duration by this process's clock.
+/// Returns the Held lock and, when one was taken over, its former holder.
 pub async fn acquire(
     client: &Client,
     ns: &str,
     sts: &str,
     holder: &str,
+    on_wait: &(dyn Fn(&str) + Sync),
 ) -> Result<(Held, Option<String>)> {
     let api: Api<Lease> = Api::namespaced(client.clone(), ns);
     let name = lease_name(sts);
@@ -75,80 +119,223 @@ pub async fn acquire(
             ),
             ..Default::default()
         },
-        spec: Some(spec(holder)),
+        spec: Some(spec(holder, 0)),
     };
-    let mut took_over = None;
-    match api.create(&PostParams::default(), &lease).await {
-        Ok(_) => {}
+    let lease_api = |e, verb| api_context(e, verb, "leases.coordination.k8s.io", ns);
+    let (written, took_over) = match api.create(&PostParams::default(), &lease).await {
+        Ok(l) => (l, None),
         Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => {
-            let current = api
-                .get(&name)
-                .await
-                .map_err(|e| api_context(e, "get", "leases.coordination.k8s.io", ns))?;
+            let current = api.get(&name).await.map_err(|e| lease_api(e, "get"))?;
             let s = current.spec.clone().unwrap_or_default();
             let who = s
                 .holder_identity
                 .clone()
                 .unwrap_or_else(|| "unknown".into());
+            let limit = s.lease_duration_seconds.unwrap_or(LEASE_SECONDS).max(1);
             let age = s
                 .renew_time
                 .as_ref()
-                .map(|t| Timestamp::now().duration_since(t.0).as_secs_f64())
-                .unwrap_or(f64::MAX);
-            let limit = f64::from(s.lease_duration_seconds.unwrap_or(LEASE_SECONDS));
-            if age <= limit {
-                bail!(
-                    "{ns}/{sts} is being drained by {who} (Lease {name} in namespace {ns}, renewed {age:.0}s ago); wait until it ends. \
-                     If that drain is dead, the Lease expires {limit:.0}s after its last renewal, or break it now: kubectl delete lease -n {ns} {name}"
-                );
+                .map(|t| Timestamp::now().duration_since(t.0).as_secs_f64());
+            let busy = |age: String| {
+                anyhow::anyhow!(
+                    "{ns}/{sts} is being drained by {who} (Lease {name} in namespace {ns}, renewed {age}); wait until it ends. \
+                     If that drain is dead, the Lease is taken over once it has not changed for {limit}s, or break it now: kubectl delete lease -n {ns} {name}"
+                )
+            };
+            // Recent by its own clock: refuse now (a skewed clock can only make this refuse,
+            // never take over).
+            if let Some(a) = age.filter(|a| *a <= f64::from(limit)) {
+                return Err(busy(format!("{a:.0}s ago")));
             }
-            let mut replaced = current;
-            replaced.spec = Some(spec(holder));
-            api.replace(&name, &PostParams::default(), &replaced)
+            // Otherwise watch it: a live holder renews it within its duration.
+            on_wait(&format!(
+                "the drain lock {ns}/{name} is held by {who}; taking it over if it does not change for {limit}s"
+            ));
+            let seen = fingerprint(&current);
+            let since = Instant::now();
+            let mut last = current;
+            while since.elapsed() < Duration::from_secs(limit as u64) {
+                tokio::time::sleep(OBSERVE_EVERY).await;
+                match api.get_opt(&name).await.map_err(|e| lease_api(e, "get"))? {
+                    // Released meanwhile: start again, from a fresh create.
+                    None => return Box::pin(acquire(client, ns, sts, holder, on_wait)).await,
+                    Some(l) if fingerprint(&l) != seen => {
+                        return Err(busy("just now, while this drain watched it".into()))
+                    }
+                    Some(l) => last = l,
+                }
+            }
+            let transitions = s.lease_transitions.unwrap_or(0).saturating_add(1);
+            let mut replaced = last;
+            replaced.spec = Some(spec(holder, transitions));
+            // Its resourceVersion is the one watched: if anyone wrote in between, this fails.
+            let written = api
+                .replace(&name, &PostParams::default(), &replaced)
                 .await
                 .map_err(|e| {
-                    api_context(e, "update", "leases.coordination.k8s.io", ns).context(format!(
+                    if status_of(&e).is_some_and(|s| s.code == 409) {
+                        return busy("just now, as this drain tried to take it over".into());
+                    }
+                    lease_api(e, "update").context(format!(
                         "taking over the stale drain lock of {ns}/{sts} from {who}"
                     ))
                 })?;
-            took_over = Some(who);
+            (written, Some(who))
         }
         Err(e) => {
-            return Err(api_context(e, "create", "leases.coordination.k8s.io", ns)
+            return Err(lease_api(e, "create")
                 .context(format!("locking {ns}/{sts} against concurrent drains")))
         }
-    }
-    let renew = {
-        let api = api.clone();
-        let name = name.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(RENEW_EVERY).await;
-                let patch = serde_json::json!({"spec": {"renewTime": MicroTime(Timestamp::now())}});
-                if let Err(e) = api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    eprintln!(
-                        "Warning: cannot renew the drain lock {name}: {}",
-                        anyhow_chain(&anyhow::Error::new(e))
-                    );
-                }
-            }
-        })
     };
-    Ok((Held { api, name, renew }, took_over))
+    let state = Arc::new(Mutex::new(State {
+        version: written.metadata.resource_version.clone(),
+        renewed: Instant::now(),
+        lost: None,
+    }));
+    let renew = tokio::spawn(renew_loop(
+        api.clone(),
+        name.clone(),
+        holder.to_string(),
+        state.clone(),
+    ));
+    Ok((
+        Held {
+            api,
+            name,
+            cluster: format!("{ns}/{sts}"),
+            holder: holder.to_string(),
+            state,
+            renew,
+        },
+        took_over,
+    ))
+}
+
+/// Renews the Lease every RENEW_EVERY with an update conditioned on the version last
+/// written; stops at the first sign that it is no longer ours.
+async fn renew_loop(api: Api<Lease>, name: String, holder: String, state: Arc<Mutex<State>>) {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        let version = state.lock().expect("not poisoned").version.clone();
+        let outcome = async {
+            let mut l = api.get(&name).await?;
+            let theirs = l
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.clone())
+                .filter(|h| *h != holder);
+            // The precondition: the version this drain wrote last, not the one just read.
+            l.metadata.resource_version = version.clone();
+            if let Some(s) = l.spec.as_mut() {
+                s.renew_time = Some(MicroTime(Timestamp::now()));
+            }
+            match theirs {
+                Some(who) => Ok(Err(who)),
+                None => api.replace(&name, &PostParams::default(), &l).await.map(Ok),
+            }
+        }
+        .await;
+        let mut st = state.lock().expect("not poisoned");
+        match outcome {
+            Ok(Ok(l)) => {
+                st.version = l.metadata.resource_version;
+                st.renewed = Instant::now();
+            }
+            Ok(Err(who)) => {
+                st.lost = Some(format!("the drain lock {name} is now held by {who}"));
+                return;
+            }
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 409 || s.code == 404) => {
+                st.lost = Some(format!(
+                    "the drain lock {name} was changed by someone else (taken over, or deleted): {}",
+                    anyhow_chain(&anyhow::Error::new(e))
+                ));
+                return;
+            }
+            Err(e) => {
+                if st.renewed.elapsed() >= Duration::from_secs(LEASE_SECONDS as u64) {
+                    st.lost = Some(format!(
+                        "the drain lock {name} could not be renewed for {LEASE_SECONDS}s (another drain may have taken it over): {}",
+                        anyhow_chain(&anyhow::Error::new(e))
+                    ));
+                    return;
+                }
+                eprintln!(
+                    "Warning: cannot renew the drain lock {name} (retrying; it is lost {LEASE_SECONDS}s after the last renewal): {}",
+                    anyhow_chain(&anyhow::Error::new(e))
+                );
+            }
+        }
+    }
 }
 
 impl Held {
+    /// Why the lock is lost, if its renewal found so already (no request).
+    pub fn lost(&self) -> Option<String> {
+        self.state.lock().expect("not poisoned").lost.clone()
+    }
+
+    /// Before an action: the Lease is still this drain's, by a fresh read. A lock lost to
+    /// another drain (or not renewed for its duration) is an error that stops this cluster.
+    pub async fn verify(&self) -> Result<()> {
+        let lost = self.state.lock().expect("not poisoned").lost.clone();
+        if let Some(why) = lost {
+            bail!("{why}; this drain stopped before its next action");
+        }
+        if self.state.lock().expect("not poisoned").renewed.elapsed()
+            >= Duration::from_secs(LEASE_SECONDS as u64)
+        {
+            bail!(
+                "the drain lock {} was not renewed for {LEASE_SECONDS}s (this process was paused, or the API server did not answer): another drain may hold it now; this drain stopped before its next action",
+                self.name
+            );
+        }
+        let current = self.api.get_opt(&self.name).await.map_err(|e| {
+            api_context(e, "get", "leases.coordination.k8s.io", "")
+                .context(format!("checking the drain lock of {}", self.cluster))
+        })?;
+        let holder = current
+            .as_ref()
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.holder_identity.clone());
+        if holder.as_deref() != Some(self.holder.as_str()) {
+            let who = holder.unwrap_or_else(|| "nobody (the Lease is gone)".into());
+            let why = format!(
+                "the drain lock of {} is now held by {who}; this drain stopped before its next action",
+                self.cluster
+            );
+            self.state.lock().expect("not poisoned").lost = Some(why.clone());
+            bail!("{why}");
+        }
+        Ok(())
+    }
+
     pub async fn release(self) {
         self.renew.abort();
-        if let Err(e) = self.api.delete(&self.name, &DeleteParams::default()).await {
-            eprintln!(
-                "Warning: cannot delete the drain lock {} (it expires by itself in {LEASE_SECONDS}s): {}",
+        let (version, lost) = {
+            let st = self.state.lock().expect("not poisoned");
+            (st.version.clone(), st.lost.is_some())
+        };
+        if lost {
+            // Not ours any more: someone else's drain holds it.
+            return;
+        }
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: version,
+                uid: None,
+            }),
+            ..Default::default()
+        };
+        match self.api.delete(&self.name, &dp).await {
+            Ok(_) => {}
+            // Changed since this drain's last write: another drain's now; leave it.
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 409 || s.code == 404) => {}
+            Err(e) => eprintln!(
+                "Warning: cannot delete the drain lock {} (it is taken over {LEASE_SECONDS}s after its last renewal): {}",
                 self.name,
                 anyhow_chain(&anyhow::Error::new(e))
-            );
+            ),
         }
     }
 }

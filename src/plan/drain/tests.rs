@@ -59,6 +59,7 @@ fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
         target_needs_id: can_transfer,
         stuck: BTreeMap::new(),
         empty_dirs: BTreeMap::new(),
+        placement_unknown: None,
     }
 }
 
@@ -221,6 +222,21 @@ fn a_member_on_an_emptydir_is_refused_unless_its_data_may_go() {
         "{}",
         p.steps[0].why
     );
+}
+
+#[test]
+fn placement_that_cannot_be_checked_refuses_unless_degraded_is_allowed() {
+    let mut c = input("etcd", &three(), true);
+    c.placement_unknown = Some(
+        "without the right to list nodes, where a replacement could start cannot be checked".into(),
+    );
+    let p = plan_cluster(&c, &opts(&[1]));
+    let b = p.blocker.expect("refused");
+    assert_eq!(b.reason, BlockReason::PlacementUnknown);
+    assert!(b.message.contains("--allow-degraded"), "{}", b.message);
+    let mut o = opts(&[1]);
+    o.allow_degraded = true;
+    assert_eq!(plan_cluster(&c, &o).steps.len(), 1);
 }
 
 #[test]
@@ -560,12 +576,34 @@ fn oracle_healthy(x: &ReplicaReport, r: &ClusterReport, max_lag: u64) -> bool {
     if x.pod == leader.pod {
         return true;
     }
+    let leader_has_index = leader
+        .raft
+        .commit_index
+        .or(leader.raft.applied_index)
+        .is_some();
     x.raft.role == Role::Follower
-        && x.raft.term.is_some()
         && x.raft.term == leader.raft.term
         && x.raft.has_leader != Some(false)
         && x.raft.leader_pod.as_ref().is_none_or(|p| *p == leader.pod)
-        && x.raft.lag.is_some_and(|l| l <= max_lag)
+        && match x.raft.lag {
+            Some(l) => l <= max_lag,
+            None => !leader_has_index,
+        }
+}
+
+/// What can go wrong with one member between two surveys.
+fn harm(x: &mut ReplicaReport, kind: u8) {
+    match kind {
+        0 => x.raft.term = None,
+        1 => x.raft.lag = None,
+        2 => x.raft.has_leader = Some(false),
+        3 => x.raft.leader_pod = Some("elsewhere-9".into()),
+        4 => x.terminating = true,
+        5 => x.ready = false,
+        6 => x.raft.health.state = CheckState::Unreachable,
+        7 => x.raft.term = x.raft.term.map(|t| t.saturating_add(1)),
+        _ => x.raft.role = Role::Candidate,
+    }
 }
 
 fn arb_opts() -> impl Strategy<Value = DrainOptions> {
@@ -663,4 +701,128 @@ proptest! {
         b2.report.replicas.reverse();
         prop_assert_eq!(plans, plan_drain(&[b2, a2], &o));
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+    /// Adversarial: the cluster as the executor may find it at any moment (members hung,
+    /// lagging, in another term, knowing no leader or another one, terminating, with facts
+    /// missing; more voters configured than pods; the membership unknown). The executor only
+    /// ever takes the first step of a plan made from such a moment: that step never leaves
+    /// fewer than a quorum of the *configured* voters healthy, by the oracle above (not by
+    /// plan::voter), and a cluster counted from its pods is not touched unless assumed.
+    #[test]
+    fn the_first_step_of_a_fresh_plan_keeps_a_quorum_whatever_the_cluster_does(
+        c in arb_cluster("a"),
+        o in arb_opts(),
+        extra in 0u32..=2,
+        harms in prop::collection::vec((0usize..7, 0u8..9), 0..4),
+        pods_only in any::<bool>(),
+        assume in any::<bool>(),
+    ) {
+        let mut c = c;
+        let mut o = o;
+        o.assume_voters_are_pods = assume;
+        let voters = c.report.replicas.iter().filter(|x| x.raft.role.is_voter() && !x.raft.learner).count() as u32 + extra;
+        c.report.summary.voters = voters;
+        c.report.summary.quorum = crate::assess::quorum(voters);
+        c.report.summary.voters_from = if pods_only {
+            crate::report::VotersFrom::Pods
+        } else {
+            crate::report::VotersFrom::Configuration
+        };
+        for (i, kind) in harms {
+            if let Some(x) = c.report.replicas.get_mut(i) {
+                harm(x, kind);
+            }
+        }
+        let p = plan_cluster(&c, &o);
+        if let Some(s) = p.steps.first() {
+            prop_assert!(!pods_only || assume, "acted on a pod count: {s:?}");
+            let left = c.report.replicas.iter()
+                .filter(|x| x.pod != s.pod && oracle_healthy(x, &c.report, o.max_lag))
+                .count() as u32;
+            prop_assert!(
+                left >= c.report.summary.quorum,
+                "{s:?} leaves {left} healthy of {voters} configured voters (quorum {})",
+                c.report.summary.quorum
+            );
+        }
+    }
+}
+
+/// The planner's time for a full plan at scale (docs/benchmarks.md; not a test: it asserts
+/// nothing about time). Run by tests/bench/plan.sh:
+/// `cargo test --release --bins plan_at_scale -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn plan_at_scale() {
+    const NODES: usize = 1000;
+    const CLUSTERS: usize = 500;
+    const MEMBERS: usize = 5;
+    let nodes: Vec<Node> = (0..NODES).map(|i| node(&format!("n{i}"), false)).collect();
+    let drained: BTreeSet<String> = (0..10).map(|i| format!("n{}", i * 97)).collect();
+    let mut all_pods = vec![];
+    let mut clusters = vec![];
+    for k in 0..CLUSTERS {
+        let on: Vec<String> = (0..MEMBERS)
+            .map(|m| format!("n{}", (k * 7 + m * 197) % NODES))
+            .collect();
+        let pods: Vec<Pod> = on
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut p = member(i, n);
+                p.metadata.namespace = Some(format!("c{k}"));
+                p
+            })
+            .collect();
+        all_pods.extend(pods.iter().cloned());
+        let ms: Vec<M> = (0..MEMBERS)
+            .map(|i| m(if i == 1 { Role::Leader } else { Role::Follower }, 1))
+            .collect();
+        let mut c = input(&format!("c{k}"), &ms, true);
+        c.report.namespace = format!("c{k}");
+        for (x, n) in c.report.replicas.iter_mut().zip(&on) {
+            x.node = Some(n.clone());
+        }
+        clusters.push((pods, c));
+    }
+    let o = DrainOptions {
+        nodes: drained.clone(),
+        max_lag: 100,
+        ..Default::default()
+    };
+    let mut times = vec![];
+    for _ in 0..5 {
+        let start = std::time::Instant::now();
+        let inputs: Vec<ClusterInput> = clusters
+            .iter()
+            .map(|(pods, c)| {
+                let mut c = c.clone();
+                c.stuck = crate::plan::placement::stuck_members(
+                    pods,
+                    Some(&pods[1].metadata.name.clone().unwrap_or_default()),
+                    &[],
+                    Some(&nodes),
+                    &all_pods,
+                    &drained,
+                );
+                c
+            })
+            .collect();
+        let plans = plan_drain(&inputs, &o);
+        times.push(start.elapsed());
+        assert_eq!(plans.len(), CLUSTERS);
+    }
+    times.sort();
+    println!(
+        "plan_at_scale: {NODES} nodes, {CLUSTERS} clusters, {} members, {} drained: median {:.1} ms (min {:.1}, max {:.1}) over 5 runs",
+        CLUSTERS * MEMBERS,
+        drained.len(),
+        times[2].as_secs_f64() * 1000.0,
+        times[0].as_secs_f64() * 1000.0,
+        times[4].as_secs_f64() * 1000.0
+    );
 }

@@ -1,0 +1,622 @@
+//! The drain executor, as a library: one Raft cluster's members moved off the drained nodes,
+//! a step at a time, each step the first of a plan made from a survey taken just before it.
+//!
+//! It decides nothing itself (`plan::drain::plan_cluster` does) and touches nothing itself:
+//! everything it observes or changes goes through [`ClusterOps`], and everything it has to
+//! say goes to an [`Events`] sink. `commands::drain` implements both against a real cluster;
+//! the tests here implement them with a *scripted* cluster whose answers change between steps
+//! (a member hangs during a PDB wait, a transfer flips back, the lock is overtaken, a
+//! replacement returns empty), as kubectl's `drain.Helper` is a library others embed.
+//!
+//! The invariant, held by the shape of [`drain_cluster`]: **every action (a transfer, an
+//! eviction) is taken on a plan made from a `look()` done in the same iteration of the loop**,
+//! after the lock was checked; every wait (a blocker, a PDB's refusal) goes back to the top of
+//! the loop, to look and plan again. No decision outlives the survey it was made from.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::model::{human_duration, ClusterObservation, OwnerKind};
+use crate::plan::drain::{
+    healthy_voter, plan_cluster, Action, ClusterInput, ClusterPlan, DrainOptions, DrainStep,
+};
+use crate::report::{CheckState, ClusterReport, ReplicaReport};
+
+/// How often a blocked cluster is surveyed again.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
+/// How long after a PDB's refusal the cluster is surveyed and planned again (kubectl drain
+/// retries a refused eviction every 5 s).
+pub const RETRY_EVERY: Duration = Duration::from_secs(5);
+
+/// One look at the cluster: what its replicas said, and the planner's input made from it.
+#[derive(Debug, Clone)]
+pub struct Look {
+    pub obs: ClusterObservation,
+    pub input: ClusterInput,
+}
+
+/// What happened to an eviction.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Evicted {
+    /// Accepted: the pod is terminating.
+    Accepted,
+    /// It had already gone, or was recreated under the same name (a new UID): not evicted.
+    AlreadyGone,
+}
+
+/// One eviction request's answer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Attempt {
+    Done(Evicted),
+    /// A PodDisruptionBudget refused it (429), with the blocking PDB named.
+    Refused(String),
+}
+
+/// A verified leadership transfer.
+#[derive(Debug, Clone)]
+pub struct Handover {
+    pub from: String,
+    pub to: String,
+    pub term_before: Option<u64>,
+    pub term_after: Option<u64>,
+    pub window_ms: Option<f64>,
+}
+
+/// The election a leader's eviction started, once a new leader was agreed.
+#[derive(Debug, Clone)]
+pub struct Election {
+    pub new_leader: String,
+    pub window_ms: Option<f64>,
+}
+
+/// Leaders of other Raft groups (NATS streams, consumers) moved off a server.
+#[derive(Debug, Clone)]
+pub struct GroupsMoved {
+    pub moved: u32,
+    pub summary: String,
+}
+
+/// Everything the executor does to, or learns from, the world. Errors are the user's
+/// sentences (they end up in the summary's message).
+#[allow(async_fn_in_trait)]
+pub trait ClusterOps {
+    /// Survey the cluster now; None when it no longer exists.
+    async fn look(&self) -> Result<Option<Look>>;
+    /// The drain lock is still this drain's (a fresh read).
+    async fn check_lock(&self) -> Result<()>;
+    /// Why the drain lock is known to be lost already (its renewal found another holder),
+    /// without asking: checked every round, so an overtaken drain stops even while it waits.
+    fn lock_lost(&self) -> Option<String>;
+    /// Hand leadership over to a member on a node that stays, and wait until it is done
+    /// (yield's full wait); an error says why not and that nothing was evicted.
+    async fn transfer(&self, look: &Look, step: &DrainStep) -> Result<Handover>;
+    /// Move the leaders of other Raft groups off `pod` (None when it leads none); an error
+    /// fails the step.
+    async fn move_groups_off(&self, look: &Look, pod: &str) -> Result<Option<GroupsMoved>>;
+    /// What a PDB answers to this eviction now (a server-side dry run): Some(why) if refused.
+    async fn refused_now(&self, look: &Look, pod: &str) -> Option<String>;
+    /// One eviction request.
+    async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt>;
+    /// Until the evicted pod (this UID) is gone.
+    async fn wait_gone(&self, look: &Look, pod: &str) -> Result<()>;
+    /// Evict the leader of a system that cannot transfer, and wait for the election.
+    async fn evict_leader(&self, look: &Look, step: &DrainStep) -> Result<Election>;
+    /// Until the replacement of `pod` (a new UID) is scheduled and Ready.
+    async fn wait_replacement_ready(&self, look: &Look, pod: &str) -> Result<()>;
+    /// Sleep `d`, or less if interrupted; true when interrupted (Ctrl-C).
+    async fn pause(&self, d: Duration) -> bool;
+    fn interrupted(&self) -> bool;
+}
+
+/// What the executor says while it works: what it does now (a progress line), and what
+/// happened (kept). The command renders them; tests record them.
+pub trait Events {
+    fn doing(&self, msg: &str);
+    fn did(&self, msg: &str);
+}
+
+/// The executor's limits, from the command's flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The longest wait for any one thing (a blocker, a PDB, a replacement).
+    pub timeout: Duration,
+}
+
+/// How a cluster's drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterResult {
+    /// Every member moved off the nodes.
+    Drained,
+    /// Nothing of it was on the nodes (or it no longer exists).
+    Unchanged,
+    /// It stopped before the end; `message` says why, what was done and what is left.
+    Stopped,
+    /// A dry run: the plan only.
+    Planned,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSummary {
+    pub namespace: String,
+    pub name: String,
+    pub system: String,
+    /// The plan as first made (the dry run prints it; a real drain re-plans before each step).
+    pub plan: ClusterPlan,
+    /// What each step answered in a dry run: the PDB's verdict for each planned eviction.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pdb_answers: BTreeMap<String, String>,
+    /// In a dry run: the other Raft groups (NATS streams, consumers) each evicted member leads,
+    /// moved off it first.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups_to_move: BTreeMap<String, Vec<String>>,
+    /// What was done, in order.
+    pub done: Vec<String>,
+    /// Members still on the drained nodes ("pod on node"), as last seen.
+    pub left: Vec<String>,
+    pub evictions: u32,
+    pub transfers: u32,
+    /// Term increments a transfer does not explain.
+    pub elections: u64,
+    /// Leaders of other Raft groups (NATS streams and consumers) moved off servers before
+    /// their eviction.
+    pub group_leaders_moved: u32,
+    pub longest_leaderless_ms: Option<f64>,
+    pub term_before: Option<u64>,
+    pub term_after: Option<u64>,
+    pub duration_ms: f64,
+    pub result: ClusterResult,
+    pub message: String,
+}
+
+impl ClusterResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterResult::Drained => "drained",
+            ClusterResult::Unchanged => "unchanged",
+            ClusterResult::Stopped => "stopped",
+            ClusterResult::Planned => "planned",
+        }
+    }
+}
+
+impl ClusterSummary {
+    pub fn new(ns: &str, name: &str, result: ClusterResult) -> Self {
+        ClusterSummary {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            system: String::new(),
+            plan: empty_plan(ns, name),
+            pdb_answers: BTreeMap::new(),
+            groups_to_move: BTreeMap::new(),
+            done: vec![],
+            left: vec![],
+            evictions: 0,
+            transfers: 0,
+            elections: 0,
+            group_leaders_moved: 0,
+            longest_leaderless_ms: None,
+            term_before: None,
+            term_after: None,
+            duration_ms: 0.0,
+            result,
+            message: String::new(),
+        }
+    }
+
+    fn record_window(&mut self, ms: Option<f64>) {
+        if let Some(ms) = ms {
+            self.longest_leaderless_ms = Some(self.longest_leaderless_ms.map_or(ms, |x| x.max(ms)));
+        }
+    }
+}
+
+fn empty_plan(ns: &str, name: &str) -> ClusterPlan {
+    ClusterPlan {
+        namespace: ns.into(),
+        name: name.into(),
+        system: String::new(),
+        leader: None,
+        term: None,
+        voters: 0,
+        healthy_voters: 0,
+        quorum: 0,
+        steps: vec![],
+        blocker: None,
+    }
+}
+
+/// The members still on the drained nodes, "pod on node".
+pub fn left_on(report: &ClusterReport, nodes: &BTreeSet<String>) -> Vec<String> {
+    report
+        .replicas
+        .iter()
+        .filter_map(|x| {
+            let n = x.node.as_ref().filter(|n| nodes.contains(*n))?;
+            Some(format!("{} on {n}", x.pod))
+        })
+        .collect()
+}
+
+/// A step that could not be taken now and is decided again from a fresh look (a PDB that
+/// refuses the eviction): never retried on the old decision.
+#[derive(Debug)]
+struct StepBlocked(String);
+
+impl std::fmt::Display for StepBlocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StepBlocked {}
+
+/// Drains one cluster's members off `opts.nodes`, a step at a time, each on a fresh plan.
+pub async fn drain_cluster<O: ClusterOps, E: Events>(
+    ops: &O,
+    events: &E,
+    opts: &DrainOptions,
+    settings: &Settings,
+    ns: &str,
+    name: &str,
+) -> ClusterSummary {
+    let start = Instant::now();
+    let cluster = format!("{ns}/{name}");
+    let mut s = ClusterSummary::new(ns, name, ClusterResult::Drained);
+    let mut blocked_since: Option<Instant> = None;
+    // Why it stopped; the message is made after the loop, with what is left as it is then.
+    let mut stopped: Option<String> = None;
+    let mut stop = |s: &mut ClusterSummary, why: String| {
+        s.result = ClusterResult::Stopped;
+        stopped = Some(
+            why.strip_prefix(&format!("{cluster}: "))
+                .unwrap_or(&why)
+                .to_string(),
+        );
+    };
+    loop {
+        if ops.interrupted() {
+            stop(&mut s, "interrupted".into());
+            break;
+        }
+        if let Some(why) = ops.lock_lost() {
+            stop(
+                &mut s,
+                format!("{why}; this drain stopped before its next action"),
+            );
+            break;
+        }
+        // Look, then plan: the only source of what to do next.
+        let look = match ops.look().await {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                if s.done.is_empty() {
+                    s.result = ClusterResult::Unchanged;
+                }
+                s.message = format!("{cluster}: it no longer exists");
+                break;
+            }
+            Err(e) => {
+                stop(
+                    &mut s,
+                    format!("cannot survey it: {}", crate::errors::anyhow_chain(&e)),
+                );
+                break;
+            }
+        };
+        let plan = plan_cluster(&look.input, opts);
+        s.left = left_on(&look.input.report, &opts.nodes);
+        if s.system.is_empty() {
+            s.system = look.input.report.system.clone();
+            s.plan = plan.clone();
+            s.term_before = plan.term;
+        }
+        if plan.term.is_some() {
+            s.term_after = plan.term;
+        }
+        let Some(step) = plan.steps.first().cloned() else {
+            match plan.blocker {
+                None => {
+                    if s.done.is_empty() {
+                        s.result = ClusterResult::Unchanged;
+                    }
+                    s.message = format!("{cluster}: no member left on the drained node(s)");
+                    break;
+                }
+                Some(b) if b.reason.waitable() => {
+                    let since = *blocked_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= settings.timeout {
+                        stop(
+                            &mut s,
+                            format!(
+                                "still blocked after {}: {}",
+                                human_duration(settings.timeout),
+                                b.message
+                            ),
+                        );
+                        break;
+                    }
+                    events.doing(&format!("waiting: {}", b.message));
+                    ops.pause(RECHECK_EVERY).await;
+                    continue;
+                }
+                Some(b) => {
+                    stop(&mut s, b.message);
+                    break;
+                }
+            }
+        };
+        blocked_since = None;
+        // The lock is still ours, by a fresh read, right before the action.
+        if let Err(e) = ops.check_lock().await {
+            stop(&mut s, crate::errors::anyhow_chain(&e));
+            break;
+        }
+        let r = match step.action {
+            Action::TransferThenEvict => transfer(ops, events, &look, &step, &mut s).await,
+            Action::Evict | Action::EvictLeader => {
+                evict_member(ops, events, opts, settings, &look, &step, &mut s).await
+            }
+        };
+        match r {
+            Ok(()) => {}
+            // Not now: wait, then look and plan again; what was decided is not retried.
+            Err(e) if e.downcast_ref::<StepBlocked>().is_some() => {
+                let since = *blocked_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= settings.timeout {
+                    stop(
+                        &mut s,
+                        format!(
+                            "still blocked after {}: {e}",
+                            human_duration(settings.timeout)
+                        ),
+                    );
+                    break;
+                }
+                events.doing(&format!(
+                    "waiting: {e}; planning again every {}s",
+                    RETRY_EVERY.as_secs()
+                ));
+                ops.pause(RETRY_EVERY).await;
+            }
+            Err(e) => {
+                stop(&mut s, crate::errors::anyhow_chain(&e));
+                break;
+            }
+        }
+    }
+    // An overtaken drain does not report the other drain's work as its own.
+    if s.result != ClusterResult::Stopped {
+        if let Some(why) = ops.lock_lost() {
+            stop(
+                &mut s,
+                format!("{why}; this drain stopped before its next action"),
+            );
+        }
+    }
+    if let Some(why) = stopped {
+        // What is left now, not at the last plan: a member may have moved meanwhile.
+        if let Ok(Some(l)) = ops.look().await {
+            s.left = left_on(&l.input.report, &opts.nodes);
+        }
+        let done = if s.done.is_empty() {
+            "nothing".to_string()
+        } else {
+            s.done.join("; ")
+        };
+        let done = if s.left.is_empty() {
+            done
+        } else {
+            format!("{done}; left: {}", s.left.join(", "))
+        };
+        s.message = format!("{cluster}: {why} (done: {done})");
+    }
+    // Elections: the leader evictions that started one, or the term increments a transfer
+    // does not explain, whichever says more.
+    if let (Some(a), Some(b)) = (s.term_before, s.term_after) {
+        let unexplained = (b.saturating_sub(a)).saturating_sub(u64::from(s.transfers));
+        s.elections = s.elections.max(unexplained);
+    }
+    s.duration_ms = start.elapsed().as_secs_f64() * 1000.0;
+    s
+}
+
+fn said<E: Events>(events: &E, s: &mut ClusterSummary, msg: String) {
+    events.did(&msg);
+    s.done.push(msg);
+}
+
+/// Hands the leadership to a member on a node that stays, with yield's full wait.
+async fn transfer<O: ClusterOps, E: Events>(
+    ops: &O,
+    events: &E,
+    look: &Look,
+    step: &DrainStep,
+    s: &mut ClusterSummary,
+) -> Result<()> {
+    events.doing(&format!(
+        "handing leadership {} → {} before evicting {}",
+        step.pod,
+        step.target.as_deref().unwrap_or("a follower"),
+        step.pod
+    ));
+    let h = ops.transfer(look, step).await?;
+    s.record_window(h.window_ms);
+    s.transfers += 1;
+    let msg = format!(
+        "leadership {} → {} (term {} → {}, leaderless window {})",
+        h.from,
+        h.to,
+        h.term_before.map_or("?".into(), |t| t.to_string()),
+        h.term_after.map_or("?".into(), |t| t.to_string()),
+        h.window_ms
+            .map_or("none observed".into(), |m| format!("{m:.0}ms"))
+    );
+    said(events, s, msg);
+    Ok(())
+}
+
+/// Evicts one member, then waits for its replacement to be Ready and rejoined (unless it
+/// cannot come back while the node is drained).
+async fn evict_member<O: ClusterOps, E: Events>(
+    ops: &O,
+    events: &E,
+    opts: &DrainOptions,
+    settings: &Settings,
+    look: &Look,
+    step: &DrainStep,
+    s: &mut ClusterSummary,
+) -> Result<()> {
+    let pod = step.pod.as_str();
+    if !look
+        .obs
+        .target
+        .pods
+        .iter()
+        .any(|p| p.metadata.name.as_deref() == Some(pod))
+    {
+        bail!("pod {pod} is no longer part of the cluster");
+    }
+    if let Some(g) = ops.move_groups_off(look, pod).await? {
+        s.group_leaders_moved += g.moved;
+        said(events, s, g.summary);
+    }
+    events.doing(&format!("evicting {pod} ({}) from {}", step.why, step.node));
+    if step.action == Action::EvictLeader {
+        // A PDB that refuses now sends the decision back to planning, before the election
+        // is started and measured.
+        if let Some(why) = ops.refused_now(look, pod).await {
+            return Err(StepBlocked(format!("cannot evict the leader {pod} yet: {why}")).into());
+        }
+        let e = ops.evict_leader(look, step).await?;
+        s.record_window(e.window_ms);
+        s.evictions += 1;
+        s.elections += 1;
+        let msg = format!(
+            "evicted the leader {pod} (election: {} leads, leaderless window {})",
+            e.new_leader,
+            e.window_ms
+                .map_or("none observed".into(), |m| format!("{m:.0}ms"))
+        );
+        said(events, s, msg);
+    } else {
+        match ops.evict(look, pod).await? {
+            Attempt::Refused(why) => {
+                return Err(StepBlocked(format!("cannot evict {pod} yet: {why}")).into())
+            }
+            Attempt::Done(Evicted::AlreadyGone) => {
+                events.did(&format!("{pod} had already gone; not evicted again"));
+            }
+            Attempt::Done(Evicted::Accepted) => {
+                events.doing(&format!("waiting for {pod} to stop"));
+                ops.wait_gone(look, pod).await?;
+                s.evictions += 1;
+                said(events, s, format!("evicted {pod} from {}", step.node));
+            }
+        }
+    }
+    if let Some(why) = &step.degraded {
+        let msg = format!(
+            "{} runs a member short until node {} is back ({why}); its fault tolerance is reduced meanwhile",
+            s.plan.cluster(),
+            step.node
+        );
+        said(events, s, msg);
+        return Ok(());
+    }
+    rejoin(ops, events, opts, settings, look, pod, s).await
+}
+
+/// Waits until the replacement is scheduled and Ready, then until its Raft answers as a
+/// member that counts again: a voter by the one definition of a healthy voter, a learner or
+/// observer by its own role's test (looks).
+async fn rejoin<O: ClusterOps, E: Events>(
+    ops: &O,
+    events: &E,
+    opts: &DrainOptions,
+    settings: &Settings,
+    look: &Look,
+    pod: &str,
+    s: &mut ClusterSummary,
+) -> Result<()> {
+    let start = Instant::now();
+    if look.obs.target.owner_kind == OwnerKind::StatefulSet {
+        events.doing(&format!(
+            "waiting for {pod}'s replacement to be scheduled and Ready"
+        ));
+        ops.wait_replacement_ready(look, pod).await?;
+    }
+    events.doing(&format!(
+        "waiting for {pod} to rejoin: a member that knows the leader and has caught up"
+    ));
+    loop {
+        let last = match ops.look().await {
+            Ok(Some(now)) => {
+                let r = &now.input.report;
+                let leader = r
+                    .replicas
+                    .iter()
+                    .find(|x| r.summary.leader.as_deref() == Some(x.pod.as_str()));
+                match r.replicas.iter().find(|x| x.pod == pod) {
+                    Some(x) => match rejoined(x, leader, opts.max_lag) {
+                        Ok(()) if leader.is_some() => {
+                            let msg = format!(
+                                "{pod} rejoined on {} ({} after the eviction)",
+                                x.node.clone().unwrap_or_default(),
+                                human_duration(start.elapsed())
+                            );
+                            said(events, s, msg);
+                            return Ok(());
+                        }
+                        Ok(()) => "the cluster has no single leader".to_string(),
+                        Err(why) => why,
+                    },
+                    None => format!("{pod} is not a replica any more"),
+                }
+            }
+            Ok(None) => "the cluster was not found".into(),
+            Err(e) => crate::errors::anyhow_chain(&e),
+        };
+        if start.elapsed() >= settings.timeout {
+            bail!(
+                "{pod}'s replacement did not rejoin within {}: {last}; no further member was evicted",
+                human_duration(settings.timeout)
+            );
+        }
+        if ops.pause(RECHECK_EVERY / 2).await {
+            bail!("interrupted while waiting for {pod} to rejoin ({last})");
+        }
+    }
+}
+
+/// Whether a replacement has rejoined: a voter by the one definition of a healthy voter
+/// (`plan::voter`, within `--max-lag`); a learner or
+/// observer by its own role's test (Ready, healthy, knowing the leader), so that one on a
+/// drained node does not stall the drain.
+fn rejoined(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: u64) -> Result<(), String> {
+    if x.raft.learner || !x.raft.role.is_voter() {
+        let p = &x.pod;
+        if x.raft.health.state != CheckState::Ok {
+            return Err(format!(
+                "{p}'s health check is {}",
+                x.raft.health.state.as_str()
+            ));
+        }
+        if !x.ready {
+            return Err(format!("{p} is not Ready"));
+        }
+        if x.raft.has_leader == Some(false) {
+            return Err(format!("{p} knows no leader"));
+        }
+        return Ok(());
+    }
+    healthy_voter(x, leader, max_lag)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,408 @@
+//! The executor against a scripted cluster: its answers change between steps as an
+//! uncooperative cluster's would. Time is tokio's paused clock, so waits of minutes take no
+//! time and no test depends on timing.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+
+use anyhow::anyhow;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::*;
+use crate::model::{ClusterTarget, Role};
+use crate::plan::tests::{cluster, M};
+use crate::profile::Catalog;
+
+/// What can happen to the cluster while the executor waits or acts.
+type Change = Box<dyn Fn(&mut ClusterReport)>;
+
+/// A 3-member etcd (etcd-0 on n1, the leader etcd-1 on n2, etcd-2 on n3) whose state the
+/// test scripts.
+struct Scripted {
+    report: RefCell<ClusterReport>,
+    /// Evictions a PDB refuses before it allows one.
+    pdb_refusals: Cell<u32>,
+    /// Applied when a PDB refuses: what happens meanwhile.
+    while_refused: RefCell<Option<Change>>,
+    /// A transfer's failure, instead of a transfer.
+    transfer_fails: RefCell<Option<String>>,
+    /// Lock checks that pass before the lock is found lost.
+    lock_checks_left: Cell<u32>,
+    /// The evicted member's replacement comes back this far behind.
+    replacement_lag: Cell<u64>,
+    /// Interrupted (Ctrl-C) after this many pauses.
+    interrupt_after_pauses: Cell<Option<u32>>,
+    /// The lock found lost by its renewal after this many pauses.
+    lost_after_pauses: Cell<Option<u32>>,
+    pauses: Cell<u32>,
+    /// Everything done to the cluster, in order.
+    actions: RefCell<Vec<String>>,
+    next_node: Cell<u32>,
+}
+
+fn etcd3() -> ClusterReport {
+    let m = |role| M {
+        role,
+        health: CheckState::Ok,
+        lag: Some(0),
+        cordoned: false,
+        node: 0,
+    };
+    let mut r = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
+    for (i, x) in r.replicas.iter_mut().enumerate() {
+        x.node = Some(format!("n{}", i + 1));
+    }
+    r.summary.leader = Some("etcd-1".into());
+    r
+}
+
+impl Scripted {
+    fn new() -> Self {
+        Scripted {
+            report: RefCell::new(etcd3()),
+            pdb_refusals: Cell::new(0),
+            while_refused: RefCell::new(None),
+            transfer_fails: RefCell::new(None),
+            lock_checks_left: Cell::new(u32::MAX),
+            replacement_lag: Cell::new(0),
+            interrupt_after_pauses: Cell::new(None),
+            lost_after_pauses: Cell::new(None),
+            pauses: Cell::new(0),
+            actions: RefCell::new(vec![]),
+            next_node: Cell::new(7),
+        }
+    }
+
+    fn did(&self, what: String) {
+        self.actions.borrow_mut().push(what);
+    }
+
+    fn actions(&self) -> Vec<String> {
+        self.actions.borrow().clone()
+    }
+
+    fn replica<'a>(r: &'a mut ClusterReport, pod: &str) -> &'a mut ReplicaReport {
+        r.replicas
+            .iter_mut()
+            .find(|x| x.pod == pod)
+            .expect("a member")
+    }
+}
+
+fn pod(name: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("db".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+impl ClusterOps for Scripted {
+    async fn look(&self) -> Result<Option<Look>> {
+        let report = self.report.borrow().clone();
+        let target = ClusterTarget {
+            namespace: "db".into(),
+            name: "etcd".into(),
+            owner_kind: OwnerKind::StatefulSet,
+            profile: Catalog::builtin().get("etcd").unwrap().clone(),
+            desired_replicas: 3,
+            pods: report.replicas.iter().map(|x| pod(&x.pod)).collect(),
+            credentials_secret: None,
+            named: false,
+        };
+        Ok(Some(Look {
+            obs: ClusterObservation {
+                target,
+                replicas: vec![],
+                members: None,
+                credentials_error: None,
+            },
+            input: ClusterInput {
+                report,
+                can_transfer: true,
+                target_needs_id: true,
+                stuck: Default::default(),
+                empty_dirs: Default::default(),
+                placement_unknown: None,
+            },
+        }))
+    }
+
+    async fn check_lock(&self) -> Result<()> {
+        match self.lock_checks_left.get() {
+            0 => Err(anyhow!(
+                "the drain lock of db/etcd is now held by bob; this drain stopped before its next action"
+            )),
+            n => {
+                self.lock_checks_left.set(n - 1);
+                Ok(())
+            }
+        }
+    }
+
+    fn lock_lost(&self) -> Option<String> {
+        self.lost_after_pauses
+            .get()
+            .filter(|n| self.pauses.get() >= *n)
+            .map(|_| "the drain lock kubectl-raft-drain.etcd is now held by bob".to_string())
+    }
+
+    async fn transfer(&self, _: &Look, step: &DrainStep) -> Result<Handover> {
+        self.did(format!("transfer from {}", step.pod));
+        if let Some(why) = self.transfer_fails.borrow().clone() {
+            return Err(anyhow!(why));
+        }
+        let to = step.target.clone().expect("a target");
+        let mut r = self.report.borrow_mut();
+        for x in r.replicas.iter_mut() {
+            x.raft.role = if x.pod == to {
+                Role::Leader
+            } else {
+                Role::Follower
+            };
+            x.raft.term = x.raft.term.map(|t| t + 1);
+        }
+        r.summary.leader = Some(to.clone());
+        Ok(Handover {
+            from: step.pod.clone(),
+            to,
+            term_before: Some(5),
+            term_after: Some(6),
+            window_ms: Some(12.0),
+        })
+    }
+
+    async fn move_groups_off(&self, _: &Look, _: &str) -> Result<Option<GroupsMoved>> {
+        Ok(None)
+    }
+
+    async fn refused_now(&self, _: &Look, _: &str) -> Option<String> {
+        None
+    }
+
+    async fn evict(&self, _: &Look, pod: &str) -> Result<Attempt> {
+        if self.pdb_refusals.get() > 0 {
+            self.pdb_refusals.set(self.pdb_refusals.get() - 1);
+            self.did(format!("eviction of {pod} refused"));
+            if let Some(change) = self.while_refused.borrow().as_ref() {
+                change(&mut self.report.borrow_mut());
+            }
+            return Ok(Attempt::Refused(
+                "PodDisruptionBudget etcd allows 0 disruption(s)".into(),
+            ));
+        }
+        self.did(format!("evict {pod}"));
+        // The replacement starts on another node; it may come back behind.
+        let n = self.next_node.get();
+        self.next_node.set(n + 1);
+        let lag = self.replacement_lag.get();
+        let mut r = self.report.borrow_mut();
+        let x = Scripted::replica(&mut r, pod);
+        x.node = Some(format!("n{n}"));
+        x.raft.lag = Some(lag);
+        Ok(Attempt::Done(Evicted::Accepted))
+    }
+
+    async fn wait_gone(&self, _: &Look, _: &str) -> Result<()> {
+        Ok(())
+    }
+
+    async fn evict_leader(&self, _: &Look, step: &DrainStep) -> Result<Election> {
+        self.did(format!("evict the leader {}", step.pod));
+        Ok(Election {
+            new_leader: "etcd-0".into(),
+            window_ms: None,
+        })
+    }
+
+    async fn wait_replacement_ready(&self, _: &Look, _: &str) -> Result<()> {
+        Ok(())
+    }
+
+    async fn pause(&self, d: Duration) -> bool {
+        self.pauses.set(self.pauses.get() + 1);
+        tokio::time::sleep(d).await;
+        self.interrupted()
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt_after_pauses
+            .get()
+            .is_some_and(|n| self.pauses.get() >= n)
+    }
+}
+
+/// Events as a test reads them.
+#[derive(Default)]
+struct Said(RefCell<Vec<String>>);
+
+impl Events for Said {
+    fn doing(&self, msg: &str) {
+        self.0.borrow_mut().push(format!("doing: {msg}"));
+    }
+    fn did(&self, msg: &str) {
+        self.0.borrow_mut().push(format!("did: {msg}"));
+    }
+}
+
+fn opts(nodes: &[&str]) -> DrainOptions {
+    DrainOptions {
+        nodes: nodes.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>(),
+        max_lag: 100,
+        ..Default::default()
+    }
+}
+
+async fn run(c: &Scripted, nodes: &[&str]) -> ClusterSummary {
+    let settings = Settings {
+        timeout: Duration::from_secs(60),
+    };
+    drain_cluster(c, &Said::default(), &opts(nodes), &settings, "db", "etcd").await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cooperating_cluster_goes_followers_first_and_the_leader_after_its_transfer() {
+    let c = Scripted::new();
+    let s = run(&c, &["n1", "n2"]).await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    assert_eq!(
+        c.actions(),
+        ["evict etcd-0", "transfer from etcd-1", "evict etcd-1"]
+    );
+    assert_eq!((s.evictions, s.transfers, s.elections), (2, 1, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_that_hangs_while_a_pdb_refuses_stops_the_eviction_it_waited_for() {
+    let c = Scripted::new();
+    c.pdb_refusals.set(1);
+    *c.while_refused.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+        Scripted::replica(r, "etcd-2").raft.health.state = CheckState::Unreachable;
+    }));
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert_eq!(c.actions(), ["eviction of etcd-0 refused"], "never retried");
+    assert_eq!(s.evictions, 0);
+    assert!(
+        s.message
+            .contains("evicting etcd-0 would leave 1 healthy voter(s) where 2 are needed"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pdb_that_relents_lets_the_eviction_through_on_a_fresh_plan() {
+    let c = Scripted::new();
+    c.pdb_refusals.set(3);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    assert_eq!(s.evictions, 1);
+    assert_eq!(c.actions().len(), 4, "{:?}", c.actions());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transfer_that_flips_back_evicts_nothing() {
+    let c = Scripted::new();
+    *c.transfer_fails.borrow_mut() = Some(
+        "etcd-1 stepped down and was chosen again: leadership did not move; nothing was evicted"
+            .into(),
+    );
+    let s = run(&c, &["n2"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert_eq!(c.actions(), ["transfer from etcd-1"]);
+    assert_eq!((s.evictions, s.transfers), (0, 0));
+    assert!(s.message.contains("chosen again"), "{}", s.message);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_overtaken_between_steps_stops_before_the_next_action() {
+    let c = Scripted::new();
+    c.lock_checks_left.set(1);
+    let s = run(&c, &["n1", "n2"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert_eq!(
+        c.actions(),
+        ["evict etcd-0"],
+        "nothing after the lock was lost"
+    );
+    assert!(
+        s.message.contains("stopped before its next action")
+            && s.message.contains("left: etcd-1 on n2"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_that_returns_empty_stops_the_drain_before_the_next_member() {
+    let c = Scripted::new();
+    c.replacement_lag.set(1_000_000);
+    let s = run(&c, &["n1", "n2"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert_eq!(c.actions(), ["evict etcd-0"]);
+    assert!(
+        s.message.contains("etcd-0's replacement did not rejoin")
+            && s.message.contains("lags 1000000 entries"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_during_a_wait_stops_at_once_and_says_what_is_left() {
+    let c = Scripted::new();
+    Scripted::replica(&mut c.report.borrow_mut(), "etcd-2")
+        .raft
+        .health
+        .state = CheckState::Unreachable;
+    c.interrupt_after_pauses.set(Some(1));
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert!(c.actions().is_empty());
+    assert!(
+        s.message.contains("interrupted") && s.message.contains("left: etcd-0 on n1"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blocker_that_never_clears_stops_after_the_timeout() {
+    let c = Scripted::new();
+    Scripted::replica(&mut c.report.borrow_mut(), "etcd-2")
+        .raft
+        .term = Some(4);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert!(c.actions().is_empty());
+    assert!(
+        s.message.contains("still blocked after 60s") && s.message.contains("in term 4"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_lost_while_waiting_stops_the_wait_and_acts_no_more() {
+    let c = Scripted::new();
+    // Blocked (a member hung), then overtaken while waiting, then the member recovers.
+    Scripted::replica(&mut c.report.borrow_mut(), "etcd-2")
+        .raft
+        .health
+        .state = CheckState::Unreachable;
+    c.lost_after_pauses.set(Some(2));
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert!(c.actions().is_empty(), "{:?}", c.actions());
+    assert!(
+        s.message
+            .contains("now held by bob; this drain stopped before its next action"),
+        "{}",
+        s.message
+    );
+}

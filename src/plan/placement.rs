@@ -22,7 +22,8 @@ pub fn replacement_blocker(
     pods: &[Pod],
     drained: &BTreeSet<String>,
 ) -> Option<String> {
-    place(pod, pvs, nodes, pods, drained).err()
+    let refs: Vec<&Pod> = pods.iter().collect();
+    place(pod, pvs, nodes, &refs, drained).err()
 }
 
 /// For members leaving in this order: why each one's replacement could not start, given
@@ -35,22 +36,26 @@ pub fn replacement_blockers<'a>(
     pods: &[Pod],
     drained: &BTreeSet<String>,
 ) -> BTreeMap<String, String> {
-    let mut world: Vec<Pod> = pods.to_vec();
+    // The replacements placed so far, each under its pod's name on the node it would get;
+    // the world is the other pods (borrowed, not copied) and these.
+    let mut moved: Vec<Pod> = vec![];
     let mut stuck = BTreeMap::new();
+    let key = |p: &Pod| (p.metadata.namespace.clone(), p.metadata.name.clone());
     for p in leaving {
         let name = p.metadata.name.clone().unwrap_or_default();
+        let gone: BTreeSet<_> = moved.iter().map(key).collect();
+        let world: Vec<&Pod> = pods
+            .iter()
+            .filter(|x| !gone.contains(&key(x)))
+            .chain(moved.iter())
+            .collect();
         match place(p, pvs, nodes, &world, drained) {
             Ok(node) => {
-                // Its replacement, under the same name, on the node it would get.
-                let mut moved = p.clone();
-                if let Some(spec) = moved.spec.as_mut() {
+                let mut m = p.clone();
+                if let Some(spec) = m.spec.as_mut() {
                     spec.node_name = Some(node);
                 }
-                world.retain(|x| {
-                    x.metadata.name != moved.metadata.name
-                        || x.metadata.namespace != moved.metadata.namespace
-                });
-                world.push(moved);
+                moved.push(m);
             }
             Err(why) => {
                 stuck.insert(name, why);
@@ -81,7 +86,13 @@ pub fn stuck_members(
         .filter(|p| crate::model::pod_node(p).is_some_and(|n| drained.contains(n)))
         .collect();
     leaving.sort_by_key(|p| (Some(name(p).as_str()) == leader, name(p)));
-    let mut stuck = replacement_blockers(leaving, pvs, nodes, pods, drained);
+    // Most clusters have nothing on the drained nodes: nothing to place (the copy of every
+    // pod that placement works on is not made).
+    let mut stuck = if leaving.is_empty() {
+        BTreeMap::new()
+    } else {
+        replacement_blockers(leaving, pvs, nodes, pods, drained)
+    };
     for p in members
         .iter()
         .filter(|p| crate::model::pod_node(p).is_none())
@@ -99,7 +110,7 @@ fn place(
     pod: &Pod,
     pvs: &[PersistentVolume],
     nodes: &[Node],
-    pods: &[Pod],
+    pods: &[&Pod],
     drained: &BTreeSet<String>,
 ) -> Result<String, String> {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
@@ -140,6 +151,27 @@ fn place(
         .filter_map(|(pv, _)| pv.metadata.name.as_deref())
         .collect();
 
+    // The pods its required anti-affinity could clash with: those of the namespaces its
+    // terms name (its own by default), found once rather than for every node.
+    let mut clash_ns: BTreeSet<&str> = BTreeSet::from([ns]);
+    for term in spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .into_iter()
+        .flatten()
+    {
+        clash_ns.extend(term.namespaces.iter().flatten().map(String::as_str));
+    }
+    let near: Vec<&Pod> = pods
+        .iter()
+        .copied()
+        .filter(|p| clash_ns.contains(p.metadata.namespace.as_deref().unwrap_or_default()))
+        .collect();
     let mut why_not: BTreeMap<String, String> = BTreeMap::new();
     let mut pv_allows_some = pv_names.is_empty();
     let mut nodes_by_name: Vec<&Node> = nodes.iter().collect();
@@ -160,7 +192,7 @@ fn place(
         if !drained.contains(&n) {
             pv_allows_some = true;
         }
-        if let Some(reason) = node_refuses(node, spec, name, ns, pods, nodes, drained) {
+        if let Some(reason) = node_refuses(node, spec, name, ns, &near, nodes, drained) {
             why_not.insert(n, reason);
             continue;
         }
@@ -200,7 +232,7 @@ fn node_refuses(
     spec: &k8s_openapi::api::core::v1::PodSpec,
     name: &str,
     ns: &str,
-    pods: &[Pod],
+    pods: &[&Pod],
     nodes: &[Node],
     drained: &BTreeSet<String>,
 ) -> Option<String> {

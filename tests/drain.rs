@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -30,21 +29,6 @@ fn drain_under_load(ns: &str, nodes: &[String]) -> (Value, Value, Cordoned) {
     let writes = load.finish();
     assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
     (cluster(&report, ns).clone(), writes, cordoned)
-}
-
-/// Pod name -> UID, for the pods of a namespace.
-fn uids(ns: &str) -> BTreeMap<String, String> {
-    kubectl_json(&["get", "pods", "-n", ns])["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["metadata"]["name"].as_str().unwrap().to_string(),
-                p["metadata"]["uid"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// A namespace with an N-member etcd, Ready, and its leader.

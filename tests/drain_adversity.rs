@@ -5,26 +5,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-
-/// Pod name -> UID, for the pods of a namespace.
-fn uids(ns: &str) -> BTreeMap<String, String> {
-    kubectl_json(&["get", "pods", "-n", ns])["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["metadata"]["name"].as_str().unwrap().to_string(),
-                p["metadata"]["uid"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
 
 fn zk_leader(ns: &str) -> String {
     status_json(&["zk", "-n", ns])["clusters"][0]["summary"]["leader"]
@@ -59,10 +43,7 @@ fn a_member_that_hangs_while_a_pdb_holds_the_drain_stops_the_eviction() {
     deploy_zookeeper(&ns.name);
     set_zk_pdb(&ns.name, 0, 0);
     let leader = zk_leader(&ns.name);
-    let followers: Vec<String> = (0..3)
-        .map(|i| format!("zk-{i}"))
-        .filter(|p| *p != leader)
-        .collect();
+    let followers = others_than(&leader, "zk", 3);
     let (victim, hangs) = (&followers[0], &followers[1]);
     let node = node_of(&ns.name, victim);
     wait_node_alone(&node, &ns.name);
@@ -110,10 +91,7 @@ fn ctrl_c_during_a_pdb_wait_stops_the_drain_at_once() {
     deploy_zookeeper(&ns.name);
     set_zk_pdb(&ns.name, 0, 0);
     let leader = zk_leader(&ns.name);
-    let victim = (0..3)
-        .map(|i| format!("zk-{i}"))
-        .find(|p| *p != leader)
-        .unwrap();
+    let victim = others_than(&leader, "zk", 3).remove(0);
     let node = node_of(&ns.name, &victim);
     wait_node_alone(&node, &ns.name);
     let _c = Cordoned(vec![node.clone()]);
@@ -159,10 +137,7 @@ fn a_member_on_an_emptydir_is_refused_without_delete_emptydir_data() {
     kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
     wait_etcd_ready(&ns.name, 3);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let follower = (0..3)
-        .map(|i| format!("etcd-{i}"))
-        .find(|p| *p != leader)
-        .unwrap();
+    let follower = others_than(&leader, "etcd", 3).remove(0);
     let node = node_of(&ns.name, &follower);
     wait_node_alone(&node, &ns.name);
     let _c = Cordoned(vec![node.clone()]);
@@ -191,10 +166,7 @@ fn a_paused_drain_overtaken_by_a_second_one_stops_before_it_acts() {
     let ns = TestNamespace::new("adv-lock");
     deploy_etcd(&ns.name, 3);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let followers: Vec<String> = (0..3)
-        .map(|i| format!("etcd-{i}"))
-        .filter(|p| *p != leader)
-        .collect();
+    let followers = others_than(&leader, "etcd", 3);
     let (hung, victim) = (&followers[0], &followers[1]);
     let node = node_of(&ns.name, victim);
     wait_node_alone(&node, &ns.name);
@@ -286,10 +258,7 @@ fn five_configured_servers_on_three_pods_stop_the_eviction_of_a_follower() {
     assert_eq!(summary["votersFrom"], "configuration");
     assert_eq!(summary["faultTolerance"], 0, "{summary}");
     let leader = summary["leader"].as_str().unwrap().to_string();
-    let follower = (0..3)
-        .map(|i| format!("zk-{i}"))
-        .find(|p| *p != leader)
-        .unwrap();
+    let follower = others_than(&leader, "zk", 3).remove(0);
     let node = node_of(&ns.name, &follower);
     wait_node_alone(&node, &ns.name);
     let _c = Cordoned(vec![node.clone()]);

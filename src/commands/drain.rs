@@ -942,31 +942,16 @@ async fn dry_run(
                 );
             }
         }
-        let blocked = plan.blocker.is_some();
-        summaries.push(ClusterSummary {
-            namespace: plan.namespace.clone(),
-            name: plan.name.clone(),
-            system: input.report.system.clone(),
-            term_before: plan.term,
-            term_after: None,
-            plan,
-            pdb_answers,
-            groups_to_move,
-            done: vec![],
-            left: vec![],
-            evictions: 0,
-            transfers: 0,
-            elections: 0,
-            group_leaders_moved: 0,
-            longest_leaderless_ms: None,
-            duration_ms: 0.0,
-            result: ClusterResult::Planned,
-            message: if blocked {
-                "blocked".into()
-            } else {
-                String::new()
-            },
-        });
+        let mut c = ClusterSummary::new(&plan.namespace, &plan.name, ClusterResult::Planned);
+        c.system = input.report.system.clone();
+        c.term_before = plan.term;
+        c.pdb_answers = pdb_answers;
+        c.groups_to_move = groups_to_move;
+        if plan.blocker.is_some() {
+            c.message = "blocked".into();
+        }
+        c.plan = plan;
+        summaries.push(c);
     }
     let blockers: Vec<String> = refused
         .iter()

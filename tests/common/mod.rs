@@ -1165,3 +1165,26 @@ impl Drop for Running {
         let _ = self.child.wait();
     }
 }
+
+/// Pod name -> UID, for the pods of a namespace.
+pub fn uids(ns: &str) -> std::collections::BTreeMap<String, String> {
+    kubectl_json(&["get", "pods", "-n", ns])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().unwrap().to_string(),
+                p["metadata"]["uid"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The pods `{prefix}-0` … `{prefix}-{n-1}` other than `leader`, in order.
+pub fn others_than(leader: &str, prefix: &str, n: u32) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("{prefix}-{i}"))
+        .filter(|p| p != leader)
+        .collect()
+}

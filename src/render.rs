@@ -34,18 +34,29 @@ pub struct Clean<W: Write>(pub W);
 
 impl<W: Write> Write for Clean<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut kept = Vec::with_capacity(buf.len());
-        let mut i = 0;
-        while i < buf.len() {
-            let b = buf[i];
-            if b == 0xC2 && buf.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) {
-                i += 2;
-                continue;
+        let mut kept: Vec<u8> = buf
+            .iter()
+            .copied()
+            .filter(|b| !((*b < 0x20 && *b != b'\n' && *b != b'\t') || *b == 0x7f))
+            .collect();
+        // UTF-8 encoded C1 controls; removing one pair can bring two bytes together into
+        // another, so until none is left.
+        loop {
+            let before = kept.len();
+            let mut out = Vec::with_capacity(kept.len());
+            let mut i = 0;
+            while i < kept.len() {
+                if kept[i] == 0xC2 && kept.get(i + 1).is_some_and(|n| (0x80..=0x9f).contains(n)) {
+                    i += 2;
+                    continue;
+                }
+                out.push(kept[i]);
+                i += 1;
             }
-            if !((b < 0x20 && b != b'\n' && b != b'\t') || b == 0x7f) {
-                kept.push(b);
+            kept = out;
+            if kept.len() == before {
+                break;
             }
-            i += 1;
         }
         self.0.write_all(&kept)?;
         Ok(buf.len())
@@ -250,6 +261,20 @@ fn replica_row(r: &ReplicaReport, wide: bool, groups: bool) -> Vec<Cell> {
 #[cfg(test)]
 mod clean_tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever a replica says, nothing printed steers a terminal.
+        #[test]
+        fn no_control_character_survives(text in any::<String>(), bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            prop_assert!(!clean(&text).chars().any(is_steering));
+            let mut w = Clean(Vec::new());
+            w.write_all(&bytes).unwrap();
+            let out = w.0;
+            prop_assert!(!out.iter().any(|b| (*b < 0x20 && *b != b'\n' && *b != b'\t') || *b == 0x7f));
+            prop_assert!(!out.windows(2).any(|p| p[0] == 0xC2 && (0x80..=0x9f).contains(&p[1])));
+        }
+    }
 
     #[test]
     fn escape_sequences_never_reach_the_terminal() {

@@ -522,6 +522,23 @@ mod tests {
         parse_membership(&spec, &ans(200, body))
     }
 
+    proptest::proptest! {
+        /// Random bytes, huge numbers and escape sequences as a member list: an answer or an
+        /// error, never a panic.
+        #[test]
+        fn member_lists_of_any_bytes_are_read_or_refused(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            size in proptest::prelude::any::<u64>(),
+        ) {
+            for system in ["etcd", "zookeeper", "nats", "consul"] {
+                let _ = members_of(system, &String::from_utf8_lossy(&body));
+            }
+            let huge = format!(r#"{{"meta_cluster": {{"cluster_size": {size}}}, "current_config": {{"\u001b[2J": {{}}}}}}"#);
+            let _ = members_of("nats", &huge);
+            let _ = members_of("zookeeper", &huge);
+        }
+    }
+
     #[test]
     fn zookeeper_voters_from_its_voting_view() {
         // As ZooKeeper 3.8.0 answered in the test world, with five servers configured.

@@ -228,3 +228,20 @@ fn what_a_replica_says_cannot_steer_the_admins_terminal() {
         }
     }
 }
+
+#[test]
+fn label_mode_says_which_pods_it_took_and_why() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-label");
+    deploy_etcd(&ns.name, 3);
+    let out = raft(&["status", "-n", &ns.name, "-l", "app=etcd"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "-l app=etcd in namespace {}: 3 pod(s) taken as one etcd cluster by their labels",
+            ns.name
+        )) && err.contains("etcd-0, etcd-1, etcd-2"),
+        "{err}"
+    );
+}

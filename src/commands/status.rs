@@ -44,6 +44,28 @@ pub async fn run(
     for why in &survey.skipped {
         writeln!(err, "Warning: {}", crate::render::clean(why))?;
     }
+    // -l: say which pods were taken, and why they form a cluster.
+    for o in survey
+        .observations
+        .iter()
+        .filter(|o| o.target.owner_kind == crate::model::OwnerKind::Selector)
+    {
+        let names: Vec<String> = o
+            .target
+            .pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        writeln!(
+            err,
+            "-l {} in namespace {}: {} pod(s) taken as one {} cluster by their labels, not by a StatefulSet's ownership: {}",
+            o.target.name,
+            o.target.namespace,
+            names.len(),
+            o.target.profile.name,
+            crate::render::clean(&names.join(", "))
+        )?;
+    }
     if survey.reports.is_empty() {
         let place = surveyor.place();
         match sel.nodes.first() {

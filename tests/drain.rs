@@ -662,11 +662,7 @@ fn zookeepers_leader_goes_last_in_an_election_that_is_counted() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("dr-zk");
     deploy_zookeeper(&ns.name);
-    let status = status_json(&["zk", "-n", &ns.name]);
-    let leader = status["clusters"][0]["summary"]["leader"]
-        .as_str()
-        .expect("a ZooKeeper leader")
-        .to_string();
+    let leader = zk_leader(&ns.name);
     let node = node_of(&ns.name, &leader);
     wait_node_alone(&node, &ns.name);
     let _c = Cordoned(vec![node.clone()]);

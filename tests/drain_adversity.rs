@@ -10,13 +10,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-fn zk_leader(ns: &str) -> String {
-    status_json(&["zk", "-n", ns])["clusters"][0]["summary"]["leader"]
-        .as_str()
-        .expect("a ZooKeeper leader")
-        .to_string()
-}
-
 fn set_zk_pdb(ns: &str, max_unavailable: u32, allowed: u32) {
     kubectl_ok(&[
         "patch",

@@ -744,11 +744,7 @@ impl ClusterOps for Real<'_> {
 
     async fn refused_now(&self, look: &Look, pod: &str) -> Option<String> {
         let p = self.pod(look, pod).ok()?;
-        self.evictor
-            .dry_run(p)
-            .await
-            .strip_prefix("refused now: ")
-            .map(str::to_string)
+        self.evictor.answer_now(p).await.ok().flatten()
     }
 
     async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt> {

@@ -27,6 +27,8 @@ struct Scripted {
     while_refused: RefCell<Option<Change>>,
     /// A transfer's failure, instead of a transfer.
     transfer_fails: RefCell<Option<String>>,
+    /// Moving other Raft groups' leaders off a server fails (a NATS stream stepdown).
+    groups_fail: Cell<bool>,
     /// Lock checks that pass before the lock is found lost.
     lock_checks_left: Cell<u32>,
     /// The evicted member's replacement comes back this far behind.
@@ -64,6 +66,7 @@ impl Scripted {
             pdb_refusals: Cell::new(0),
             while_refused: RefCell::new(None),
             transfer_fails: RefCell::new(None),
+            groups_fail: Cell::new(false),
             lock_checks_left: Cell::new(u32::MAX),
             replacement_lag: Cell::new(0),
             interrupt_after_pauses: Cell::new(None),
@@ -176,7 +179,13 @@ impl ClusterOps for Scripted {
         })
     }
 
-    async fn move_groups_off(&self, _: &Look, _: &str) -> Result<Option<GroupsMoved>> {
+    async fn move_groups_off(&self, _: &Look, pod: &str) -> Result<Option<GroupsMoved>> {
+        if self.groups_fail.get() {
+            self.did(format!("move groups off {pod} (failed)"));
+            return Err(anyhow!(
+                "streams APP/ORDERS: no reply; {pod} was not evicted: its streams' and consumers' leaders would have to be elected while it stops"
+            ));
+        }
         Ok(None)
     }
 
@@ -402,6 +411,25 @@ async fn a_lock_lost_while_waiting_stops_the_wait_and_acts_no_more() {
     assert!(
         s.message
             .contains("now held by bob; this drain stopped before its next action"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_leader_that_cannot_be_moved_keeps_its_server_from_being_evicted() {
+    let c = Scripted::new();
+    c.groups_fail.set(true);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert_eq!(
+        c.actions(),
+        ["move groups off etcd-0 (failed)"],
+        "nothing evicted"
+    );
+    assert_eq!(s.evictions, 0);
+    assert!(
+        s.message.contains("etcd-0 was not evicted"),
         "{}",
         s.message
     );

@@ -1188,3 +1188,11 @@ pub fn others_than(leader: &str, prefix: &str, n: u32) -> Vec<String> {
         .filter(|p| p != leader)
         .collect()
 }
+
+/// The ZooKeeper ensemble `zk`'s leader in `ns`, as `kubectl raft status` names it.
+pub fn zk_leader(ns: &str) -> String {
+    status_json(&["zk", "-n", ns])["clusters"][0]["summary"]["leader"]
+        .as_str()
+        .expect("a ZooKeeper leader")
+        .to_string()
+}

@@ -122,14 +122,24 @@ impl Evictor {
         }
     }
 
-    /// What the API server would answer now (a server-side dry run): "allowed", or why not.
-    pub async fn dry_run(&self, p: &Pod) -> String {
+    /// What the API server would answer now (a server-side dry run): Ok(None) if it
+    /// allows the eviction, Ok(Some(why)) if a PDB refuses it, Err(message) otherwise.
+    pub async fn answer_now(&self, p: &Pod) -> Result<Option<String>, String> {
         match self.once(p, true).await {
-            Ok(()) => "allowed".into(),
+            Ok(()) => Ok(None),
             Err(e) if status_of(&e).is_some_and(|s| s.code == 429) => {
-                format!("refused now: {}", self.blocking_pdb(p, &e).await)
+                Ok(Some(self.blocking_pdb(p, &e).await))
             }
-            Err(e) => format!("error: {}", anyhow_chain(&anyhow::Error::new(e))),
+            Err(e) => Err(anyhow_chain(&anyhow::Error::new(e))),
+        }
+    }
+
+    /// The dry run's answer in words: "allowed", "refused now: WHY" or "error: ...".
+    pub async fn dry_run(&self, p: &Pod) -> String {
+        match self.answer_now(p).await {
+            Ok(None) => "allowed".into(),
+            Ok(Some(why)) => format!("refused now: {why}"),
+            Err(e) => format!("error: {e}"),
         }
     }
 

@@ -92,6 +92,22 @@ pub enum Command {
         1 when it refused or stopped (what was done and what is left are printed).")]
     Drain(DrainArgs),
 
+    /// Restart a Raft StatefulSet's members one at a time: followers first, the leader last
+    /// after a verified transfer to a restarted member, each caught up before the next.
+    #[command(after_help = "Examples:\n  \
+        kubectl raft restart etcd -n db                   # every member, in the safe order\n  \
+        kubectl raft restart sts/etcd -n db --dry-run     # the order, the transfer, what each step leaves\n\n\
+        Each member is evicted (PodDisruptionBudgets are honoured) and recreated by its controller.\n\
+        Before each step the others must form a quorum of healthy, caught-up voters; after it the\n\
+        replacement must be Ready and rejoined. A restart records its members on the StatefulSet\n\
+        (raft.kubectl.io/restart-pending, their pod UIDs): running it again after it stopped\n\
+        resumes, and the record is removed when it is done. An OnDelete StatefulSet with members at an older\n\
+        revision is updated the same way; leadership never goes to a member still at the old one.\n\
+        Shares drain's lock: a drain and a restart of one cluster never interleave.\n\n\
+        Exit status: 0 when every member was restarted (or, with --dry-run, nothing blocks the plan);\n\
+        1 when it refused or stopped (what was done and what is left are printed).")]
+    Restart(RestartArgs),
+
     /// Print a shell completion script (bash, zsh, fish, powershell).
     #[command(after_help = "Examples:\n  \
         source <(kubectl-raft completion bash)                      # this shell\n  \
@@ -159,6 +175,18 @@ pub struct YieldArgs {
         help_heading = "In-pod handover (preStop hook)"
     )]
     pub port: Option<u16>,
+
+    /// With --local: the pod's terminationGracePeriodSeconds, which the preStop hook and the
+    /// process's own shutdown share. The hook gives up after two thirds of it (or --timeout,
+    /// whichever is shorter) so the process keeps a third to stop.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30,
+        requires = "local",
+        help_heading = "In-pod handover (preStop hook)"
+    )]
+    pub pod_grace_period: u32,
 
     #[command(flatten)]
     pub select: SelectArgs,
@@ -254,6 +282,59 @@ pub struct DrainArgs {
     pub probe: ProbeArgs,
 
     /// Output format: progress and a summary (table), or the documented report (docs/drain.md).
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
+    pub output: Output,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RestartArgs {
+    /// The StatefulSet (NAME or sts/NAME).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// How long to wait for any one thing (a pod to go, a PDB to allow, a replacement to
+    /// rejoin, a blocked cluster to recover) before stopping, e.g. 5m.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Print the order, the transfer and what each step leaves; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// A member more log entries than this behind the leader is not counted healthy, and a
+    /// replacement is not rejoined until it is within it.
+    #[arg(long, value_name = "ENTRIES", default_value_t = 1000)]
+    pub max_lag: u64,
+
+    /// Restart clusters whose voters could only be counted from their pods (as drain's).
+    #[arg(long)]
+    pub assume_voters_are_pods: bool,
+
+    /// Restart members whose data is in an emptyDir: each comes back empty and must catch up
+    /// as a new member.
+    #[arg(long)]
+    pub delete_emptydir_data: bool,
+
+    /// Seconds each pod is given to stop (default: the pod's own terminationGracePeriodSeconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub grace_period: Option<u32>,
+
+    /// Delete pods instead of evicting them: PodDisruptionBudgets are not consulted.
+    #[arg(long)]
+    pub disable_eviction: bool,
+
+    /// Treat the cluster as this system instead of recognising it (see `kubectl raft systems`).
+    #[arg(long, value_name = "SYSTEM", help_heading = "What to act on")]
+    pub system: Option<String>,
+
+    /// Extra profiles: a YAML file in the format of the built-in ones (docs/profiles.md).
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath, help_heading = "What to act on")]
+    pub profiles: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub probe: ProbeArgs,
+
+    /// Output format: progress and a summary (table), or the documented report (docs/restart.md).
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
     pub output: Output,
 }

@@ -128,7 +128,7 @@ where
                 .await;
                 // The moment the answer describes: halfway through the request.
                 let at = (asked - start) + asked.elapsed() / 2;
-                Some(((i, v, at), Some(asked)))
+                Some(((i, v, at, asked - start), Some(asked)))
             },
         ))
     });
@@ -139,12 +139,24 @@ where
     let mut window: Option<Duration> = None;
     let mut rounds = 0usize;
     let may_vanish = expect.old_leader_may_vanish;
+    let old_leader = expect.old_leader.clone();
+    // When the deleted leader's pod object was gone (the action's end): an answer under its
+    // name asked after that comes from its replacement, which may win the election; one
+    // asked before came from the old process, however late it arrives.
+    let mut vanished_at: Option<Duration> = None;
     let mut old_seen_following = false;
     let sleep = tokio::time::sleep_until(deadline.into());
     tokio::pin!(sleep);
     let verdict = loop {
-        let (i, v, at) = tokio::select! {
+        let (i, v, at, asked_at) = tokio::select! {
             r = &mut action, if action_result.is_none() => {
+                if r.is_ok() && may_vanish {
+                    vanished_at = Some(start.elapsed());
+                    expect.old_leader = String::new();
+                    for v in views.iter_mut().filter(|v| v.pod == old_leader) {
+                        *v = ReplicaView::silent(v.pod.clone());
+                    }
+                }
                 if r.is_err() {
                     // Keep watching a little: whether leadership moved anyway (an election,
                     // elsewhere) says more than the failure, and the last answers are fresh.
@@ -157,13 +169,11 @@ where
             Some(s) = samples.next() => s,
             _ = &mut sleep => break (Done::No, None, None),
         };
+        if v.pod == old_leader && vanished_at.is_some_and(|t| asked_at < t) {
+            continue;
+        }
         rounds += 1;
         views[i] = v;
-        // A deleted leader's pod that fell silent has gone; whoever leads after that counts,
-        // even a replacement under the same name.
-        if may_vanish && views[i].pod == expect.old_leader && views[i].role.is_none() {
-            expect.old_leader = String::new();
-        }
         let j = judge_with_history(&expect, &views, members, &mut old_seen_following);
         match (&j.agreed, leaderless_since) {
             (None, None) => leaderless_since = Some(at),

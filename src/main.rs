@@ -1,31 +1,13 @@
-//! kubectl-raft: a kubectl plugin for safe maintenance of Raft clusters on Kubernetes.
-
-mod assess;
-mod cli;
-mod commands;
-mod connect;
-mod credentials;
-mod drain;
-mod errors;
-mod groups;
-mod handover;
-mod model;
-mod nats;
-mod observe;
-mod plan;
-mod profile;
-mod render;
-mod report;
-mod select;
-mod survey;
-mod transport;
+//! kubectl-raft: a kubectl plugin for safe maintenance of Raft clusters on Kubernetes. The
+//! binary parses the command line and hands it to the library (`src/lib.rs`).
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use kubectl_raft::cli::{Cli, Command};
+use kubectl_raft::{commands, errors, render};
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -60,6 +42,9 @@ fn main() -> ExitCode {
             }
             Command::Drain(args) => {
                 commands::drain::run(&cli.global, args, &mut out, &mut err).await
+            }
+            Command::Restart(args) => {
+                commands::restart::run(&cli.global, args, &mut out, &mut err).await
             }
             Command::Completion(args) => {
                 commands::version::completion(args.shell, &mut out);

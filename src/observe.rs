@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::plan::ReplicaView;
 use crate::profile::extract;
-use crate::profile::{resolve_port, CheckSpec, PortSpec, Profile};
+use crate::profile::{check_for, resolve_port, CheckSpec, PortSpec, Profile};
 use crate::transport::Transport;
 
 pub async fn observe_cluster(
@@ -102,7 +102,11 @@ async fn check(
     spec: &CheckSpec,
     limit: Duration,
 ) -> Result<CheckOutcome, ProbeError> {
-    let ep = endpoint(profile, pod, None)?;
+    let spec = match pod.spec.as_ref() {
+        Some(pod_spec) => check_for(spec, &profile.port, pod_spec),
+        None => spec,
+    };
+    let ep = endpoint(profile, pod, spec.port.as_ref())?;
     let ans = transport.call(&ep, &spec.request, limit).await?;
     Ok(extract::evaluate_check(spec, &ans))
 }

@@ -24,6 +24,9 @@ pub struct YieldOptions {
     pub to: Option<String>,
     /// Nodes the target must not be on (drain passes the nodes it drains).
     pub avoid_nodes: Vec<String>,
+    /// Members that may not take over (restart passes those not yet restarted: leadership
+    /// never goes to a member that is still to go, nor back to an old revision).
+    pub avoid_pods: Vec<String>,
     /// A target may be at most this many entries behind the leader.
     pub max_lag: u64,
     /// `--force`: go ahead despite the refusals that can be overridden.
@@ -206,6 +209,12 @@ fn target_problem(
         return Some((
             RefusalReason::TargetUnhealthy,
             format!("{p} is on node {node}, which is being drained"),
+        ));
+    }
+    if opts.avoid_pods.contains(&x.pod) {
+        return Some((
+            RefusalReason::TargetUnhealthy,
+            format!("{p} is still to be restarted"),
         ));
     }
     None
@@ -512,6 +521,20 @@ pub struct ReplicaView {
     pub error: Option<String>,
 }
 
+impl ReplicaView {
+    /// A replica that has not answered (yet).
+    pub fn silent(pod: String) -> Self {
+        ReplicaView {
+            pod,
+            role: None,
+            leader: None,
+            has_leader: None,
+            term: None,
+            error: None,
+        }
+    }
+}
+
 /// What one round of observations says about the handover.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Judgement {
@@ -652,6 +675,7 @@ pub fn judge_with_history(
 pub mod drain;
 pub mod groups;
 pub mod placement;
+pub mod restart;
 pub mod voter;
 
 #[cfg(test)]

@@ -11,22 +11,7 @@ use common::*;
 use serde_json::Value;
 
 fn set_zk_pdb(ns: &str, max_unavailable: u32, allowed: u32) {
-    kubectl_ok(&[
-        "patch",
-        "pdb",
-        "zk",
-        "-n",
-        ns,
-        "--type=merge",
-        "-p",
-        &format!(r#"{{"spec":{{"maxUnavailable":{max_unavailable}}}}}"#),
-    ]);
-    wait_in(
-        ns,
-        Duration::from_secs(30),
-        &format!("the PDB to allow {allowed} disruption(s)"),
-        || kubectl_json(&["get", "pdb", "zk", "-n", ns])["status"]["disruptionsAllowed"] == allowed,
-    );
+    set_pdb(ns, "zk", max_unavailable, allowed);
 }
 
 #[test]

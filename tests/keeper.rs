@@ -289,7 +289,7 @@ fn yield_local_in_a_prestop_hook_hands_keepers_leadership_over_without_an_electi
         &ns.name,
         Keeper {
             pre_stop: Some(format!(
-                "{bin} yield --local --system clickhouse-keeper --timeout 10s >> /state/prestop-$POD_NAME.log 2>&1"
+                "{bin} yield --local --system clickhouse-keeper --pod-grace-period 20 >> /state/prestop-$POD_NAME.log 2>&1"
             )),
             ..Default::default()
         },

@@ -45,4 +45,4 @@ step "krew: render the manifest, validate it with krew's validator, install thro
 bash tests/krew.sh target/debug/kubectl-raft
 
 step "cargo test (unit tests, then end-to-end tests in the real world)"
-cargo test --bins --tests --no-fail-fast
+cargo test --lib --bins --tests --no-fail-fast

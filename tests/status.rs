@@ -7,15 +7,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-fn warning_codes(c: &Value) -> Vec<&str> {
-    c["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["code"].as_str().unwrap())
-        .collect()
-}
-
 #[test]
 fn status_shows_one_leader_terms_indices_endpoints_and_fault_tolerance_one() {
     let _nodes = shared_nodes();

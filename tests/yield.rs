@@ -206,7 +206,7 @@ fn deploy_etcd_with_local_yield(ns: &str) {
     let hooked = manifest.replace(
         r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
         &format!(
-            r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --timeout 10s >> /var/lib/etcd/prestop.log 2>&1"]"#
+            r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --pod-grace-period 10 >> /var/lib/etcd/prestop.log 2>&1"]"#
         ),
     );
     assert_ne!(hooked, manifest, "the manifest's preStop hook was replaced");
@@ -242,6 +242,48 @@ fn yield_local_in_a_prestop_hook_hands_over_before_the_leader_stops() {
     let (_, new_id) = etcd_leader(&ns.name).expect("a leader after the deletion");
     assert_ne!(new_id, leader_id);
     assert_eq!(writes["lost"], 0, "{writes}");
+}
+
+/// A handover that cannot finish (its target frozen) must not eat the pod's grace period: the
+/// hook gives up after two thirds of it, though --timeout allows far more, and says so.
+#[test]
+fn yield_local_gives_up_within_the_pods_grace_period() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-local-grace");
+    deploy_etcd(&ns.name, 3);
+    let leader = leader_pod(&ns.name);
+    let follower = (0..3)
+        .map(|i| format!("etcd-{i}"))
+        .find(|p| p != &leader)
+        .unwrap();
+    let bin = env!("CARGO_BIN_EXE_kubectl-raft");
+    let pid = container_pid(&ns.name, &follower);
+    let out = while_frozen(pid, || {
+        kubectl(&[
+            "exec",
+            &leader,
+            "-n",
+            &ns.name,
+            "--",
+            bin,
+            "yield",
+            "--local",
+            "--system",
+            "etcd",
+            "--to",
+            &follower,
+            "--timeout",
+            "60s",
+            "--pod-grace-period",
+            "6",
+        ])
+    });
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{}\n{err}", stdout(&out));
+    assert!(
+        err.contains("gave up after 4s") && err.contains("6s grace period"),
+        "{err}"
+    );
 }
 
 #[test]

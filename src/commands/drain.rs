@@ -6,8 +6,9 @@
 //! (handover::act_and_wait, as `yield`), each eviction only while the others form a quorum
 //! of healthy voters, each replacement Ready and rejoined before the next.
 
-mod evict;
-mod lock;
+pub(crate) mod evict;
+pub(crate) mod lock;
+pub(crate) mod real;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -18,31 +19,23 @@ use anyhow::{anyhow, bail, Context, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
 use kube::api::{Api, ListParams};
-use kube::runtime::wait::await_condition;
 use kube::ResourceExt;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
-use crate::commands::progress::{Line, Progress};
-use crate::drain::{
-    drain_cluster, Attempt, ClusterOps, ClusterResult, ClusterSummary, Election, Events, Evicted,
-    GroupsMoved, Handover, Look, Settings,
-};
+use crate::commands::progress::Progress;
+use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Evicted, Settings};
 use crate::errors::{api_context, is_forbidden, Reported};
-use crate::groups::move_off;
-use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
-use crate::model::{human_duration, pod_ready, ClusterObservation, Selection};
+use crate::model::{human_duration, ClusterObservation, Selection};
 use crate::plan::drain::{
-    classify_pod, emptydir_volumes, plan_drain, Action, ClusterInput, DrainOptions, DrainStep,
-    PodRules, PodVerdict,
+    classify_pod, plan_drain, Action, ClusterInput, DrainOptions, PodRules, PodVerdict,
 };
 use crate::plan::groups::moves_off;
-use crate::plan::placement::stuck_members;
-use crate::plan::{plan_yield, Expect, YieldOptions};
-use crate::report::{ClusterReport, API_VERSION};
+use crate::report::API_VERSION;
 use crate::survey::Surveyor;
-use evict::{sleep_or_cancel, Evictor};
+use evict::Evictor;
+use real::{cluster_input, Real};
 
 /// The documented `-o json|yaml` result (docs/drain.md).
 #[derive(Debug, Serialize)]
@@ -359,11 +352,13 @@ async fn drain(
                     surveyor: &surveyor,
                     evictor: &evictor,
                     pvs: pvs.as_deref(),
-                    args,
+                    timeout: args.timeout,
+                    probe_limit: args.probe.probe_timeout,
                     opts: &opts,
                     ns: &ns,
                     name: &name,
                     lock,
+                    restart: None,
                 };
                 let line = progress.line(&format!("{ns}/{name}"));
                 let settings = Settings {
@@ -538,337 +533,6 @@ async fn list_pvs(client: &kube::Client) -> Result<Option<Vec<PersistentVolume>>
     }
 }
 
-/// The planner's input for one surveyed cluster.
-fn cluster_input(
-    obs: &ClusterObservation,
-    report: ClusterReport,
-    snapshot: &crate::model::Snapshot,
-    pvs: Option<&[PersistentVolume]>,
-    drained: &BTreeSet<String>,
-) -> ClusterInput {
-    let placement_unknown = match (pvs.is_none(), snapshot.nodes.is_none()) {
-        (false, false) => None,
-        (true, false) => Some("persistentvolumes"),
-        (false, true) => Some("nodes"),
-        (true, true) => Some("persistentvolumes and nodes"),
-    }
-    .map(|what| {
-        format!(
-            "without the right to list {what}, where a replacement could start cannot be checked"
-        )
-    });
-    let stuck = stuck_members(
-        &obs.target.pods,
-        report.summary.leader.as_deref(),
-        pvs.unwrap_or_default(),
-        snapshot.nodes.as_deref(),
-        &snapshot.pods,
-        drained,
-    );
-    let empty_dirs = obs
-        .target
-        .pods
-        .iter()
-        .map(|p| (p.name_any(), emptydir_volumes(p)))
-        .filter(|(_, d)| !d.is_empty())
-        .collect();
-    ClusterInput {
-        report,
-        can_transfer: obs.target.profile.transfer.is_some(),
-        target_needs_id: crate::plan::transfer_needs_member_id(&obs.target.profile, false),
-        stuck,
-        empty_dirs,
-        placement_unknown,
-    }
-}
-
-/// One cluster now: its survey, and the planner's input; None when it no longer exists.
-async fn look(
-    surveyor: &Surveyor,
-    pvs: Option<&[PersistentVolume]>,
-    ns: &str,
-    name: &str,
-    drained: &BTreeSet<String>,
-) -> Result<Option<(ClusterObservation, ClusterInput)>> {
-    let sel = Selection {
-        name: Some(name.to_string()),
-        ..Default::default()
-    };
-    let survey = match surveyor.survey_in(Some(ns), &sel).await {
-        Ok(s) => s,
-        // Its namespace or StatefulSet was deleted meanwhile: nothing left to drain.
-        Err(e) if e.to_string().contains("not found") => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {
-        return Ok(None);
-    };
-    let input = cluster_input(&obs, report, &survey.snapshot, pvs, drained);
-    Ok(Some((obs, input)))
-}
-
-/// What every step of one cluster's drain works with.
-/// The executor's view of one real cluster: surveys through the Surveyor, evictions through
-/// the Evictor, transfers through the handover, the lock through its Lease.
-struct Real<'a> {
-    surveyor: &'a Surveyor,
-    evictor: &'a Evictor,
-    pvs: Option<&'a [PersistentVolume]>,
-    args: &'a DrainArgs,
-    opts: &'a DrainOptions,
-    ns: &'a str,
-    name: &'a str,
-    lock: Option<&'a lock::Held>,
-}
-
-impl Real<'_> {
-    fn pod<'l>(&self, look: &'l Look, name: &str) -> Result<&'l Pod> {
-        look.obs
-            .target
-            .pods
-            .iter()
-            .find(|p| p.name_any() == name)
-            .ok_or_else(|| anyhow!("pod {name} is no longer part of the cluster"))
-    }
-
-    fn wait_options(&self) -> WaitOptions {
-        WaitOptions {
-            timeout: self.args.timeout,
-            probe_limit: self.args.probe.probe_timeout.min(Duration::from_secs(1)),
-        }
-    }
-
-    /// The cluster's transport (its credentials); without them (already said by the
-    /// survey) the replicas are still watched as far as they answer.
-    async fn transport(&self, look: &Look) -> crate::transport::Transport {
-        self.surveyor
-            .transport_for(&look.obs.target)
-            .await
-            .unwrap_or_else(|_| self.surveyor.transport.clone())
-    }
-}
-
-impl ClusterOps for Real<'_> {
-    async fn look(&self) -> Result<Option<Look>> {
-        Ok(look(
-            self.surveyor,
-            self.pvs,
-            self.ns,
-            self.name,
-            &self.opts.nodes,
-        )
-        .await?
-        .map(|(obs, input)| Look { obs, input }))
-    }
-
-    async fn check_lock(&self) -> Result<()> {
-        match self.lock {
-            Some(l) => l.verify().await,
-            None => Ok(()),
-        }
-    }
-
-    fn lock_lost(&self) -> Option<String> {
-        self.lock.and_then(lock::Held::lost)
-    }
-
-    async fn transfer(&self, look: &Look, step: &DrainStep) -> Result<Handover> {
-        let obs = &look.obs;
-        let report = &look.input.report;
-        let yopts = YieldOptions {
-            to: None,
-            avoid_nodes: self.opts.nodes.iter().cloned().collect(),
-            max_lag: self.opts.max_lag,
-            force: false,
-        };
-        let plan = plan_yield(report, &obs.target.profile, &yopts).map_err(|r| {
-            anyhow!(
-                "cannot hand {}'s leadership over before evicting it: {r}",
-                step.pod
-            )
-        })?;
-        let transport = self
-            .surveyor
-            .transport_for(&obs.target)
-            .await
-            .with_context(|| {
-                format!(
-                    "cannot hand {}'s leadership over before evicting it",
-                    step.pod
-                )
-            })?;
-        let w = act_and_wait(
-            &transport,
-            &obs.target,
-            report,
-            plan.expect(),
-            &self.wait_options(),
-            send_transfer(&transport, &obs.target, &plan.call, self.args.timeout),
-        )
-        .await;
-        let new = w.new_leader.clone().unwrap_or_else(|| "?".into());
-        match w.outcome {
-            Outcome::Transferred => Ok(Handover {
-                from: plan.leader.clone(),
-                to: new,
-                term_before: plan.term,
-                term_after: w.term_after,
-                window_ms: w.leaderless_window_ms,
-            }),
-            Outcome::WentElsewhere => bail!("leadership went from {} to {new}, not to {}: an election, not the transfer; nothing was evicted", plan.leader, plan.target),
-            Outcome::Returned => bail!("{} stepped down and was chosen again: leadership did not move; nothing was evicted", plan.leader),
-            Outcome::Failed => bail!("the transfer from {} failed: {}; nothing was evicted", plan.leader, w.error.unwrap_or_default()),
-            Outcome::TimedOut => bail!("no completed handover from {} within {}; nothing was evicted", plan.leader, human_duration(self.args.timeout)),
-        }
-    }
-
-    async fn move_groups_off(&self, look: &Look, pod: &str) -> Result<Option<GroupsMoved>> {
-        let Some(moves) = moves_off(&look.obs, pod).filter(|m| !m.is_empty()) else {
-            return Ok(None);
-        };
-        let p = self.pod(look, pod)?;
-        let transport = self.transport(look).await;
-        let m = move_off(&transport, &look.obs.target, p, &moves, self.args.timeout).await;
-        let moved = m.moved.len().saturating_sub(m.still_led.len()) as u32;
-        if !m.succeeded() {
-            bail!(
-                "{}; {pod} was not evicted: its streams' and consumers' leaders would have to be elected while it stops",
-                m.summary()
-            );
-        }
-        Ok(Some(GroupsMoved {
-            moved,
-            summary: m.summary(),
-        }))
-    }
-
-    async fn refused_now(&self, look: &Look, pod: &str) -> Option<String> {
-        let p = self.pod(look, pod).ok()?;
-        self.evictor.answer_now(p).await.ok().flatten()
-    }
-
-    async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt> {
-        self.evictor.attempt(self.pod(look, pod)?).await
-    }
-
-    async fn wait_gone(&self, look: &Look, pod: &str) -> Result<()> {
-        self.evictor.wait_gone(self.pod(look, pod)?).await
-    }
-
-    async fn evict_leader(&self, look: &Look, step: &DrainStep) -> Result<Election> {
-        let p = self.pod(look, &step.pod)?;
-        // No transfer: the eviction starts an election; measured as yield --allow-election.
-        let expect = Expect {
-            old_leader: step.pod.clone(),
-            target: None,
-            old_leader_may_vanish: true,
-        };
-        let evictor = self.evictor;
-        let evicting = async {
-            match evictor.attempt(p).await {
-                Ok(Attempt::Done(Evicted::AlreadyGone)) => Ok(()),
-                Ok(Attempt::Done(Evicted::Accepted)) => {
-                    evictor.wait_gone(p).await.map_err(|e| e.to_string())
-                }
-                Ok(Attempt::Refused(why)) => Err(format!("refused: {why}")),
-                Err(e) => Err(crate::errors::anyhow_chain(&e)),
-            }
-        };
-        let transport = self.transport(look).await;
-        let w = act_and_wait(
-            &transport,
-            &look.obs.target,
-            &look.input.report,
-            expect,
-            &self.wait_options(),
-            evicting,
-        )
-        .await;
-        if let Some(e) = w.error {
-            bail!("evicting the leader {}: {e}", step.pod);
-        }
-        if w.outcome != Outcome::Transferred {
-            bail!(
-                "no new leader within {} after evicting the leader {}",
-                human_duration(self.args.timeout),
-                step.pod
-            );
-        }
-        Ok(Election {
-            new_leader: w.new_leader.unwrap_or_default(),
-            window_ms: w.leaderless_window_ms,
-        })
-    }
-
-    async fn wait_replacement_ready(&self, look: &Look, pod: &str) -> Result<()> {
-        let old = self.pod(look, pod)?;
-        let ns = self.ns;
-        let old_uid = old.uid().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.surveyor.conn.probe_client.clone(), ns);
-        let ready = await_condition(api.clone(), pod, |p: Option<&Pod>| {
-            p.is_some_and(|p| p.uid().as_deref() != Some(old_uid.as_str()) && pod_ready(p))
-        });
-        let cancel = &self.evictor.cancel;
-        let ready = async {
-            tokio::select! {
-                r = ready => Some(r),
-                _ = cancel.cancelled() => None,
-            }
-        };
-        match tokio::time::timeout(self.args.timeout, ready).await {
-            Ok(None) => bail!("interrupted while waiting for {pod}'s replacement to be Ready"),
-            Ok(Some(Ok(_))) => Ok(()),
-            Ok(Some(Err(e))) => bail!("watching {ns}/{pod}'s replacement: {e}"),
-            Err(_) => {
-                let why = api
-                    .get_opt(pod)
-                    .await
-                    .ok()
-                    .flatten()
-                    .map(|p| pod_state(&p))
-                    .unwrap_or_else(|| "no pod of that name exists".into());
-                bail!(
-                    "{pod}'s replacement was not Ready within {} ({why}); no further member was evicted",
-                    human_duration(self.args.timeout)
-                );
-            }
-        }
-    }
-
-    async fn pause(&self, d: Duration) -> bool {
-        sleep_or_cancel(&self.evictor.cancel, d).await
-    }
-
-    fn interrupted(&self) -> bool {
-        self.evictor.cancel.is_cancelled()
-    }
-}
-
-/// The executor's events on one progress line.
-impl Events for Line {
-    fn doing(&self, msg: &str) {
-        self.set(msg);
-    }
-
-    fn did(&self, msg: &str) {
-        self.note(msg);
-    }
-}
-
-/// Why a pod is not running, in a few words: phase, and the scheduler's or kubelet's reason.
-fn pod_state(p: &Pod) -> String {
-    let st = p.status.clone().unwrap_or_default();
-    let mut parts = vec![st.phase.unwrap_or_else(|| "Unknown".into())];
-    for c in st.conditions.iter().flatten() {
-        if c.status != "True" {
-            if let Some(m) = c.message.as_ref().or(c.reason.as_ref()) {
-                parts.push(format!("{}: {m}", c.type_));
-            }
-        }
-    }
-    parts.join("; ")
-}
-
 /// `--dry-run`: the whole plan, blockers named, each PDB's answer; nothing changes.
 #[allow(clippy::too_many_arguments)]
 async fn dry_run(
@@ -914,6 +578,7 @@ async fn dry_run(
                 &first.snapshot,
                 found.pvs.as_deref(),
                 &opts.nodes,
+                BTreeSet::new(),
             );
             (o, input)
         })

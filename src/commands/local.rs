@@ -23,7 +23,36 @@ use crate::transport::Transport;
 
 const ME: &str = "kubectl-raft yield --local";
 
+/// How long the hook may take: two thirds of the pod's grace period, leaving the process a
+/// third of it to stop, and never more than --timeout.
+pub fn hook_budget(timeout: Duration, grace_period: Duration) -> Duration {
+    timeout.min(grace_period * 2 / 3)
+}
+
 pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<()> {
+    let grace = Duration::from_secs(args.pod_grace_period.into());
+    let budget = hook_budget(args.timeout, grace);
+    let within = YieldArgs {
+        timeout: budget,
+        ..args.clone()
+    };
+    match tokio::time::timeout(budget, run_within(&within, out, err)).await {
+        Ok(r) => r,
+        Err(_) => {
+            writeln!(
+                err,
+                "{ME}: gave up after {}, leaving the process the rest of the pod's {} grace period to stop (--pod-grace-period {}, --timeout {}); the handover may not have happened",
+                human_duration(budget),
+                human_duration(grace),
+                args.pod_grace_period,
+                human_duration(args.timeout),
+            )?;
+            Err(Reported.into())
+        }
+    }
+}
+
+async fn run_within(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<()> {
     let catalog = load_catalog(args.select.profiles.as_deref())?;
     let system = args
         .select
@@ -140,6 +169,7 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let opts = YieldOptions {
         to: args.to.clone(),
         avoid_nodes: vec![],
+        avoid_pods: vec![],
         max_lag: args.max_lag,
         force: true,
     };
@@ -296,6 +326,22 @@ fn host_port(url: &str) -> Result<(String, Option<u16>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hook_leaves_the_process_a_third_of_its_grace_period() {
+        let s = Duration::from_secs;
+        assert_eq!(hook_budget(s(30), s(30)), s(20));
+        assert_eq!(
+            hook_budget(s(30), s(10)),
+            Duration::from_nanos(6_666_666_666)
+        );
+    }
+
+    #[test]
+    fn a_shorter_timeout_bounds_the_hook() {
+        let s = Duration::from_secs;
+        assert_eq!(hook_budget(s(5), s(30)), s(5));
+    }
 
     #[test]
     fn member_urls_give_host_and_port() {

@@ -4,6 +4,7 @@ pub mod complete;
 pub mod drain;
 pub mod local;
 pub mod progress;
+pub mod restart;
 pub mod status;
 pub mod systems;
 pub mod version;

@@ -16,7 +16,14 @@ pub struct Line {
     label: String,
 }
 
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Progress {
+    /// Lines on stderr when it is a terminal; nothing otherwise.
     pub fn new() -> Self {
         Progress {
             multi: std::io::stderr().is_terminal().then(MultiProgress::new),

@@ -64,6 +64,7 @@ pub async fn run(
     let opts = YieldOptions {
         to: args.to.clone(),
         avoid_nodes: vec![],
+        avoid_pods: vec![],
         max_lag: args.max_lag,
         force: args.force,
     };

@@ -24,7 +24,7 @@ use crate::model::{human_duration, ClusterObservation, OwnerKind};
 use crate::plan::drain::{
     healthy_voter, plan_cluster, Action, ClusterInput, ClusterPlan, DrainOptions, DrainStep,
 };
-use crate::report::{CheckState, ClusterReport, ReplicaReport};
+use crate::report::{CheckState, ReplicaReport};
 
 /// How often a blocked cluster is surveyed again.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
@@ -231,14 +231,18 @@ fn empty_plan(ns: &str, name: &str) -> ClusterPlan {
     }
 }
 
-/// The members still on the drained nodes, "pod on node".
-pub fn left_on(report: &ClusterReport, nodes: &BTreeSet<String>) -> Vec<String> {
-    report
+/// The members still on the drained nodes ("pod on node") or still to be restarted.
+pub fn left_on(input: &ClusterInput, nodes: &BTreeSet<String>) -> Vec<String> {
+    input
+        .report
         .replicas
         .iter()
-        .filter_map(|x| {
-            let n = x.node.as_ref().filter(|n| nodes.contains(*n))?;
-            Some(format!("{} on {n}", x.pod))
+        .filter_map(|x| match x.node.as_ref().filter(|n| nodes.contains(*n)) {
+            Some(n) => Some(format!("{} on {n}", x.pod)),
+            None => input
+                .replace
+                .contains(&x.pod)
+                .then(|| format!("{} (not yet restarted)", x.pod)),
         })
         .collect()
 }
@@ -310,7 +314,7 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
             }
         };
         let plan = plan_cluster(&look.input, opts);
-        s.left = left_on(&look.input.report, &opts.nodes);
+        s.left = left_on(&look.input, &opts.nodes);
         if s.system.is_empty() {
             s.system = look.input.report.system.clone();
             s.plan = plan.clone();
@@ -402,7 +406,7 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
     if let Some(why) = stopped {
         // What is left now, not at the last plan: a member may have moved meanwhile.
         if let Ok(Some(l)) = ops.look().await {
-            s.left = left_on(&l.input.report, &opts.nodes);
+            s.left = left_on(&l.input, &opts.nodes);
         }
         let done = if s.done.is_empty() {
             "nothing".to_string()

@@ -13,6 +13,7 @@ use super::*;
 use crate::model::{ClusterTarget, Role};
 use crate::plan::tests::{cluster, M};
 use crate::profile::Catalog;
+use crate::report::ClusterReport;
 
 /// What can happen to the cluster while the executor waits or acts.
 type Change = Box<dyn Fn(&mut ClusterReport)>;
@@ -38,6 +39,11 @@ struct Scripted {
     /// The lock found lost by its renewal after this many pauses.
     lost_after_pauses: Cell<Option<u32>>,
     pauses: Cell<u32>,
+    /// A restart: every member is to be replaced once, wherever it runs.
+    restart: Cell<bool>,
+    restarted: RefCell<BTreeSet<String>>,
+    /// Applied after the first eviction: what happens while its replacement starts.
+    after_first_eviction: RefCell<Option<Change>>,
     /// Everything done to the cluster, in order.
     actions: RefCell<Vec<String>>,
     next_node: Cell<u32>,
@@ -72,6 +78,9 @@ impl Scripted {
             interrupt_after_pauses: Cell::new(None),
             lost_after_pauses: Cell::new(None),
             pauses: Cell::new(0),
+            restart: Cell::new(false),
+            restarted: RefCell::new(BTreeSet::new()),
+            after_first_eviction: RefCell::new(None),
             actions: RefCell::new(vec![]),
             next_node: Cell::new(7),
         }
@@ -83,6 +92,21 @@ impl Scripted {
 
     fn actions(&self) -> Vec<String> {
         self.actions.borrow().clone()
+    }
+
+    /// A restart's members not yet replaced.
+    fn replace(&self) -> BTreeSet<String> {
+        if !self.restart.get() {
+            return BTreeSet::new();
+        }
+        let done = self.restarted.borrow();
+        self.report
+            .borrow()
+            .replicas
+            .iter()
+            .map(|x| x.pod.clone())
+            .filter(|p| !done.contains(p))
+            .collect()
     }
 
     fn replica<'a>(r: &'a mut ClusterReport, pod: &str) -> &'a mut ReplicaReport {
@@ -131,6 +155,7 @@ impl ClusterOps for Scripted {
                 stuck: Default::default(),
                 empty_dirs: Default::default(),
                 placement_unknown: None,
+                replace: self.replace(),
             },
         }))
     }
@@ -155,7 +180,11 @@ impl ClusterOps for Scripted {
     }
 
     async fn transfer(&self, _: &Look, step: &DrainStep) -> Result<Handover> {
-        self.did(format!("transfer from {}", step.pod));
+        self.did(format!(
+            "transfer from {} to {}",
+            step.pod,
+            step.target.as_deref().unwrap_or("?")
+        ));
         if let Some(why) = self.transfer_fails.borrow().clone() {
             return Err(anyhow!(why));
         }
@@ -205,6 +234,13 @@ impl ClusterOps for Scripted {
             ));
         }
         self.did(format!("evict {pod}"));
+        let first = self.restarted.borrow_mut().insert(pod.to_string())
+            && self.restarted.borrow().len() == 1;
+        if first {
+            if let Some(change) = self.after_first_eviction.borrow().as_ref() {
+                change(&mut self.report.borrow_mut());
+            }
+        }
         // The replacement starts on another node; it may come back behind.
         let n = self.next_node.get();
         self.next_node.set(n + 1);
@@ -280,9 +316,54 @@ async fn a_cooperating_cluster_goes_followers_first_and_the_leader_after_its_tra
     assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
     assert_eq!(
         c.actions(),
-        ["evict etcd-0", "transfer from etcd-1", "evict etcd-1"]
+        [
+            "evict etcd-0",
+            "transfer from etcd-1 to etcd-0",
+            "evict etcd-1"
+        ]
     );
     assert_eq!((s.evictions, s.transfers, s.elections), (2, 1, 0));
+}
+
+/// `restart` on the same executor: every member replaced once, followers first, the leader
+/// last after a transfer to a member already restarted.
+#[tokio::test(start_paused = true)]
+async fn a_restart_hands_leadership_only_to_a_member_already_restarted() {
+    let c = Scripted::new();
+    c.restart.set(true);
+    let s = run(&c, &[]).await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    assert_eq!(
+        c.actions(),
+        [
+            "evict etcd-0",
+            "evict etcd-2",
+            "transfer from etcd-1 to etcd-0",
+            "evict etcd-1"
+        ]
+    );
+    assert_eq!((s.evictions, s.transfers, s.elections), (3, 1, 0));
+    assert!(s.left.is_empty(), "{:?}", s.left);
+}
+
+/// etcd-2 hangs while etcd-0 is being restarted: restarting etcd-2 itself costs no quorum
+/// (it counts for nothing), but it comes back hung, and the leader is never touched.
+#[tokio::test(start_paused = true)]
+async fn a_member_that_hangs_mid_restart_stops_it_before_the_leader() {
+    let c = Scripted::new();
+    c.restart.set(true);
+    *c.after_first_eviction.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+        Scripted::replica(r, "etcd-2").raft.health.state = CheckState::Unreachable;
+    }));
+    let s = run(&c, &[]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(c.actions(), ["evict etcd-0", "evict etcd-2"]);
+    assert_eq!(s.transfers, 0);
+    assert!(
+        s.left.contains(&"etcd-1 (not yet restarted)".to_string()),
+        "{:?}",
+        s.left
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -323,7 +404,7 @@ async fn a_transfer_that_flips_back_evicts_nothing() {
     );
     let s = run(&c, &["n2"]).await;
     assert_eq!(s.result, ClusterResult::Stopped);
-    assert_eq!(c.actions(), ["transfer from etcd-1"]);
+    assert_eq!(c.actions(), ["transfer from etcd-1 to etcd-0"]);
     assert_eq!((s.evictions, s.transfers), (0, 0));
     assert!(s.message.contains("chosen again"), "{}", s.message);
 }

@@ -254,6 +254,21 @@ pub struct CheckSpec {
     /// JSON pointer -> the value it must have (null: must be null or absent).
     #[serde(default)]
     pub ok_json: BTreeMap<String, serde_json::Value>,
+    /// The port this check is sent to (default: the profile's port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<PortSpec>,
+    /// The check used instead on a pod that declares none of this check's ports (by name or
+    /// number): a server without the listener this check needs (spurctld before its
+    /// `[health]` listener) is checked where it can be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otherwise: Option<Box<CheckSpec>>,
+}
+
+impl CheckSpec {
+    /// Every check this one may turn into, itself first.
+    pub fn chain(&self) -> impl Iterator<Item = &CheckSpec> {
+        std::iter::successors(Some(self), |c| c.otherwise.as_deref())
+    }
 }
 
 pub(crate) fn default_ok_status() -> Vec<u16> {

@@ -171,6 +171,10 @@ pub struct ClusterInput {
     pub empty_dirs: BTreeMap<String, Vec<String>>,
     /// Why `stuck` could not be worked out (no right to list PersistentVolumes or nodes).
     pub placement_unknown: Option<String>,
+    /// Members to be replaced wherever they run (`restart`: those not yet restarted, or not
+    /// yet at the update revision), as drained nodes' members are; a transfer never goes to
+    /// one of them.
+    pub replace: BTreeSet<String>,
 }
 
 /// The names of a pod's emptyDir volumes, kubectl drain's "local storage".
@@ -335,13 +339,22 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
         steps: vec![],
         blocker: None,
     };
-    let on_drained = |x: &&ReplicaReport| x.node.as_ref().is_some_and(|n| opts.nodes.contains(n));
+    let on_drained = |x: &&ReplicaReport| {
+        c.replace.contains(&x.pod) || x.node.as_ref().is_some_and(|n| opts.nodes.contains(n))
+    };
     let mut leaving: Vec<&ReplicaReport> = replicas.iter().copied().filter(on_drained).collect();
     if leaving.is_empty() {
         return plan;
     }
-    // Followers first (by name), the leader last.
-    leaving.sort_by_key(|x| (leader.is_some_and(|l| l.pod == x.pod), x.pod.clone()));
+    // Members that count for nothing first (they cost no quorum), then followers (by name),
+    // the leader last.
+    leaving.sort_by_key(|x| {
+        (
+            leader.is_some_and(|l| l.pod == x.pod),
+            healthy.contains(x.pod.as_str()),
+            x.pod.clone(),
+        )
+    });
 
     if claimants.len() > 1 {
         let names: Vec<&str> = claimants.iter().map(|x| x.pod.as_str()).collect();
@@ -470,6 +483,7 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
         } else {
             let ropts = YieldOptions {
                 avoid_nodes: opts.nodes.iter().cloned().collect(),
+                avoid_pods: c.replace.iter().cloned().collect(),
                 max_lag: opts.max_lag,
                 ..Default::default()
             };
@@ -492,9 +506,13 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
             (
                 Action::TransferThenEvict,
                 target,
-                format!(
-                    "the leader goes last, after a verified transfer {to} on a node that stays"
-                ),
+                if opts.nodes.is_empty() {
+                    format!("the leader goes last, after a verified transfer {to}")
+                } else {
+                    format!(
+                        "the leader goes last, after a verified transfer {to} on a node that stays"
+                    )
+                },
             )
         };
         if let Some(dirs) = dirs {

@@ -107,6 +107,8 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         },
         ok_status: vec![200],
         ok_json: BTreeMap::new(),
+        port: None,
+        otherwise: None,
     };
     let mut fields = BTreeMap::new();
     let json = |p: &str| FieldSpec {

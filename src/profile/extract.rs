@@ -829,13 +829,14 @@ mod tests {
         assert!(!evaluate_check(&p.health, &ans(501, "{}")).ok);
     }
 
-    /// The body ROCm/spur's REST handler answers (rest/handlers.rs): `mode` is `primary`
-    /// exactly when this node leads.
+    /// The body ROCm/spur's REST handler answers (rest/handlers.rs), recorded from spurctld
+    /// built from the snapshot 4cc3da8 in the test world: `mode` is `primary` exactly when
+    /// this node leads.
     fn spur_ping(mode: &str) -> HttpAnswer {
         ans(
             200,
             &format!(
-                r#"{{"meta":{{"plugin":{{"type":"","name":"","data_parser":"","accounting_storage":""}},"client":{{"source":"","user":"","group":""}},"command":[],"slurm":{{"version":{{"major":"0","minor":"0","micro":"42"}},"release":"spur 0.8.0","cluster":"spur"}}}},"ping":[{{"hostname":"spurctld-1","pinged":"UP","latency":0,"mode":"{mode}"}}],"errors":[],"warnings":[]}}"#
+                r#"{{"meta":{{"Slurm":{{"version":{{"major":0,"minor":0,"micro":42}},"release":"spur 0.1.0"}}}},"ping":[{{"hostname":"spurctld-0","pinged":"UP","latency":0,"mode":"{mode}"}}]}}"#
             ),
         )
     }

@@ -192,8 +192,13 @@ impl Profile {
     /// Every HTTP request the profile can send to a replica: checks, fact requests, the
     /// member list, transfers.
     pub fn http_requests(&self) -> Vec<&HttpRequest> {
-        let mut out = vec![&self.health.request];
-        out.extend(self.ready.iter().map(|c| &c.request));
+        let mut out: Vec<&HttpRequest> = self.health.chain().map(|c| &c.request).collect();
+        out.extend(
+            self.ready
+                .iter()
+                .flat_map(|c| c.chain())
+                .map(|c| &c.request),
+        );
         out.extend(self.requests.iter().map(|r| &r.request));
         out.extend(self.membership.iter().map(|m| &m.request));
         out.extend(
@@ -272,6 +277,32 @@ pub fn resolve_port(spec: &PodSpec, port: &PortSpec) -> Option<u16> {
         }
     }
     port.numbers.first().and_then(|n| u16::try_from(*n).ok())
+}
+
+/// Whether the pod declares one of the ports a spec names (by name or by number).
+pub fn declares_port(spec: &PodSpec, port: &PortSpec) -> bool {
+    spec.containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .any(|p| {
+            p.name.as_ref().is_some_and(|n| port.names.contains(n))
+                || port.numbers.contains(&p.container_port)
+        })
+}
+
+/// The check a pod gets: `check`, or where the pod declares none of its ports, its `otherwise`
+/// (and so on down the chain; the last is taken as it is).
+pub fn check_for<'a>(
+    check: &'a CheckSpec,
+    default_port: &PortSpec,
+    spec: &PodSpec,
+) -> &'a CheckSpec {
+    check
+        .chain()
+        .find(|c| {
+            c.otherwise.is_none() || declares_port(spec, c.port.as_ref().unwrap_or(default_port))
+        })
+        .unwrap_or(check)
 }
 
 /// Whether a request path could leave the replica's port once joined to a pods/proxy URL:
@@ -390,6 +421,33 @@ mod tests {
         assert_eq!(resolve_port(&spec, &keeper), Some(9182));
         let undeclared = pod("x", &[], &[]);
         assert_eq!(resolve_port(&undeclared, &keeper), Some(9123));
+    }
+
+    #[test]
+    fn a_spurctld_without_its_health_listener_is_checked_by_its_rest_ping() {
+        let spur = Catalog::builtin().get("spurctld").unwrap().clone();
+        let snapshot = pod("spurctld", &[], &[("grpc", 6817), ("api", 6820)]);
+        let check = check_for(&spur.health, &spur.port, &snapshot);
+        assert_eq!(check.request.path, "/api/v1/ping");
+        let port = check.port.as_ref().unwrap();
+        assert_eq!(resolve_port(&snapshot, port), Some(6820));
+    }
+
+    #[test]
+    fn a_spurctld_with_its_health_listener_is_checked_there() {
+        let spur = Catalog::builtin().get("spurctld").unwrap().clone();
+        let seed = pod("spurctld", &[], &[("api", 6820), ("health", 6823)]);
+        assert_eq!(
+            check_for(&spur.health, &spur.port, &seed).request.path,
+            "/healthz"
+        );
+        let by_number = pod("spurctld", &[], &[("x", 6823)]);
+        assert_eq!(
+            check_for(&spur.ready.clone().unwrap(), &spur.port, &by_number)
+                .request
+                .path,
+            "/readyz"
+        );
     }
 
     #[test]

@@ -947,6 +947,37 @@ impl Drop for Cordoned {
     }
 }
 
+/// Sets PodDisruptionBudget `name`'s maxUnavailable and waits until its controller allows
+/// `allowed` disruptions.
+pub fn set_pdb(ns: &str, name: &str, max_unavailable: u32, allowed: u32) {
+    kubectl_ok(&[
+        "patch",
+        "pdb",
+        name,
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"spec":{{"maxUnavailable":{max_unavailable}}}}}"#),
+    ]);
+    wait_in(
+        ns,
+        Duration::from_secs(30),
+        &format!("the PDB {name} to allow {allowed} disruption(s)"),
+        || kubectl_json(&["get", "pdb", name, "-n", ns])["status"]["disruptionsAllowed"] == allowed,
+    );
+}
+
+/// The codes of a cluster's warnings in a status report.
+pub fn warning_codes(c: &Value) -> Vec<&str> {
+    c["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["code"].as_str().unwrap())
+        .collect()
+}
+
 /// A drained cluster's (evictions, transfers, elections), as its DrainReport counts them.
 pub fn drain_counts(c: &Value) -> (Option<u64>, Option<u64>, Option<u64>) {
     (

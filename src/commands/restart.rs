@@ -1,0 +1,366 @@
+//! `kubectl raft restart`: a Raft-aware rollout of one StatefulSet on the drain executor.
+//! Every member is replaced once (evicted, so PodDisruptionBudgets are honoured, and
+//! recreated by its controller): those that count for nothing first, then followers, the
+//! leader last after a verified transfer to a member already replaced; each replacement
+//! Ready and rejoined, and the others a quorum of healthy voters, before the next step.
+//!
+//! What "not yet replaced" means comes from the StatefulSet (`plan::restart`): a restart of
+//! the current revision marks the moment it was asked for on the StatefulSet (a rerun resumes
+//! from it), and a pending update of an `OnDelete` StatefulSet is driven member by member.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use kube::api::{Api, Patch, PatchParams};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{GlobalArgs, Output, RestartArgs, SelectArgs};
+use crate::commands::drain::evict::Evictor;
+use crate::commands::drain::lock;
+use crate::commands::drain::real::{cluster_input, Real};
+use crate::commands::progress::Progress;
+use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Settings};
+use crate::errors::{api_context, Reported};
+use crate::model::{human_duration, Selection};
+use crate::plan::drain::{plan_cluster, Action, DrainOptions};
+use crate::plan::restart::{
+    from_annotation, mode, pending, restart_all, to_annotation, Mode, Restart, RESTART_PENDING,
+};
+use crate::report::API_VERSION;
+use crate::survey::Surveyor;
+
+/// The documented `-o json|yaml` result (docs/restart.md).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartReport {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub dry_run: bool,
+    /// What was replaced: the members (by pod UID) there were when it was asked for, or those
+    /// not at the update revision.
+    pub restart: Restart,
+    pub succeeded: bool,
+    pub cluster: ClusterSummary,
+    pub message: String,
+}
+
+pub async fn run(
+    g: &GlobalArgs,
+    args: &RestartArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let name = args
+        .name
+        .strip_prefix("sts/")
+        .or_else(|| args.name.strip_prefix("statefulset/"))
+        .or_else(|| args.name.strip_prefix("statefulsets/"))
+        .unwrap_or(&args.name)
+        .to_string();
+    if name.contains('/') {
+        bail!(
+            "{}: restart takes a StatefulSet (NAME or sts/NAME)",
+            args.name
+        );
+    }
+    let select = SelectArgs {
+        system: args.system.clone(),
+        profiles: args.profiles.clone(),
+        ..Default::default()
+    };
+    let surveyor = Surveyor::new(g, &select, &args.probe).await?;
+    let ns = surveyor.namespace.clone();
+    let client = surveyor.conn.client.clone();
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let sts = sts_api
+        .get_opt(&name)
+        .await
+        .map_err(|e| api_context(e, "get", "statefulsets", &format!("in namespace {ns:?}")))?
+        .ok_or_else(|| {
+            anyhow!("statefulset {name:?} not found in namespace {ns:?} (-n NAMESPACE?)")
+        })?;
+    let sel = Selection {
+        name: Some(name.clone()),
+        ..Default::default()
+    };
+    let survey = surveyor.survey_in(Some(&ns), &sel).await?;
+    let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {
+        bail!(
+            "{ns}/{name} is not a Raft cluster kubectl raft recognises (`kubectl raft systems`; --system or --profiles to say what it runs)"
+        );
+    };
+    let pods = obs.target.pods.clone();
+    let restart = match mode(&sts, &pods) {
+        Mode::ControllerRolling { current, update } => bail!(
+            "{ns}/{name} is being rolled by its controller (RollingUpdate from revision {current} to {update}): it replaces members in reverse ordinal order whichever leads. Let it finish, or set spec.updateStrategy.type to OnDelete and run kubectl raft restart again to drive the update in the safe order"
+        ),
+        Mode::Update { revision } => Restart::Update { revision },
+        Mode::Restart => {
+            let marked = sts
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(RESTART_PENDING))
+                .map(|v| from_annotation(v))
+                .filter(|r| !pending(&pods, r).is_empty());
+            match marked {
+                // A restart that stopped: resume it (members replaced since are done).
+                Some(r) => {
+                    writeln!(
+                        err,
+                        "resuming the restart that {RESTART_PENDING} on the StatefulSet records: {} member(s) still to restart; those already replaced are not restarted again",
+                        pending(&pods, &r).len()
+                    )?;
+                    r
+                }
+                None => restart_all(&pods),
+            }
+        }
+    };
+    let opts = DrainOptions {
+        nodes: BTreeSet::new(),
+        max_lag: args.max_lag,
+        allow_degraded: false,
+        delete_emptydir_data: args.delete_emptydir_data,
+        assume_voters_are_pods: args.assume_voters_are_pods,
+    };
+
+    if args.dry_run {
+        let replace = pending(&pods, &restart);
+        let input = cluster_input(
+            &obs,
+            report,
+            &survey.snapshot,
+            None,
+            &BTreeSet::new(),
+            replace,
+        );
+        let plan = plan_cluster(&input, &opts);
+        let mut c = ClusterSummary::new(&ns, &name, ClusterResult::Planned);
+        c.system = input.report.system.clone();
+        c.left = crate::drain::left_on(&input, &opts.nodes);
+        let blocked = plan.blocker.clone();
+        c.plan = plan;
+        let succeeded = blocked.is_none();
+        let message = match &blocked {
+            None => format!(
+                "dry run: {} member(s) would be restarted; nothing was changed",
+                c.plan.steps.len()
+            ),
+            Some(b) => format!("dry run: the restart would stop: {}", b.message),
+        };
+        c.message = message.clone();
+        let r = RestartReport {
+            api_version: API_VERSION,
+            kind: "RestartReport",
+            dry_run: true,
+            restart,
+            succeeded,
+            cluster: c,
+            message,
+        };
+        print(&r, args.output, out)?;
+        return if succeeded {
+            Ok(())
+        } else {
+            Err(Reported.into())
+        };
+    }
+
+    if pending(&pods, &restart).is_empty() {
+        writeln!(
+            out,
+            "{ns}/{name}: every member is already restarted; nothing to do"
+        )?;
+        return Ok(());
+    }
+    let holder = lock::holder_identity(&[format!("restart {ns}/{name}")]);
+    let say = |m: &str| eprintln!("{}", crate::render::clean(m));
+    let (held, took_over) = lock::acquire(&client, &ns, &name, &holder, &say).await?;
+    if let Some(who) = took_over {
+        writeln!(
+            err,
+            "Warning: took over {ns}/{name}'s stale lock from {who}"
+        )?;
+    }
+    let result = restart_locked(
+        &surveyor, args, &sts_api, &ns, &name, &restart, &opts, &held, out, err,
+    )
+    .await;
+    held.release().await;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn restart_locked(
+    surveyor: &Surveyor,
+    args: &RestartArgs,
+    sts_api: &Api<StatefulSet>,
+    ns: &str,
+    name: &str,
+    restart: &Restart,
+    opts: &DrainOptions,
+    held: &lock::Held,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    if let Restart::Restart { uids } = restart {
+        annotate(sts_api, name, Some(&to_annotation(uids))).await?;
+    }
+    let evictor = Evictor {
+        client: surveyor.conn.probe_client.clone(),
+        grace_period: args.grace_period,
+        disable_eviction: args.disable_eviction,
+        timeout: args.timeout,
+        cancel: CancellationToken::new(),
+    };
+    let cancel = evictor.cancel.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            eprintln!(
+                "interrupted: stopping after the current step (Ctrl-C again to exit at once)"
+            );
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    let real = Real {
+        surveyor,
+        evictor: &evictor,
+        pvs: None,
+        timeout: args.timeout,
+        probe_limit: args.probe.probe_timeout,
+        opts,
+        ns,
+        name,
+        lock: Some(held),
+        restart: Some(restart),
+    };
+    let progress = Progress::new();
+    let line = progress.line(&format!("{ns}/{name}"));
+    let settings = Settings {
+        timeout: args.timeout,
+    };
+    let mut summary = drain_cluster(&real, &line, opts, &settings, ns, name).await;
+    line.finish();
+    ctrl_c.abort();
+    let succeeded = summary.result != ClusterResult::Stopped;
+    let message = if succeeded {
+        if let Restart::Restart { .. } = restart {
+            annotate(sts_api, name, None).await?;
+        }
+        format!("restarted {ns}/{name}")
+    } else {
+        format!(
+            "the restart stopped: {}. Fix what is named and run the same command again to resume (members already restarted are not restarted again)",
+            summary.message,
+        )
+    };
+    summary.message = message.clone();
+    let r = RestartReport {
+        api_version: API_VERSION,
+        kind: "RestartReport",
+        dry_run: false,
+        restart: restart.clone(),
+        succeeded,
+        cluster: summary,
+        message,
+    };
+    print(&r, args.output, out)?;
+    if succeeded {
+        Ok(())
+    } else {
+        writeln!(err, "error: {}", r.message)?;
+        Err(Reported.into())
+    }
+}
+
+/// Sets (or, with None, removes) the restart mark on the StatefulSet's own metadata.
+async fn annotate(api: &Api<StatefulSet>, name: &str, before: Option<&str>) -> Result<()> {
+    let patch = serde_json::json!({"metadata": {"annotations": {RESTART_PENDING: before}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| api_context(e, "patch", "statefulsets", ""))
+        .with_context(|| format!("marking statefulset {name} with {RESTART_PENDING}"))?;
+    Ok(())
+}
+
+fn print(r: &RestartReport, output: Output, out: &mut dyn Write) -> Result<()> {
+    match output {
+        Output::Json => {
+            serde_json::to_writer_pretty(&mut *out, r)?;
+            writeln!(out)?;
+            return Ok(());
+        }
+        Output::Yaml => {
+            write!(
+                out,
+                "{}",
+                serde_saphyr::to_string(r).map_err(|e| anyhow!("{e}"))?
+            )?;
+            return Ok(());
+        }
+        Output::Table | Output::Wide => {}
+    }
+    let c = &r.cluster;
+    let p = &c.plan;
+    writeln!(
+        out,
+        "{} ({}): {} voters, {} healthy, quorum {}, leader {}{}",
+        p.cluster(),
+        c.system,
+        p.voters,
+        p.healthy_voters,
+        p.quorum,
+        p.leader.as_deref().unwrap_or("none"),
+        p.term.map_or(String::new(), |t| format!(" (term {t})"))
+    )?;
+    if r.dry_run {
+        for (i, s) in p.steps.iter().enumerate() {
+            let what = match s.action {
+                Action::Evict => format!("restart {}", s.pod),
+                Action::TransferThenEvict => format!(
+                    "hand leadership to {}, then restart {}",
+                    s.target.as_deref().unwrap_or("a restarted member"),
+                    s.pod
+                ),
+                Action::EvictLeader => format!("restart the leader {} (an election)", s.pod),
+            };
+            writeln!(
+                out,
+                "  {}. {what}: {}; meanwhile {} healthy voter(s), {} needed, fault tolerance {}",
+                i + 1,
+                s.why,
+                s.healthy_voters_during,
+                s.quorum,
+                s.fault_tolerance_during,
+            )?;
+        }
+        if let Some(b) = &p.blocker {
+            writeln!(out, "  BLOCKED: {}", b.message)?;
+        }
+    } else {
+        for d in &c.done {
+            writeln!(out, "  {d}")?;
+        }
+        let window = c
+            .longest_leaderless_ms
+            .map_or("none observed".to_string(), |m| format!("{m:.0}ms"));
+        writeln!(
+            out,
+            "  {} restart(s), {} transfer(s), {} election(s), longest leaderless window {window}, {}",
+            c.evictions,
+            c.transfers,
+            c.elections,
+            human_duration(Duration::from_secs_f64(c.duration_ms / 1000.0))
+        )?;
+    }
+    writeln!(out, "{}", r.message)?;
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! What `kubectl raft restart` still has to restart: pure, from the pods and the StatefulSet
+//! as the survey found them. The order, the transfers and the quorum checks are the drain
+//! planner's (`plan::drain::plan_cluster`, with these members as `ClusterInput::replace`).
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+
+/// The StatefulSet annotation that records which pods a restart replaces: the UIDs of its
+/// members when it was asked for, comma-separated; a member whose pod has another UID was
+/// restarted. Set on the StatefulSet's own metadata (not its pod template, which would start
+/// the controller's own rollout); a rerun finds it and resumes. (UIDs, not a time: a pod's
+/// creationTimestamp has whole seconds and another machine's clock.)
+pub const RESTART_PENDING: &str = "raft.kubectl.io/restart-pending";
+
+/// Which members a restart replaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "mode")]
+pub enum Restart {
+    /// A restart of the current revision: every member whose pod is one of these (UIDs).
+    Restart { uids: BTreeSet<String> },
+    /// A pending update of an `OnDelete` StatefulSet: every member not at its update revision
+    /// (a deleted member comes back at it).
+    Update { revision: String },
+}
+
+/// How the StatefulSet can be restarted, or why `restart` must not drive it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Its pods are at its update revision: a restart of that revision.
+    Restart,
+    /// `OnDelete` with members at an older revision: their deletion updates them.
+    Update { revision: String },
+    /// `RollingUpdate` with an update under way: the controller rolls it itself, in reverse
+    /// ordinal order whichever member leads.
+    ControllerRolling { current: String, update: String },
+}
+
+/// The label a StatefulSet's controller puts on each pod: the revision it was made from.
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+
+fn revision(p: &Pod) -> Option<&str> {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(REVISION_LABEL))
+        .map(String::as_str)
+}
+
+pub fn mode(sts: &StatefulSet, pods: &[Pod]) -> Mode {
+    let status = sts.status.clone().unwrap_or_default();
+    let update = status.update_revision.unwrap_or_default();
+    let current = status.current_revision.unwrap_or_default();
+    let on_delete = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.type_.as_deref())
+        == Some("OnDelete");
+    let behind = |p: &Pod| revision(p) != Some(update.as_str());
+    if update.is_empty() || !pods.iter().any(behind) {
+        return Mode::Restart;
+    }
+    if on_delete {
+        Mode::Update { revision: update }
+    } else {
+        Mode::ControllerRolling { current, update }
+    }
+}
+
+/// The members still to restart, by pod name.
+pub fn pending(pods: &[Pod], restart: &Restart) -> BTreeSet<String> {
+    pods.iter()
+        .filter(|p| match restart {
+            Restart::Restart { uids } => p.metadata.uid.as_ref().is_some_and(|u| uids.contains(u)),
+            Restart::Update { revision: r } => revision(p) != Some(r.as_str()),
+        })
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
+}
+
+/// A restart of every member as they are now.
+pub fn restart_all(pods: &[Pod]) -> Restart {
+    Restart::Restart {
+        uids: pods.iter().filter_map(|p| p.metadata.uid.clone()).collect(),
+    }
+}
+
+/// The annotation's value for a restart, and back.
+pub fn to_annotation(uids: &BTreeSet<String>) -> String {
+    uids.iter().cloned().collect::<Vec<_>>().join(",")
+}
+
+pub fn from_annotation(value: &str) -> Restart {
+    Restart::Restart {
+        uids: value
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(String::from)
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{
+        StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(name: &str, revision: &str, uid: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some([(REVISION_LABEL.to_string(), revision.to_string())].into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn sts(strategy: &str, current: &str, update: &str) -> StatefulSet {
+        StatefulSet {
+            spec: Some(StatefulSetSpec {
+                update_strategy: Some(StatefulSetUpdateStrategy {
+                    type_: Some(strategy.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            status: Some(StatefulSetStatus {
+                current_revision: Some(current.into()),
+                update_revision: Some(update.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    const T0: &str = "uid-a";
+    const T1: &str = "uid-b";
+
+    #[test]
+    fn pods_at_the_update_revision_are_restarted() {
+        let pods = [pod("a-0", "r1", T0), pod("a-1", "r1", T0)];
+        assert_eq!(
+            mode(&sts("RollingUpdate", "r1", "r1"), &pods),
+            Mode::Restart
+        );
+        assert_eq!(mode(&sts("OnDelete", "r1", "r1"), &pods), Mode::Restart);
+    }
+
+    #[test]
+    fn an_on_delete_update_is_driven_member_by_member() {
+        let pods = [pod("a-0", "r2", T1), pod("a-1", "r1", T0)];
+        let m = mode(&sts("OnDelete", "r1", "r2"), &pods);
+        assert_eq!(
+            m,
+            Mode::Update {
+                revision: "r2".into()
+            }
+        );
+        let left = pending(
+            &pods,
+            &Restart::Update {
+                revision: "r2".into(),
+            },
+        );
+        assert_eq!(left, ["a-1".to_string()].into());
+    }
+
+    #[test]
+    fn a_rolling_update_under_way_is_the_controllers() {
+        let pods = [pod("a-0", "r1", T0), pod("a-1", "r2", T1)];
+        assert!(matches!(
+            mode(&sts("RollingUpdate", "r1", "r2"), &pods),
+            Mode::ControllerRolling { .. }
+        ));
+    }
+
+    #[test]
+    fn members_whose_pod_was_replaced_are_done() {
+        let before = [pod("a-0", "r1", "u0"), pod("a-1", "r1", "u1")];
+        let r = restart_all(&before);
+        let now = [pod("a-0", "r1", "u9"), pod("a-1", "r1", "u1")];
+        assert_eq!(pending(&now, &r), ["a-1".to_string()].into());
+    }
+
+    #[test]
+    fn the_annotation_round_trips() {
+        let r = restart_all(&[pod("a-0", "r1", "u0"), pod("a-1", "r1", "u1")]);
+        let Restart::Restart { uids } = &r else {
+            panic!("a restart")
+        };
+        assert_eq!(from_annotation(&to_annotation(uids)), r);
+        assert_eq!(from_annotation(" u0, ,u1 "), r);
+    }
+}

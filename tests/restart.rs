@@ -1,0 +1,313 @@
+//! `kubectl raft restart` end to end in the test world, under a write load where it matters:
+//! every member replaced once, followers first, the leader last after one verified transfer
+//! to a member already restarted; an OnDelete update driven the same way; a rollout the
+//! controller runs itself refused; a member that hangs mid-restart stops it; Ctrl-C and a
+//! rerun resume it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// `kubectl raft restart ARGS -o json`: (exit code, report, stderr).
+fn restart(args: &[&str]) -> (Option<i32>, Value, String) {
+    verb_json("restart", args)
+}
+
+fn annotation(ns: &str) -> Value {
+    kubectl_json(&["get", "sts", "etcd", "-n", ns])["metadata"]["annotations"]
+        ["raft.kubectl.io/restart-pending"]
+        .clone()
+}
+
+/// A restart of an N-member etcd under a write load that follows the members: every member
+/// replaced, one transfer, no election, no lost write, the mark removed.
+fn restart_under_load(prefix: &str, members: u32) {
+    let ns = TestNamespace::new(prefix);
+    deploy_etcd(&ns.name, members);
+    let before = uids(&ns.name);
+    let load = Load::start_following(&ns.name);
+    let (code, report, err) = restart(&["etcd", "-n", &ns.name, "--timeout", "90s"]);
+    let writes = load.finish();
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = &report["cluster"];
+    assert_eq!(
+        drain_counts(c),
+        (Some(members as u64), Some(1), Some(0)),
+        "{c:#}"
+    );
+    let after = uids(&ns.name);
+    for (pod, uid) in &before {
+        assert_ne!(after.get(pod), Some(uid), "{pod} was restarted");
+    }
+    assert_eq!(writes["lost"], 0, "{writes}");
+    assert!(
+        annotation(&ns.name).is_null(),
+        "the mark is removed when done"
+    );
+    // The leader went last.
+    let done: Vec<&str> = c["done"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_str())
+        .collect();
+    let transfer = done
+        .iter()
+        .position(|d| d.starts_with("leadership "))
+        .unwrap();
+    let evictions_after = done[transfer..]
+        .iter()
+        .filter(|d| d.starts_with("evicted "))
+        .count();
+    assert_eq!(
+        evictions_after, 1,
+        "only the old leader after the transfer: {done:?}"
+    );
+}
+
+#[test]
+fn a_restart_of_three_members_moves_leadership_once_and_loses_no_write() {
+    let _nodes = shared_nodes();
+    restart_under_load("rs-etcd3", 3);
+}
+
+#[test]
+fn a_restart_of_five_members_moves_leadership_once_and_loses_no_write() {
+    let _nodes = shared_nodes();
+    restart_under_load("rs-etcd5", 5);
+}
+
+#[test]
+fn the_dry_run_prints_the_order_and_changes_nothing() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-dry");
+    deploy_etcd(&ns.name, 3);
+    let leader = etcd_leader(&ns.name).unwrap().0;
+    let before = uids(&ns.name);
+    let (code, report, err) = restart(&["etcd", "-n", &ns.name, "--dry-run"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let steps = report["cluster"]["plan"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3, "{report:#}");
+    assert_eq!(steps[2]["pod"], leader.as_str(), "the leader last");
+    assert_eq!(steps[2]["action"], "transferThenEvict");
+    assert_eq!(uids(&ns.name), before);
+    assert!(annotation(&ns.name).is_null(), "a dry run marks nothing");
+}
+
+#[test]
+fn zookeepers_leader_is_restarted_last_in_a_counted_election() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-zk");
+    deploy_zookeeper(&ns.name);
+    let leader = zk_leader(&ns.name);
+    let (code, report, err) = verb_json("restart", &["zk", "-n", &ns.name, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = &report["cluster"];
+    assert_eq!(drain_counts(c), (Some(3), Some(0), Some(1)), "{c:#}");
+    let last = c["done"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_str())
+        .rfind(|d| d.starts_with("evicted"))
+        .unwrap()
+        .to_string();
+    assert!(last.contains(&format!("the leader {leader}")), "{last}");
+}
+
+/// etcd-3.yaml as an OnDelete StatefulSet.
+fn deploy_on_delete(ns: &str) {
+    let text = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    let edited = text.replace(
+        "  podManagementPolicy: Parallel\n",
+        "  podManagementPolicy: Parallel\n  updateStrategy: {type: OnDelete}\n",
+    );
+    assert_ne!(edited, text);
+    let f = tempfile(&edited);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_etcd_ready(ns, 3);
+}
+
+/// A change to the pod template (a new revision the controller does not roll out itself).
+fn new_revision(ns: &str) -> String {
+    kubectl_ok(&[
+        "patch",
+        "sts",
+        "etcd",
+        "-n",
+        ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"template":{"metadata":{"annotations":{"test/revision":"2"}}}}}"#,
+    ]);
+    let mut update = String::new();
+    wait_until(Duration::from_secs(30), "a new update revision", || {
+        let s = kubectl_json(&["get", "sts", "etcd", "-n", ns]);
+        update = s["status"]["updateRevision"].as_str().unwrap_or("").into();
+        !update.is_empty() && s["status"]["currentRevision"] != update.as_str()
+    });
+    update
+}
+
+fn revisions(ns: &str) -> Vec<String> {
+    etcd_pods(ns)
+        .iter()
+        .map(|p| {
+            p["metadata"]["labels"]["controller-revision-hash"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn an_on_delete_update_is_driven_and_leadership_goes_to_an_updated_member() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-ondelete");
+    deploy_on_delete(&ns.name);
+    let update = new_revision(&ns.name);
+    let load = Load::start_following(&ns.name);
+    let (code, report, err) = restart(&["etcd", "-n", &ns.name, "--timeout", "90s"]);
+    let writes = load.finish();
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    assert_eq!(report["restart"]["mode"], "update", "{report:#}");
+    assert_eq!(revisions(&ns.name), vec![update.clone(); 3]);
+    let c = &report["cluster"];
+    assert_eq!(drain_counts(c), (Some(3), Some(1), Some(0)), "{c:#}");
+    assert_eq!(writes["lost"], 0, "{writes}");
+}
+
+#[test]
+fn a_rolling_update_the_controller_runs_is_refused() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-rolling");
+    deploy_etcd(&ns.name, 3);
+    // Held at partition 3: the controller updates no member, the update stays pending.
+    kubectl_ok(&[
+        "patch",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":3}}}}"#,
+    ]);
+    new_revision(&ns.name);
+    let before = uids(&ns.name);
+    let out = raft(&["restart", "etcd", "-n", &ns.name]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("being rolled by its controller") && err.contains("OnDelete"),
+        "{err}"
+    );
+    assert_eq!(uids(&ns.name), before, "nothing restarted");
+}
+
+/// The first follower restarted; while a PDB holds the next step, the restarted follower
+/// hangs: the next eviction would leave one healthy voter of three, so the restart stops
+/// before it, the leader untouched.
+#[test]
+fn a_member_that_hangs_mid_restart_stops_it_before_the_next_step() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-hang");
+    deploy_etcd(&ns.name, 3);
+    let leader = etcd_leader(&ns.name).unwrap().0;
+    let followers = others_than(&leader, "etcd", 3);
+    let (first, second) = (&followers[0], &followers[1]);
+    let mut run = Running::start(&["restart", "etcd", "-n", &ns.name, "--timeout", "20s"]);
+    run.wait_for(
+        &format!("waiting for {first}'s replacement"),
+        Duration::from_secs(60),
+    );
+    set_pdb(&ns.name, "etcd", 0, 0);
+    run.wait_for(
+        &format!("cannot evict {second} yet"),
+        Duration::from_secs(60),
+    );
+    let before = uids(&ns.name);
+    let pid = container_pid(&ns.name, first);
+    let (code, out, err) = while_frozen(
+        pid,
+        std::panic::AssertUnwindSafe(|| {
+            kubectl_ok(&[
+                "patch",
+                "pdb",
+                "etcd",
+                "-n",
+                &ns.name,
+                "--type=merge",
+                "-p",
+                r#"{"spec":{"maxUnavailable":1}}"#,
+            ]);
+            run.finish(Duration::from_secs(90))
+        }),
+    );
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert!(
+        err.contains(&format!("evicting {second} would leave 1 healthy voter(s)")),
+        "{err}"
+    );
+    assert_eq!(
+        uids(&ns.name),
+        before,
+        "nothing after the hang was restarted"
+    );
+    assert_eq!(etcd_leader(&ns.name).unwrap().0, leader);
+    assert!(
+        annotation(&ns.name).is_string(),
+        "the mark stays, to resume"
+    );
+}
+
+#[test]
+fn after_ctrl_c_the_same_command_resumes_where_it_stopped() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-resume");
+    deploy_etcd(&ns.name, 3);
+    let leader = etcd_leader(&ns.name).unwrap().0;
+    let first = others_than(&leader, "etcd", 3)[0].clone();
+    let mut run = Running::start(&["restart", "etcd", "-n", &ns.name, "--timeout", "60s"]);
+    run.wait_for(&format!("{first} rejoined"), Duration::from_secs(60));
+    signal(run.pid(), "INT");
+    let (code, _, err) = run.finish(Duration::from_secs(60));
+    assert_ne!(code, Some(0), "{err}");
+    let restarted_once = uids(&ns.name)[&first].clone();
+    let (code, report, err) = restart(&["etcd", "-n", &ns.name, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    assert!(err.contains("resuming the restart"), "{err}");
+    assert_eq!(
+        uids(&ns.name)[&first],
+        restarted_once,
+        "{first} was not restarted twice"
+    );
+    assert!(annotation(&ns.name).is_null());
+}
+
+#[test]
+fn restart_runs_with_exactly_its_role() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-rbac");
+    deploy_etcd(&ns.name, 3);
+    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name);
+    let (code, out, err) = who.raft(&[
+        "restart",
+        "etcd",
+        "-n",
+        &ns.name,
+        "--timeout",
+        "90s",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["cluster"]["evictions"], 3, "{report:#}");
+}

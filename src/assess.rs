@@ -247,6 +247,27 @@ fn replica_report(
             .unwrap_or_else(|| "Unknown".into()),
         ready,
         terminating: pod.metadata.deletion_timestamp.is_some(),
+        terminating_until: pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string()),
+        disruption: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+            })
+            .map(|c| {
+                let reason = c
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "DisruptionTarget".into());
+                match c.message.as_deref().filter(|m| !m.is_empty()) {
+                    Some(m) => format!("{reason}: {m}"),
+                    None => reason,
+                }
+            }),
         restarts,
         probes: Probes {
             readiness: main

@@ -370,6 +370,18 @@ pub struct StatusArgs {
     #[arg(value_name = "NAME", conflicts_with_all = ["selector", "all_namespaces"])]
     pub name: Option<String>,
 
+    /// Keep watching: on a terminal the table is redrawn every --interval with what changed
+    /// and a running line per cluster (leader changes, terms advanced, time without a leader);
+    /// otherwise one line per change (with -o json, one JSON event per change). Ctrl-C ends it
+    /// with a summary.
+    #[arg(short = 'w', long, help_heading = "Watching")]
+    pub watch: bool,
+
+    /// With --watch: how often the replicas are asked (at least 500ms; a round never starts
+    /// before the last has ended).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, requires = "watch", help_heading = "Watching")]
+    pub interval: Duration,
+
     #[command(flatten)]
     pub select: SelectArgs,
 

@@ -3,7 +3,7 @@
 //!
 //! The floors, from the ground up:
 //! - [`model`]: the data observation produces and every verb consumes (no I/O);
-//! - [`select`], [`assess`], [`plan`], [`report`], [`render`], [`profile`]: pure decisions
+//! - [`select`], [`assess`], [`plan`], [`report`], [`render`], [`profile`], [`watch`]: pure decisions
 //!   over that data (tests/architecture.rs checks that none of them reaches I/O);
 //! - [`drain`]: the drain executor, which acts only through the [`drain::ClusterOps`] trait
 //!   it is given and reports through [`drain::Events`]: a controller can embed it with its own
@@ -31,3 +31,4 @@ pub mod report;
 pub mod select;
 pub mod survey;
 pub mod transport;
+pub mod watch;

@@ -183,6 +183,30 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
     Ok(())
 }
 
+/// The STATUS column: the phase, or Terminating with what is left of its grace period (as of
+/// `now`), and why Kubernetes is taking the pod away where it says (`DisruptionTarget`).
+pub fn pod_status(r: &ReplicaReport, now: k8s_openapi::jiff::Timestamp) -> String {
+    let mut s = if r.terminating {
+        let left = r
+            .terminating_until
+            .as_deref()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map(|until| until.as_second() - now.as_second());
+        match left {
+            Some(l) if l > 0 => format!("Terminating ({l}s left)"),
+            Some(_) => "Terminating (grace period over)".to_string(),
+            None => "Terminating".to_string(),
+        }
+    } else {
+        r.phase.clone()
+    };
+    if let Some(d) = &r.disruption {
+        let reason = d.split(':').next().unwrap_or(d);
+        s.push_str(&format!(", {reason}"));
+    }
+    s
+}
+
 fn replica_row(r: &ReplicaReport, wide: bool, groups: bool) -> Vec<Cell> {
     let node = match (&r.node, r.node_unschedulable, r.node_ready) {
         (Some(n), true, _) => format!("{n} (cordoned)"),
@@ -190,11 +214,7 @@ fn replica_row(r: &ReplicaReport, wide: bool, groups: bool) -> Vec<Cell> {
         (Some(n), _, _) => n.clone(),
         (None, _, _) => "-".into(),
     };
-    let status = if r.terminating {
-        "Terminating".to_string()
-    } else {
-        r.phase.clone()
-    };
+    let status = pod_status(r, k8s_openapi::jiff::Timestamp::now());
     let health = match &r.raft.readiness {
         Some(rd) if rd.state.as_str() != r.raft.health.state.as_str() => {
             format!(

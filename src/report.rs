@@ -97,6 +97,14 @@ pub struct ReplicaReport {
     /// The pod's Ready condition.
     pub ready: bool,
     pub terminating: bool,
+    /// When a terminating pod's grace period ends (its deletionTimestamp, RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminating_until: Option<String>,
+    /// Why Kubernetes is taking the pod away, from its `DisruptionTarget` condition:
+    /// `EvictionByEvictionAPI`, `PreemptionByScheduler`, `DeletionByTaintManager`,
+    /// `TerminationByKubelet`, ... (with its message after a colon, where it has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<String>,
     pub restarts: i32,
     pub probes: Probes,
     pub raft: RaftReport,

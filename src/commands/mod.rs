@@ -8,4 +8,5 @@ pub mod restart;
 pub mod status;
 pub mod systems;
 pub mod version;
+pub mod watch;
 pub mod yield_;

@@ -26,6 +26,9 @@ pub async fn run(
 ) -> Result<()> {
     let surveyor = Surveyor::new(g, &args.select, &args.probe).await?;
     let sel = selection(args.name.as_deref(), &args.select);
+    if args.watch {
+        return crate::commands::watch::run(&surveyor, &sel, args, out, err).await;
+    }
     let spinner = std::io::stderr().is_terminal().then(|| {
         let s = ProgressBar::new_spinner().with_message(format!(
             "asking the Raft clusters in {} through {}",

@@ -35,6 +35,8 @@ pub(crate) fn replica(i: usize, x: &M) -> ReplicaReport {
         phase: "Running".into(),
         ready: true,
         terminating: false,
+        terminating_until: None,
+        disruption: None,
         restarts: 0,
         probes: Probes::default(),
         raft: RaftReport {

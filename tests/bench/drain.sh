@@ -19,34 +19,6 @@ results=$(mktemp)
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; for n in $("$k" get nodes -o name); do "$k" uncordon "${n#node/}" >/dev/null 2>&1 || true; done; rm -rf "$tmp"' EXIT
 
-leader_of() { "$raft" status etcd -n "$1" -o json | field '["clusters"][0]["summary"]["leader"]'; }
-deploy() { # ns manifest-file members
-  "$k" delete namespace "$1" --wait=true >/dev/null 2>&1 || true
-  "$k" create namespace "$1" >/dev/null
-  until "$k" get sa default -n "$1" >/dev/null 2>&1; do sleep 0.2; done
-  "$k" apply -n "$1" -f "$2" >/dev/null
-  wait_healthy etcd "$1" "$3"
-}
-# The write load, following live members (and never the one named in $tmp/exclude).
-start_load() { # ns
-  : > "$tmp/exclude"
-  (while true; do
-     "$k" get pods -n "$1" -l app=etcd -o json | python3 -c "import json,sys
-ex = open('$tmp/exclude').read().strip()
-print(','.join('http://%s:2379' % p['status']['podIP'] for p in json.load(sys.stdin)['items']
-  if p['status'].get('podIP') and not p['metadata'].get('deletionTimestamp') and p['metadata']['name'] != ex))" > "$tmp/eps.new" && mv "$tmp/eps.new" "$tmp/eps"
-     sleep 0.3
-   done) &
-  refresher=$!
-  sleep 1
-  "$load" --endpoints-file "$tmp/eps" --duration 600s > "$tmp/load.json" &
-  loader=$!
-  sleep 1.5
-}
-stop_load() {
-  kill -TERM "$loader"; wait "$loader" || true
-  kill "$refresher"; wait "$refresher" 2>/dev/null || true
-}
 record() { # scenario method members seconds [raft-report-file]
   python3 - "$@" >> "$results" <<PY
 import json, sys

@@ -60,3 +60,36 @@ print(f"yield's own report of the leaderless window: median {med(ys):.0f} ms ove
 print(f"stall ratio yield / bare: {ys_st / b_st:.2f}; command time yield − bare: {ys_cm - b_cm:.0f} ms")
 PY
 }
+
+# The etcd benchmarks' helpers (after sourcing, with $tmp set to a scratch directory):
+# leader_of NS [STS], deploy NS MANIFEST MEMBERS [STS] (the StatefulSet, etcd by default, in a
+# fresh namespace, healthy), start_load NS / stop_load (the write load, following live
+# members, never the one named in $tmp/exclude).
+leader_of() { "$raft" status "${2:-etcd}" -n "$1" -o json | field '["clusters"][0]["summary"]["leader"]'; }
+deploy() { # ns manifest-file members [sts]
+  "$k" delete namespace "$1" --wait=true >/dev/null 2>&1 || true
+  "$k" create namespace "$1" >/dev/null
+  until "$k" get sa default -n "$1" >/dev/null 2>&1; do sleep 0.2; done
+  "$k" apply -n "$1" -f "$2" >/dev/null
+  wait_healthy "${4:-etcd}" "$1" "$3"
+}
+# The write load, following live members (and never the one named in $tmp/exclude).
+start_load() { # ns
+  : > "$tmp/exclude"
+  (while true; do
+     "$k" get pods -n "$1" -l app=etcd -o json | python3 -c "import json,sys
+ex = open('$tmp/exclude').read().strip()
+print(','.join('http://%s:2379' % p['status']['podIP'] for p in json.load(sys.stdin)['items']
+  if p['status'].get('podIP') and not p['metadata'].get('deletionTimestamp') and p['metadata']['name'] != ex))" > "$tmp/eps.new" && mv "$tmp/eps.new" "$tmp/eps"
+     sleep 0.3
+   done) &
+  refresher=$!
+  sleep 1
+  "$load" --endpoints-file "$tmp/eps" --duration 600s > "$tmp/load.json" &
+  loader=$!
+  sleep 1.5
+}
+stop_load() {
+  kill -TERM "$loader"; wait "$loader" || true
+  kill "$refresher"; wait "$refresher" 2>/dev/null || true
+}

@@ -22,14 +22,6 @@ results=$(mktemp)
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; for n in $("$k" get nodes -o name); do "$k" uncordon "${n#node/}" >/dev/null 2>&1 || true; done; rm -rf "$tmp"' EXIT
 
-leader_of() { "$raft" status spurctld -n "$1" -o json | field '["clusters"][0]["summary"]["leader"]'; }
-deploy() { # ns
-  "$k" delete namespace "$1" --wait=true >/dev/null 2>&1 || true
-  "$k" create namespace "$1" >/dev/null
-  until "$k" get sa default -n "$1" >/dev/null 2>&1; do sleep 0.2; done
-  "$k" apply -n "$1" -f tests/manifests/spurctld-3.yaml >/dev/null
-  wait_healthy spurctld "$1" 3
-}
 start_sampler() { # ns
   (while true; do
      "$k" get pods -n "$1" -l app=spurctld -o json | python3 -c "import json,sys
@@ -66,11 +58,11 @@ PY
 
 # --- leader: the leader's node ----------------------------------------------------------------
 ns=bench-spur
-deploy "$ns"
+deploy "$ns" tests/manifests/spurctld-3.yaml 3 spurctld
 for method in kubectl raft crash; do
   for r in $(seq 1 "$rounds"); do
     wait_healthy spurctld "$ns" 3
-    leader=$(leader_of "$ns")
+    leader=$(leader_of "$ns" spurctld)
     node=$("$k" get pod "$leader" -n "$ns" -o jsonpath='{.spec.nodeName}')
     start_sampler "$ns"
     rm -f "$tmp/raft.json"
@@ -94,7 +86,7 @@ done
 for method in kubectl raft; do
   for r in $(seq 1 "$rounds"); do
     wait_healthy spurctld "$ns" 3
-    leader=$(leader_of "$ns")
+    leader=$(leader_of "$ns" spurctld)
     others=($("$k" get pods -n "$ns" -l app=spurctld -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$"))
     frozen=${others[0]} victim=${others[1]}
     node=$("$k" get pod "$victim" -n "$ns" -o jsonpath='{.spec.nodeName}')

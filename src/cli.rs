@@ -226,27 +226,9 @@ pub struct DrainArgs {
     #[arg(long, help_heading = PODS_AS_KUBECTL)]
     pub ignore_daemonsets: bool,
 
-    /// Evict pods that use emptyDir volumes; their local data is lost.
-    #[arg(long, help_heading = PODS_AS_KUBECTL)]
-    pub delete_emptydir_data: bool,
-
     /// Delete pods that no controller manages (nothing recreates them).
     #[arg(long, help_heading = PODS_AS_KUBECTL)]
     pub force: bool,
-
-    /// Seconds each pod is given to stop (default: the pod's own terminationGracePeriodSeconds).
-    #[arg(long, value_name = "SECONDS", help_heading = PODS_AS_KUBECTL)]
-    pub grace_period: Option<u32>,
-
-    /// How long to wait for any one thing (a pod to go, a PDB to allow, a replacement to
-    /// rejoin, a blocked cluster to recover) before stopping, e.g. 5m.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
-    pub timeout: Duration,
-
-    /// Delete pods instead of evicting them: PodDisruptionBudgets are not consulted
-    /// (Raft clusters are still protected by their own checks).
-    #[arg(long, help_heading = PODS_AS_KUBECTL)]
-    pub disable_eviction: bool,
 
     /// Print the plan: ordered steps and why, quorum and fault tolerance during each, what each
     /// PDB answers (a server-side dry-run eviction) and every blocker; change nothing.
@@ -258,25 +240,16 @@ pub struct DrainArgs {
     #[arg(long)]
     pub allow_degraded: bool,
 
-    /// Drain clusters whose voters could only be counted from their pods (the system's own
-    /// configuration could not be read: ClickHouse Keeper, spurctld, a member list that did
-    /// not answer). Check the membership first: a server that is configured but not running
-    /// makes that count, and so the quorum check, wrong.
-    #[arg(long)]
-    pub assume_voters_are_pods: bool,
-
     /// How many Raft clusters proceed at once (a cluster's own members always go one by one).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     pub parallel_clusters: u16,
 
-    /// A member more log entries than this behind the leader is not counted healthy, and a
-    /// replacement is not rejoined until it is within it.
-    #[arg(long, value_name = "ENTRIES", default_value_t = 1000)]
-    pub max_lag: u64,
-
     /// Extra profiles: a YAML file in the format of the built-in ones (docs/profiles.md).
     #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath, help_heading = "What to act on")]
     pub profiles: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub steps: StepArgs,
 
     #[command(flatten)]
     pub probe: ProbeArgs,
@@ -292,36 +265,12 @@ pub struct RestartArgs {
     #[arg(value_name = "NAME")]
     pub name: String,
 
-    /// How long to wait for any one thing (a pod to go, a PDB to allow, a replacement to
-    /// rejoin, a blocked cluster to recover) before stopping, e.g. 5m.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
-    pub timeout: Duration,
-
     /// Print the order, the transfer and what each step leaves; change nothing.
     #[arg(long)]
     pub dry_run: bool,
 
-    /// A member more log entries than this behind the leader is not counted healthy, and a
-    /// replacement is not rejoined until it is within it.
-    #[arg(long, value_name = "ENTRIES", default_value_t = 1000)]
-    pub max_lag: u64,
-
-    /// Restart clusters whose voters could only be counted from their pods (as drain's).
-    #[arg(long)]
-    pub assume_voters_are_pods: bool,
-
-    /// Restart members whose data is in an emptyDir: each comes back empty and must catch up
-    /// as a new member.
-    #[arg(long)]
-    pub delete_emptydir_data: bool,
-
-    /// Seconds each pod is given to stop (default: the pod's own terminationGracePeriodSeconds).
-    #[arg(long, value_name = "SECONDS")]
-    pub grace_period: Option<u32>,
-
-    /// Delete pods instead of evicting them: PodDisruptionBudgets are not consulted.
-    #[arg(long)]
-    pub disable_eviction: bool,
+    #[command(flatten)]
+    pub steps: StepArgs,
 
     /// Treat the cluster as this system instead of recognising it (see `kubectl raft systems`).
     #[arg(long, value_name = "SYSTEM", help_heading = "What to act on")]
@@ -337,6 +286,42 @@ pub struct RestartArgs {
     /// Output format: progress and a summary (table), or the documented report (docs/restart.md).
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
     pub output: Output,
+}
+
+/// How each step of `drain` and `restart` is taken: one definition for both verbs.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Each step")]
+pub struct StepArgs {
+    /// How long to wait for any one thing (a pod to go, a PDB to allow, a replacement to
+    /// rejoin, a blocked cluster to recover) before stopping, e.g. 5m.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// A member more log entries than this behind the leader is not counted healthy, and a
+    /// replacement is not rejoined until it is within it.
+    #[arg(long, value_name = "ENTRIES", default_value_t = 1000)]
+    pub max_lag: u64,
+
+    /// Act on clusters whose voters could only be counted from their pods (the system's own
+    /// configuration could not be read: ClickHouse Keeper, spurctld, a member list that did
+    /// not answer). Check the membership first: a server that is configured but not running
+    /// makes that count, and so the quorum check, wrong.
+    #[arg(long)]
+    pub assume_voters_are_pods: bool,
+
+    /// Evict pods (members included) that use emptyDir volumes; their local data is lost: a
+    /// member comes back empty and must catch up as a new member.
+    #[arg(long)]
+    pub delete_emptydir_data: bool,
+
+    /// Seconds each pod is given to stop (default: the pod's own terminationGracePeriodSeconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub grace_period: Option<u32>,
+
+    /// Delete pods instead of evicting them: PodDisruptionBudgets are not consulted
+    /// (Raft clusters are still protected by their own checks).
+    #[arg(long)]
+    pub disable_eviction: bool,
 }
 
 #[derive(Debug, Args, Clone)]

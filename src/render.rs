@@ -67,24 +67,37 @@ impl<W: Write> Write for Clean<W> {
     }
 }
 
-pub fn status(report: &StatusReport, output: Output, out: &mut dyn Write) -> Result<()> {
+/// A report as `-o json` (pretty) or `-o yaml` prints it; false (nothing printed) for the
+/// table outputs, which each verb renders itself.
+pub fn structured<T: serde::Serialize>(
+    report: &T,
+    output: Output,
+    out: &mut dyn Write,
+) -> Result<bool> {
     match output {
         Output::Json => {
             serde_json::to_writer_pretty(&mut *out, report)?;
             writeln!(out)?;
+            Ok(true)
         }
         Output::Yaml => {
             let text = serde_saphyr::to_string(report).map_err(|e| anyhow::anyhow!("{e}"))?;
             write!(out, "{text}")?;
+            Ok(true)
         }
-        Output::Table | Output::Wide => {
-            for (i, c) in report.clusters.iter().enumerate() {
-                if i > 0 {
-                    writeln!(out)?;
-                }
-                cluster_table(c, output == Output::Wide, out)?;
-            }
+        Output::Table | Output::Wide => Ok(false),
+    }
+}
+
+pub fn status(report: &StatusReport, output: Output, out: &mut dyn Write) -> Result<()> {
+    if structured(report, output, out)? {
+        return Ok(());
+    }
+    for (i, c) in report.clusters.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
         }
+        cluster_table(c, output == Output::Wide, out)?;
     }
     Ok(())
 }

@@ -57,6 +57,32 @@ fn deploy(ns: &str, edit: impl Fn(String) -> String) -> Value {
     cluster(&report, ns).clone()
 }
 
+/// A namespace with spurctld deployed (as `edit` makes it), and its status; None where
+/// spurctld could not be built here (said by `spurctld_built`).
+fn deployed(prefix: &str, edit: impl Fn(String) -> String) -> Option<(TestNamespace, Value)> {
+    if !spurctld_built() {
+        return None;
+    }
+    let ns = TestNamespace::new(prefix);
+    let c = deploy(&ns.name, edit);
+    Some((ns, c))
+}
+
+/// `kubectl raft drain` of `pod`'s node, alone there, on the pod count: that node, and the
+/// cluster's part of the report (the drain asserted to have succeeded). The node is
+/// uncordoned when the guard goes.
+fn drain_node_of(ns: &str, pod: &str) -> (String, Value, Cordoned) {
+    let node = node_of(ns, pod);
+    wait_node_alone(&node, ns);
+    let cordoned = Cordoned(vec![node.clone()]);
+    let (code, report, err) = verb_json(
+        "drain",
+        &[&node, "--timeout", "120s", "--assume-voters-are-pods"],
+    );
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    (node, cluster(&report, ns).clone(), cordoned)
+}
+
 fn leader(c: &Value) -> String {
     c["summary"]["leader"].as_str().unwrap().to_string()
 }
@@ -83,12 +109,10 @@ fn a_follower(c: &Value) -> String {
 
 #[test]
 fn status_finds_the_one_replica_that_leads_and_counts_voters_from_pods() {
-    if !spurctld_built() {
-        return;
-    }
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("spur-status");
-    let c = deploy(&ns.name, |t| t);
+    let Some((_ns, c)) = deployed("spur-status", |t| t) else {
+        return;
+    };
     assert_eq!(c["system"], "spurctld", "{c:#}");
     let leaders: Vec<&Value> = c["replicas"]
         .as_array()
@@ -107,12 +131,10 @@ fn status_finds_the_one_replica_that_leads_and_counts_voters_from_pods() {
 
 #[test]
 fn status_warns_about_the_seeds_tcp_probe() {
-    if !spurctld_built() {
-        return;
-    }
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("spur-probe");
-    let c = deploy(&ns.name, |t| t);
+    let Some((_ns, c)) = deployed("spur-probe", |t| t) else {
+        return;
+    };
     let codes = warning_codes(&c);
     assert!(codes.contains(&"WeakReadinessProbe"), "{codes:?}");
 }
@@ -121,12 +143,10 @@ fn status_warns_about_the_seeds_tcp_probe() {
 /// `1/1 Running` and Ready behind the TCP probe on 6817; status flags it.
 #[test]
 fn a_frozen_replica_stays_ready_by_its_tcp_probe_and_status_flags_it() {
-    if !spurctld_built() {
-        return;
-    }
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("spur-frozen");
-    let c = deploy(&ns.name, |t| t);
+    let Some((ns, c)) = deployed("spur-frozen", |t| t) else {
+        return;
+    };
     let follower = a_follower(&c);
     let pid = container_pid(&ns.name, &follower);
     while_frozen(pid, || {
@@ -146,12 +166,10 @@ fn a_frozen_replica_stays_ready_by_its_tcp_probe_and_status_flags_it() {
 /// With the REST ping as its readiness probe, the frozen replica leaves the Service.
 #[test]
 fn with_the_ping_probe_a_frozen_replica_is_taken_out_of_ready() {
-    if !spurctld_built() {
-        return;
-    }
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("spur-ping");
-    let c = deploy(&ns.name, ping_probe);
+    let Some((ns, c)) = deployed("spur-ping", ping_probe) else {
+        return;
+    };
     assert!(
         !warning_codes(&c).contains(&"WeakReadinessProbe"),
         "{:?}",
@@ -174,12 +192,10 @@ fn with_the_ping_probe_a_frozen_replica_is_taken_out_of_ready() {
 
 #[test]
 fn drain_refuses_without_assume_voters_are_pods() {
-    if !spurctld_built() {
-        return;
-    }
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("spur-unknown");
-    let c = deploy(&ns.name, |t| t);
+    let Some((ns, c)) = deployed("spur-unknown", |t| t) else {
+        return;
+    };
     let node = node_of(&ns.name, &a_follower(&c));
     let (code, report, err) = verb_json("drain", &[&node, "--dry-run"]);
     assert_eq!(code, Some(1), "{err}\n{report:#}");
@@ -189,24 +205,14 @@ fn drain_refuses_without_assume_voters_are_pods() {
 
 #[test]
 fn drain_of_a_followers_node_evicts_it_and_leaves_the_leader() {
-    if !spurctld_built() {
-        return;
-    }
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("spur-drain-f");
-    let c = deploy(&ns.name, |t| t);
+    let Some((ns, c)) = deployed("spur-drain-f", |t| t) else {
+        return;
+    };
     let before = leader(&c);
     let follower = a_follower(&c);
-    let node = node_of(&ns.name, &follower);
-    wait_node_alone(&node, &ns.name);
-    let _c = Cordoned(vec![node.clone()]);
-    let (code, report, err) = verb_json(
-        "drain",
-        &[&node, "--timeout", "120s", "--assume-voters-are-pods"],
-    );
-    assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let c = cluster(&report, &ns.name);
-    assert_eq!(drain_counts(c), (Some(1), Some(0), Some(0)), "{c:#}");
+    let (node, c, _cordoned) = drain_node_of(&ns.name, &follower);
+    assert_eq!(drain_counts(&c), (Some(1), Some(0), Some(0)), "{c:#}");
     assert_ne!(node_of(&ns.name, &follower), node);
     let after = cluster(&status_json(&["spurctld", "-n", &ns.name]), &ns.name).clone();
     assert_eq!(leader(&after), before, "the leader was not touched");
@@ -216,24 +222,14 @@ fn drain_of_a_followers_node_evicts_it_and_leaves_the_leader() {
 /// counts, with its leaderless window.
 #[test]
 fn drain_of_the_leaders_node_evicts_it_last_as_a_counted_election() {
-    if !spurctld_built() {
-        return;
-    }
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("spur-drain-l");
-    let c = deploy(&ns.name, |t| t);
+    let Some((ns, c)) = deployed("spur-drain-l", |t| t) else {
+        return;
+    };
     let before = leader(&c);
-    let node = node_of(&ns.name, &before);
-    wait_node_alone(&node, &ns.name);
-    let _c = Cordoned(vec![node.clone()]);
-    let (code, report, err) = verb_json(
-        "drain",
-        &[&node, "--timeout", "120s", "--assume-voters-are-pods"],
-    );
-    assert_eq!(code, Some(0), "{err}\n{report:#}");
-    let c = cluster(&report, &ns.name);
+    let (node, c, _cordoned) = drain_node_of(&ns.name, &before);
     assert_eq!(c["plan"]["steps"][0]["action"], "evictLeader", "{c:#}");
-    assert_eq!(drain_counts(c), (Some(1), Some(0), Some(1)), "{c:#}");
+    assert_eq!(drain_counts(&c), (Some(1), Some(0), Some(1)), "{c:#}");
     assert!(c["longestLeaderlessMs"].as_f64().is_some(), "{c:#}");
     assert_ne!(node_of(&ns.name, &before), node);
     let after = cluster(&status_json(&["spurctld", "-n", &ns.name]), &ns.name).clone();
@@ -242,12 +238,10 @@ fn drain_of_the_leaders_node_evicts_it_last_as_a_counted_election() {
 
 #[test]
 fn drain_refuses_while_another_replica_is_frozen() {
-    if !spurctld_built() {
-        return;
-    }
     let _nodes = exclusive_nodes();
-    let ns = TestNamespace::new("spur-drain-frozen");
-    let c = deploy(&ns.name, |t| t);
+    let Some((ns, c)) = deployed("spur-drain-frozen", |t| t) else {
+        return;
+    };
     let leader = leader(&c);
     let followers: Vec<String> = c["replicas"]
         .as_array()

@@ -252,10 +252,7 @@ fn yield_local_gives_up_within_the_pods_grace_period() {
     let ns = TestNamespace::new("yield-local-grace");
     deploy_etcd(&ns.name, 3);
     let leader = leader_pod(&ns.name);
-    let follower = (0..3)
-        .map(|i| format!("etcd-{i}"))
-        .find(|p| p != &leader)
-        .unwrap();
+    let follower = others_than(&leader, "etcd", 3)[0].clone();
     let bin = env!("CARGO_BIN_EXE_kubectl-raft");
     let pid = container_pid(&ns.name, &follower);
     let out = while_frozen(pid, || {

@@ -15,7 +15,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
 use kube::api::{Api, ListParams};
@@ -134,9 +134,9 @@ pub async fn run(
 
     let evictor = Arc::new(Evictor {
         client: surveyor.conn.probe_client.clone(),
-        grace_period: args.grace_period,
-        disable_eviction: args.disable_eviction,
-        timeout: args.timeout,
+        grace_period: args.steps.grace_period,
+        disable_eviction: args.steps.disable_eviction,
+        timeout: args.steps.timeout,
         cancel: CancellationToken::new(),
     });
 
@@ -232,7 +232,7 @@ async fn drain(
     // Ordinary pods: kubectl drain's filters; any refusal stops everything before an eviction.
     let rules = PodRules {
         ignore_daemonsets: args.ignore_daemonsets,
-        delete_emptydir_data: args.delete_emptydir_data,
+        delete_emptydir_data: args.steps.delete_emptydir_data,
         force: args.force,
     };
     let mut ordinary: Vec<(Pod, PodVerdict)> = on_nodes
@@ -272,10 +272,10 @@ async fn drain(
 
     let opts = DrainOptions {
         nodes: drained.clone(),
-        max_lag: args.max_lag,
+        max_lag: args.steps.max_lag,
         allow_degraded: args.allow_degraded,
-        delete_emptydir_data: args.delete_emptydir_data,
-        assume_voters_are_pods: args.assume_voters_are_pods,
+        delete_emptydir_data: args.steps.delete_emptydir_data,
+        assume_voters_are_pods: args.steps.assume_voters_are_pods,
     };
 
     if args.dry_run {
@@ -352,7 +352,7 @@ async fn drain(
                     surveyor: &surveyor,
                     evictor: &evictor,
                     pvs: pvs.as_deref(),
-                    timeout: args.timeout,
+                    timeout: args.steps.timeout,
                     probe_limit: args.probe.probe_timeout,
                     opts: &opts,
                     ns: &ns,
@@ -362,7 +362,7 @@ async fn drain(
                 };
                 let line = progress.line(&format!("{ns}/{name}"));
                 let settings = Settings {
-                    timeout: args.timeout,
+                    timeout: args.steps.timeout,
                 };
                 let s = drain_cluster(&real, &line, &opts, &settings, &ns, &name).await;
                 line.finish();
@@ -653,21 +653,8 @@ async fn dry_run(
 }
 
 fn print_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result<()> {
-    match output {
-        Output::Json => {
-            serde_json::to_writer_pretty(&mut *out, r)?;
-            writeln!(out)?;
-            return Ok(());
-        }
-        Output::Yaml => {
-            write!(
-                out,
-                "{}",
-                serde_saphyr::to_string(r).map_err(|e| anyhow!("{e}"))?
-            )?;
-            return Ok(());
-        }
-        Output::Table | Output::Wide => {}
+    if crate::render::structured(r, output, out)? {
+        return Ok(());
     }
     if r.dry_run {
         for n in &r.nodes {
@@ -685,17 +672,7 @@ fn print_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result
     }
     for c in &r.clusters {
         let p = &c.plan;
-        writeln!(
-            out,
-            "{} ({}): {} voters, {} healthy, quorum {}, leader {}{}",
-            p.cluster(),
-            c.system,
-            p.voters,
-            p.healthy_voters,
-            p.quorum,
-            p.leader.as_deref().unwrap_or("none"),
-            p.term.map_or(String::new(), |t| format!(" (term {t})"))
-        )?;
+        write_cluster_line(c, out)?;
         if r.dry_run {
             for (i, s) in p.steps.iter().enumerate() {
                 let what = match s.action {
@@ -736,23 +713,50 @@ fn print_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result
                 writeln!(out, "  nothing to do")?;
             }
         } else {
-            for d in &c.done {
-                writeln!(out, "  {d}")?;
-            }
-            let window = c
-                .longest_leaderless_ms
-                .map_or("none observed".to_string(), |m| format!("{m:.0}ms"));
-            writeln!(
-                out,
-                "  {}: {} eviction(s), {} transfer(s), {} election(s), longest leaderless window {window}, {}",
-                c.result.as_str(),
-                c.evictions,
-                c.transfers,
-                c.elections,
-                human_duration(Duration::from_secs_f64(c.duration_ms / 1000.0))
-            )?;
+            write_done(c, &format!("{}: ", c.result.as_str()), "eviction(s)", out)?;
         }
     }
     writeln!(out, "{}", r.message)?;
+    Ok(())
+}
+
+/// A cluster's first line in a summary: its voters, quorum and leader as first planned.
+pub(crate) fn write_cluster_line(c: &ClusterSummary, out: &mut dyn Write) -> Result<()> {
+    let p = &c.plan;
+    writeln!(
+        out,
+        "{} ({}): {} voters, {} healthy, quorum {}, leader {}{}",
+        p.cluster(),
+        c.system,
+        p.voters,
+        p.healthy_voters,
+        p.quorum,
+        p.leader.as_deref().unwrap_or("none"),
+        p.term.map_or(String::new(), |t| format!(" (term {t})"))
+    )?;
+    Ok(())
+}
+
+/// What was done, a line each, then the counts (`what`: "eviction(s)", "restart(s)").
+pub(crate) fn write_done(
+    c: &ClusterSummary,
+    prefix: &str,
+    what: &str,
+    out: &mut dyn Write,
+) -> Result<()> {
+    for d in &c.done {
+        writeln!(out, "  {d}")?;
+    }
+    let window = c
+        .longest_leaderless_ms
+        .map_or("none observed".to_string(), |m| format!("{m:.0}ms"));
+    writeln!(
+        out,
+        "  {prefix}{} {what}, {} transfer(s), {} election(s), longest leaderless window {window}, {}",
+        c.evictions,
+        c.transfers,
+        c.elections,
+        human_duration(Duration::from_secs_f64(c.duration_ms / 1000.0))
+    )?;
     Ok(())
 }

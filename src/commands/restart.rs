@@ -10,7 +10,6 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -22,10 +21,11 @@ use crate::cli::{GlobalArgs, Output, RestartArgs, SelectArgs};
 use crate::commands::drain::evict::Evictor;
 use crate::commands::drain::lock;
 use crate::commands::drain::real::{cluster_input, Real};
+use crate::commands::drain::{write_cluster_line, write_done};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Settings};
 use crate::errors::{api_context, Reported};
-use crate::model::{human_duration, Selection};
+use crate::model::Selection;
 use crate::plan::drain::{plan_cluster, Action, DrainOptions};
 use crate::plan::restart::{
     from_annotation, mode, pending, restart_all, to_annotation, Mode, Restart, RESTART_PENDING,
@@ -123,10 +123,10 @@ pub async fn run(
     };
     let opts = DrainOptions {
         nodes: BTreeSet::new(),
-        max_lag: args.max_lag,
+        max_lag: args.steps.max_lag,
         allow_degraded: false,
-        delete_emptydir_data: args.delete_emptydir_data,
-        assume_voters_are_pods: args.assume_voters_are_pods,
+        delete_emptydir_data: args.steps.delete_emptydir_data,
+        assume_voters_are_pods: args.steps.assume_voters_are_pods,
     };
 
     if args.dry_run {
@@ -213,9 +213,9 @@ async fn restart_locked(
     }
     let evictor = Evictor {
         client: surveyor.conn.probe_client.clone(),
-        grace_period: args.grace_period,
-        disable_eviction: args.disable_eviction,
-        timeout: args.timeout,
+        grace_period: args.steps.grace_period,
+        disable_eviction: args.steps.disable_eviction,
+        timeout: args.steps.timeout,
         cancel: CancellationToken::new(),
     };
     let cancel = evictor.cancel.clone();
@@ -234,7 +234,7 @@ async fn restart_locked(
         surveyor,
         evictor: &evictor,
         pvs: None,
-        timeout: args.timeout,
+        timeout: args.steps.timeout,
         probe_limit: args.probe.probe_timeout,
         opts,
         ns,
@@ -245,7 +245,7 @@ async fn restart_locked(
     let progress = Progress::new();
     let line = progress.line(&format!("{ns}/{name}"));
     let settings = Settings {
-        timeout: args.timeout,
+        timeout: args.steps.timeout,
     };
     let mut summary = drain_cluster(&real, &line, opts, &settings, ns, name).await;
     line.finish();
@@ -292,35 +292,12 @@ async fn annotate(api: &Api<StatefulSet>, name: &str, before: Option<&str>) -> R
 }
 
 fn print(r: &RestartReport, output: Output, out: &mut dyn Write) -> Result<()> {
-    match output {
-        Output::Json => {
-            serde_json::to_writer_pretty(&mut *out, r)?;
-            writeln!(out)?;
-            return Ok(());
-        }
-        Output::Yaml => {
-            write!(
-                out,
-                "{}",
-                serde_saphyr::to_string(r).map_err(|e| anyhow!("{e}"))?
-            )?;
-            return Ok(());
-        }
-        Output::Table | Output::Wide => {}
+    if crate::render::structured(r, output, out)? {
+        return Ok(());
     }
     let c = &r.cluster;
     let p = &c.plan;
-    writeln!(
-        out,
-        "{} ({}): {} voters, {} healthy, quorum {}, leader {}{}",
-        p.cluster(),
-        c.system,
-        p.voters,
-        p.healthy_voters,
-        p.quorum,
-        p.leader.as_deref().unwrap_or("none"),
-        p.term.map_or(String::new(), |t| format!(" (term {t})"))
-    )?;
+    write_cluster_line(c, out)?;
     if r.dry_run {
         for (i, s) in p.steps.iter().enumerate() {
             let what = match s.action {
@@ -346,20 +323,7 @@ fn print(r: &RestartReport, output: Output, out: &mut dyn Write) -> Result<()> {
             writeln!(out, "  BLOCKED: {}", b.message)?;
         }
     } else {
-        for d in &c.done {
-            writeln!(out, "  {d}")?;
-        }
-        let window = c
-            .longest_leaderless_ms
-            .map_or("none observed".to_string(), |m| format!("{m:.0}ms"));
-        writeln!(
-            out,
-            "  {} restart(s), {} transfer(s), {} election(s), longest leaderless window {window}, {}",
-            c.evictions,
-            c.transfers,
-            c.elections,
-            human_duration(Duration::from_secs_f64(c.duration_ms / 1000.0))
-        )?;
+        write_done(c, "", "restart(s)", out)?;
     }
     writeln!(out, "{}", r.message)?;
     Ok(())

@@ -14,7 +14,7 @@ pub(crate) struct M {
     pub node: u8,
 }
 
-fn m(role: Role) -> M {
+pub(crate) fn m(role: Role) -> M {
     M {
         role,
         health: CheckState::Ok,

@@ -1,17 +1,7 @@
 use super::*;
 use crate::model::Role;
-use crate::plan::tests::{cluster, M};
+use crate::plan::tests::{cluster, m};
 use crate::report::CheckState;
-
-fn m(role: Role) -> M {
-    M {
-        role,
-        health: CheckState::Ok,
-        lag: Some(0),
-        cordoned: false,
-        node: 0,
-    }
-}
 
 /// A scripted maintenance as a watch sees it, one report per round (2 s apart): etcd-1
 /// leads; it hangs (no leader); etcd-0 is elected in term 6 while etcd-1 is evicted; etcd-1's

@@ -188,6 +188,18 @@ pub struct YieldArgs {
     )]
     pub pod_grace_period: u32,
 
+    /// With --local: before handing over (or, on a follower, before letting it stop), wait
+    /// until the other members form a quorum of healthy, caught-up voters without this one,
+    /// for at most half of the hook's time; then go ahead either way (the pod is stopping),
+    /// saying which. For a plain `kubectl rollout restart`, a scale-down or an autoscaler's
+    /// eviction: the next member stops only once the last one's replacement has caught up.
+    #[arg(
+        long,
+        requires = "local",
+        help_heading = "In-pod handover (preStop hook)"
+    )]
+    pub wait_for_quorum: bool,
+
     #[command(flatten)]
     pub select: SelectArgs,
 

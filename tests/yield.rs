@@ -215,6 +215,95 @@ fn deploy_etcd_with_local_yield(ns: &str) {
     wait_etcd_ready(ns, 3);
 }
 
+/// etcd-3.yaml with a 20 s grace period and `yield --local --wait-for-quorum` as its preStop
+/// hook (logging to the member's volume).
+fn deploy_etcd_waiting_for_quorum(ns: &str) {
+    let bin = env!("CARGO_BIN_EXE_kubectl-raft");
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    let hooked = manifest
+        .replace(
+            r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
+            &format!(
+                r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --pod-grace-period 20 --wait-for-quorum >> /var/lib/etcd/prestop.log 2>&1"]"#
+            ),
+        )
+        .replace(
+            "terminationGracePeriodSeconds: 10",
+            "terminationGracePeriodSeconds: 20",
+        );
+    let f = tempfile(&hooked);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_etcd_ready(ns, 3);
+}
+
+/// A follower deleted while the other follower hangs: its hook holds the deletion (the pod
+/// stays, Terminating) until the hung member is back, then lets it go.
+#[test]
+fn wait_for_quorum_holds_a_deletion_until_the_others_are_healthy() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-quorum");
+    deploy_etcd_waiting_for_quorum(&ns.name);
+    let leader = leader_pod(&ns.name);
+    let followers = others_than(&leader, "etcd", 3);
+    let (going, hung) = (&followers[0], &followers[1]);
+    let log = hook_log(&ns.name, going);
+    let uid = uids(&ns.name)[going].clone();
+    let pid = container_pid(&ns.name, hung);
+    while_frozen(pid, || {
+        std::thread::sleep(Duration::from_secs(3)); // its health check fails meanwhile
+        kubectl_ok(&["delete", "pod", going, "-n", &ns.name, "--wait=false"]);
+        std::thread::sleep(Duration::from_secs(3));
+        let p = pod_json(&ns.name, going);
+        assert_eq!(
+            p["metadata"]["uid"],
+            uid.as_str(),
+            "{going} is held while {hung} hangs"
+        );
+    });
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "the held pod to go",
+        || uids(&ns.name).get(going) != Some(&uid),
+    );
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        said.contains("the others are 2 healthy voter(s), 2 needed without this replica"),
+        "{said}"
+    );
+}
+
+/// The hung member never comes back: the hook gives up within its share of the grace period
+/// and says so; the pod goes.
+#[test]
+fn wait_for_quorum_gives_up_within_the_grace_period() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-quorum-late");
+    deploy_etcd_waiting_for_quorum(&ns.name);
+    let leader = leader_pod(&ns.name);
+    let followers = others_than(&leader, "etcd", 3);
+    let (going, hung) = (&followers[0], &followers[1]);
+    let log = hook_log(&ns.name, going);
+    let uid = uids(&ns.name)[going].clone();
+    let pid = container_pid(&ns.name, hung);
+    while_frozen(pid, || {
+        std::thread::sleep(Duration::from_secs(3));
+        kubectl_ok(&["delete", "pod", going, "-n", &ns.name, "--wait=false"]);
+        wait_in(
+            &ns.name,
+            Duration::from_secs(60),
+            "the pod to go anyway",
+            || uids(&ns.name).get(going) != Some(&uid),
+        );
+    });
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        said.contains("were still 1 healthy voter(s) where 2 are needed")
+            && said.contains("going ahead"),
+        "{said}"
+    );
+}
+
 /// The hook's log on a member's volume.
 fn hook_log(ns: &str, pod: &str) -> std::path::PathBuf {
     let pvc = kubectl_json(&["get", "pvc", &format!("data-{pod}"), "-n", ns]);

@@ -88,25 +88,40 @@ async fn run_within(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) 
     let local_pod = local.clone();
     let me = observe_replica(&transport, &profile, &local, limit).await;
     let role = me.facts.role;
-    if role != Some(Role::Leader) {
-        if me.facts.role.is_none() && !me.errors.is_empty() {
-            writeln!(
-                err,
-                "{ME}: no answer from this replica on port {port} ({}); nothing handed over",
-                me.errors.join("; ")
-            )?;
-            return Err(Reported.into());
-        }
+    if me.facts.role.is_none() && !me.errors.is_empty() {
+        writeln!(
+            err,
+            "{ME}: no answer from this replica on port {port} ({}); nothing handed over",
+            me.errors.join("; ")
+        )?;
+        return Err(Reported.into());
+    }
+    let follower_line = |out: &mut dyn Write| -> Result<()> {
         writeln!(
             out,
             "{ME}: this replica ({}) is {}, not the leader; nothing to hand over",
             me.facts.member_id.as_deref().unwrap_or("?"),
             role.unwrap_or(Role::Unknown).as_str()
         )?;
+        Ok(())
+    };
+    if role != Some(Role::Leader) && !args.wait_for_quorum {
+        follower_line(out)?;
         return Ok(());
     }
     // The peers, from this replica's own member list.
     let Some(spec) = profile.membership.as_ref().filter(|m| m.url.is_some()) else {
+        if args.wait_for_quorum {
+            writeln!(
+                err,
+                "{ME}: --wait-for-quorum: the {} profile lists no member addresses, so the others cannot be asked; not waiting",
+                profile.name
+            )?;
+        }
+        if role != Some(Role::Leader) {
+            follower_line(out)?;
+            return Ok(());
+        }
         // No peers to watch (ClickHouse Keeper's HTTP says nothing of them): hand over
         // through this replica and wait until it follows a leader, as the seed's hook does.
         return hand_over_alone(&transport, &profile, local_pod, args, out, err).await;
@@ -145,6 +160,27 @@ async fn run_within(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) 
         credentials_secret: None,
         named: true,
     };
+    if args.wait_for_quorum {
+        // Half the hook's time at most: the rest is for the handover.
+        let within = args.timeout / 2;
+        let mine = my_name.clone().unwrap_or_default();
+        match wait_for_others(&transport, &target, &mine, args.max_lag, limit, within).await {
+            Ok((n, q, waited)) => writeln!(
+                out,
+                "{ME}: the others are {n} healthy voter(s), {q} needed without this replica (waited {})",
+                human_duration(waited)
+            )?,
+            Err((n, q, why)) => writeln!(
+                err,
+                "{ME}: the others were still {n} healthy voter(s) where {q} are needed without this replica after {} ({why}); going ahead: the pod is stopping",
+                human_duration(within)
+            )?,
+        }
+    }
+    if role != Some(Role::Leader) {
+        follower_line(out)?;
+        return Ok(());
+    }
     let obs = observe_cluster(&transport, target, limit).await;
     let report = crate::assess::assess(&obs, &Snapshot::default());
     // Only the sole claimant hands over: with two replicas claiming leadership, a transfer
@@ -218,6 +254,51 @@ async fn run_within(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) 
             )?;
             Err(Reported.into())
         }
+    }
+}
+
+/// Until the others (all but `mine`) form a quorum of healthy, caught-up voters (the one
+/// definition drain uses), asked every 500 ms, for at most `within`: Ok((healthy, quorum,
+/// waited)), or Err((healthy, quorum, the last reason)) when the time is up.
+async fn wait_for_others(
+    transport: &Transport,
+    target: &ClusterTarget,
+    mine: &str,
+    max_lag: u64,
+    limit: Duration,
+    within: Duration,
+) -> Result<(usize, u32, Duration), (usize, u32, String)> {
+    let start = Instant::now();
+    loop {
+        let obs = observe_cluster(transport, target.clone(), limit).await;
+        let report = crate::assess::assess(&obs, &Snapshot::default());
+        let leader = report
+            .replicas
+            .iter()
+            .find(|r| report.summary.leader.as_deref() == Some(r.pod.as_str()));
+        let mut why = vec![];
+        let healthy = report
+            .replicas
+            .iter()
+            .filter(|x| x.pod != mine)
+            .filter(
+                |x| match crate::plan::voter::voter_health(x, leader, max_lag) {
+                    Ok(()) => true,
+                    Err((_, w)) => {
+                        why.push(w);
+                        false
+                    }
+                },
+            )
+            .count();
+        let quorum = report.summary.quorum;
+        if healthy as u32 >= quorum {
+            return Ok((healthy, quorum, start.elapsed()));
+        }
+        if start.elapsed() + Duration::from_millis(500) > within {
+            return Err((healthy, quorum, why.join("; ")));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

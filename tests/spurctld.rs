@@ -47,11 +47,13 @@ fn deploy(ns: &str, edit: impl Fn(String) -> String) -> Value {
     wait_in(
         ns,
         Duration::from_secs(180),
-        "3 healthy spurctld replicas, one leading",
+        "3 healthy and Ready spurctld replicas, one leading",
         || {
             report = status_json(&["spurctld", "-n", ns]);
             let c = &report["clusters"][0];
-            c["summary"]["leader"].is_string() && c["summary"]["healthyVoters"] == 3
+            c["summary"]["leader"].is_string()
+                && c["summary"]["healthyVoters"] == 3
+                && c["summary"]["readyPods"] == 3
         },
     );
     cluster(&report, ns).clone()
@@ -269,4 +271,36 @@ fn drain_refuses_while_another_replica_is_frozen() {
         err.contains(&followers[1]) || c.to_string().contains(&followers[1]),
         "the frozen replica is named: {err}\n{c:#}"
     );
+}
+
+/// `restart` on a system without a transfer: every replica once, the leader last, its
+/// eviction counted as the election it is.
+#[test]
+fn restart_goes_through_every_replica_the_leader_last() {
+    let _nodes = shared_nodes();
+    let Some((ns, c)) = deployed("spur-restart", |t| t) else {
+        return;
+    };
+    let before = leader(&c);
+    let uids_before = uids(&ns.name);
+    let (code, report, err) = verb_json(
+        "restart",
+        &[
+            "spurctld",
+            "-n",
+            &ns.name,
+            "--timeout",
+            "120s",
+            "--assume-voters-are-pods",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = &report["cluster"];
+    assert_eq!(drain_counts(c), (Some(3), Some(0), Some(1)), "{c:#}");
+    let last = c["plan"]["steps"][2]["pod"].as_str().unwrap_or_default();
+    assert_eq!(last, before, "the leader last: {c:#}");
+    let after = uids(&ns.name);
+    for (pod, uid) in &uids_before {
+        assert_ne!(after.get(pod), Some(uid), "{pod} was restarted");
+    }
 }

@@ -351,7 +351,7 @@ pub fn wait_node_holds_only(node: &str, namespaces: &[&str]) {
     );
 }
 
-/// Applies tests/manifests/zookeeper-3.yaml and waits for a leader and 3 healthy servers.
+/// Applies tests/manifests/zookeeper-3.yaml and waits for a leader and 3 healthy, Ready servers.
 pub fn deploy_zookeeper(ns: &str) {
     let manifest = repo().join("tests/manifests/zookeeper-3.yaml");
     kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
@@ -364,6 +364,7 @@ pub fn deploy_zookeeper(ns: &str) {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
             v["clusters"][0]["summary"]["leader"].is_string()
                 && v["clusters"][0]["summary"]["healthyVoters"] == 3
+                && v["clusters"][0]["summary"]["readyPods"] == 3
         },
     );
 }

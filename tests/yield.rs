@@ -236,35 +236,42 @@ fn deploy_etcd_waiting_for_quorum(ns: &str) {
     wait_etcd_ready(ns, 3);
 }
 
+/// A cluster whose hook waits for a quorum, and the follower to delete while the other
+/// follower hangs: (namespace, that follower, its hook's log, its pod's UID, the other's pid).
+fn quorum_scenario(prefix: &str) -> (TestNamespace, String, std::path::PathBuf, String, i32) {
+    let ns = TestNamespace::new(prefix);
+    deploy_etcd_waiting_for_quorum(&ns.name);
+    let leader = leader_pod(&ns.name);
+    let followers = others_than(&leader, "etcd", 3);
+    let (going, hung) = (followers[0].clone(), &followers[1]);
+    let log = hook_log(&ns.name, &going);
+    let uid = uids(&ns.name)[&going].clone();
+    let pid = container_pid(&ns.name, hung);
+    (ns, going, log, uid, pid)
+}
+
 /// A follower deleted while the other follower hangs: its hook holds the deletion (the pod
 /// stays, Terminating) until the hung member is back, then lets it go.
 #[test]
 fn wait_for_quorum_holds_a_deletion_until_the_others_are_healthy() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("yield-quorum");
-    deploy_etcd_waiting_for_quorum(&ns.name);
-    let leader = leader_pod(&ns.name);
-    let followers = others_than(&leader, "etcd", 3);
-    let (going, hung) = (&followers[0], &followers[1]);
-    let log = hook_log(&ns.name, going);
-    let uid = uids(&ns.name)[going].clone();
-    let pid = container_pid(&ns.name, hung);
+    let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum");
     while_frozen(pid, || {
         std::thread::sleep(Duration::from_secs(3)); // its health check fails meanwhile
-        kubectl_ok(&["delete", "pod", going, "-n", &ns.name, "--wait=false"]);
+        kubectl_ok(&["delete", "pod", &going, "-n", &ns.name, "--wait=false"]);
         std::thread::sleep(Duration::from_secs(3));
-        let p = pod_json(&ns.name, going);
+        let p = pod_json(&ns.name, &going);
         assert_eq!(
             p["metadata"]["uid"],
             uid.as_str(),
-            "{going} is held while {hung} hangs"
+            "{going} is held while the other follower hangs"
         );
     });
     wait_in(
         &ns.name,
         Duration::from_secs(60),
         "the held pod to go",
-        || uids(&ns.name).get(going) != Some(&uid),
+        || uids(&ns.name).get(&going) != Some(&uid),
     );
     let said = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
@@ -278,22 +285,15 @@ fn wait_for_quorum_holds_a_deletion_until_the_others_are_healthy() {
 #[test]
 fn wait_for_quorum_gives_up_within_the_grace_period() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("yield-quorum-late");
-    deploy_etcd_waiting_for_quorum(&ns.name);
-    let leader = leader_pod(&ns.name);
-    let followers = others_than(&leader, "etcd", 3);
-    let (going, hung) = (&followers[0], &followers[1]);
-    let log = hook_log(&ns.name, going);
-    let uid = uids(&ns.name)[going].clone();
-    let pid = container_pid(&ns.name, hung);
+    let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum-late");
     while_frozen(pid, || {
         std::thread::sleep(Duration::from_secs(3));
-        kubectl_ok(&["delete", "pod", going, "-n", &ns.name, "--wait=false"]);
+        kubectl_ok(&["delete", "pod", &going, "-n", &ns.name, "--wait=false"]);
         wait_in(
             &ns.name,
             Duration::from_secs(60),
             "the pod to go anyway",
-            || uids(&ns.name).get(going) != Some(&uid),
+            || uids(&ns.name).get(&going) != Some(&uid),
         );
     });
     let said = std::fs::read_to_string(&log).unwrap_or_default();

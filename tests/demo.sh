@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: bring up the local test world (a Kubernetes control plane built from source,
 # pods as processes), deploy a 3-member etcd StatefulSet, install kubectl-raft and run it the
-# way a user does, as `kubectl raft`: status, yield and drain; then a 3-server NATS JetStream
+# way a user does, as `kubectl raft`: status, yield, drain, and restart under a watch; spurctld
+# (built from the Spur source) behind the seed's TCP probe; then a 3-server NATS JetStream
 # cluster with streams: the stream leaders per server, and yield --streams with credentials
 # from a Secret its StatefulSet names.
 # Usage: bash tests/demo.sh        (as root; leaves the world running: tests/world/down.sh stops it)
@@ -83,6 +84,31 @@ say "kubectl uncordon $node"
 kubectl uncordon "$node"
 say "kubectl raft status -n $ns"
 kubectl raft status -n "$ns"
+
+# A Raft-aware rollout, watched from "a second terminal" (here: in the background).
+until kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; s=json.load(sys.stdin)["clusters"][0]["summary"]; sys.exit(0 if s["healthyVoters"] == 3 and s["readyPods"] == 3 else 1)'; do sleep 1; done
+say "kubectl raft restart etcd -n $ns --dry-run"
+kubectl raft restart etcd -n "$ns" --dry-run
+say "kubectl raft status etcd -n $ns --watch --interval 1s &     # one line per change"
+kubectl raft status etcd -n "$ns" --watch --interval 1s &
+watcher=$!
+sleep 3
+say "kubectl raft restart etcd -n $ns"
+kubectl raft restart etcd -n "$ns"
+sleep 3
+kill -INT "$watcher"; wait "$watcher" || true
+
+# spurctld (openraft), built from the Spur source by the world's build: the seed's TCP probe.
+if [ -x /usr/local/bin/spurctld ]; then
+  ns=demo-spur
+  echo
+  echo "== spurctld: 3 replicas behind the seed's tcpSocket probe" >&2
+  kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl apply -n "$ns" -f tests/manifests/spurctld-3.yaml >/dev/null
+  until kubectl raft status -n "$ns" -o json 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin)["clusters"][0]["summary"]; sys.exit(0 if s["healthyVoters"] == 3 and s["leader"] else 1)'; do sleep 1; done
+  say "kubectl raft status -n $ns"
+  kubectl raft status -n "$ns"
+fi
 
 ns=demo-nats
 echo

@@ -360,8 +360,10 @@ fn a_second_drain_of_the_same_cluster_is_refused_by_the_lock() {
         let out = first.wait_with_output().expect("first drain ends");
         assert_eq!(code, Some(1));
         assert!(
-            err.contains(&format!("{}/etcd is being drained by", ns.name))
-                && err.contains("kubectl raft drain"),
+            err.contains(&format!(
+                "{}/etcd is being drained or restarted by",
+                ns.name
+            )) && err.contains("kubectl raft drain"),
             "{err}"
         );
         assert!(

@@ -311,3 +311,30 @@ fn restart_runs_with_exactly_its_role() {
     let report: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["cluster"]["evictions"], 3, "{report:#}");
 }
+
+/// A second operator: while a restart holds the cluster's lock (waiting on a PDB), a drain of
+/// one of its members' nodes is refused and names the restart.
+#[test]
+fn a_drain_is_refused_while_a_restart_holds_the_cluster() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("rs-lock");
+    deploy_etcd(&ns.name, 3);
+    set_pdb(&ns.name, "etcd", 0, 0);
+    let mut run = Running::start(&["restart", "etcd", "-n", &ns.name, "--timeout", "60s"]);
+    run.wait_for("cannot evict", Duration::from_secs(60));
+    let node = node_of(&ns.name, "etcd-0");
+    let _c = Cordoned(vec![node.clone()]);
+    let (code, _, err) = verb_json("drain", &[&node, "--timeout", "5s"]);
+    signal(run.pid(), "INT");
+    let (rcode, _, rerr) = run.finish(Duration::from_secs(60));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}/etcd is being drained or restarted by",
+            ns.name
+        )) && err.contains(&format!("(kubectl raft restart {}/etcd)", ns.name)),
+        "{err}"
+    );
+    assert_eq!(rcode, Some(1), "{rerr}");
+    assert!(rerr.contains("interrupted"), "{rerr}");
+}

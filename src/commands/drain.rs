@@ -143,7 +143,7 @@ pub async fn run(
     // Lock every cluster before changing anything.
     let mut locks: BTreeMap<(String, String), lock::Held> = BTreeMap::new();
     if !args.dry_run {
-        let holder = lock::holder_identity(&nodes);
+        let holder = lock::holder_identity(&format!("drain {}", nodes.join(" ")));
         let say = |m: &str| eprintln!("{}", crate::render::clean(m));
         for (ns, name) in &clusters {
             match lock::acquire(client, ns, name, &holder, &say).await {

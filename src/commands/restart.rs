@@ -178,7 +178,7 @@ pub async fn run(
         )?;
         return Ok(());
     }
-    let holder = lock::holder_identity(&[format!("restart {ns}/{name}")]);
+    let holder = lock::holder_identity(&format!("restart {ns}/{name}"));
     let say = |m: &str| eprintln!("{}", crate::render::clean(m));
     let (held, took_over) = lock::acquire(&client, &ns, &name, &holder, &say).await?;
     if let Some(who) = took_over {

@@ -38,8 +38,9 @@ pub fn lease_name(sts: &str) -> String {
     format!("kubectl-raft-drain.{sts}")
 }
 
-/// Who holds it, in words a colleague recognises; unique per process run.
-pub fn holder_identity(nodes: &[String]) -> String {
+/// Who holds it, in words a colleague recognises (`what`: the command after `kubectl raft`,
+/// e.g. "drain worker-3" or "restart db/etcd"); unique per process run.
+pub fn holder_identity(what: &str) -> String {
     let user = std::env::var("USER").unwrap_or_else(|_| "someone".into());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -47,9 +48,8 @@ pub fn holder_identity(nodes: &[String]) -> String {
         .unwrap_or_else(|_| "unknown-host".into());
     let started = Timestamp::now().as_millisecond();
     format!(
-        "{user}@{host} pid {} started {started} (kubectl raft drain {})",
+        "{user}@{host} pid {} started {started} (kubectl raft {what})",
         std::process::id(),
-        nodes.join(" ")
     )
 }
 
@@ -138,8 +138,8 @@ pub async fn acquire(
                 .map(|t| Timestamp::now().duration_since(t.0).as_secs_f64());
             let busy = |age: String| {
                 anyhow::anyhow!(
-                    "{ns}/{sts} is being drained by {who} (Lease {name} in namespace {ns}, renewed {age}); wait until it ends. \
-                     If that drain is dead, the Lease is taken over once it has not changed for {limit}s, or break it now: kubectl delete lease -n {ns} {name}"
+                    "{ns}/{sts} is being drained or restarted by {who} (Lease {name} in namespace {ns}, renewed {age}); wait until it ends. \
+                     If that command is dead, the Lease is taken over once it has not changed for {limit}s, or break it now: kubectl delete lease -n {ns} {name}"
                 )
             };
             // Recent by its own clock: refuse now (a skewed clock can only make this refuse,

@@ -59,8 +59,12 @@ export KREW_ROOT="$work/krew-root"
 archive=$(ls "$work"/dist/kubectl-raft-*.tar.gz)
 kubectl krew install --manifest="$work/dist/raft.yaml" --archive="$archive" </dev/null
 export PATH="$KREW_ROOT/bin:$PATH"
-kubectl plugin list 2>/dev/null | grep -q "$KREW_ROOT/bin/kubectl-raft" \
-  || { echo "krew.sh: kubectl plugin list does not show the krew-installed kubectl-raft" >&2; exit 1; }
+# Read the whole listing first: `kubectl plugin list` exits non-zero when it warns (another
+# kubectl-raft further along PATH is "overshadowed"), and `| grep -q` under pipefail can fail
+# on SIGPIPE once grep has its match.
+plugins=$(kubectl plugin list 2>&1) || true
+grep -qF "$KREW_ROOT/bin/kubectl-raft" <<<"$plugins" \
+  || { printf 'krew.sh: kubectl plugin list does not show the krew-installed kubectl-raft; it printed:\n%s\n' "$plugins" >&2; exit 1; }
 kubectl raft --help | grep -q "Safe maintenance of Raft clusters" \
   || { echo "krew.sh: kubectl raft --help did not print the plugin's help" >&2; exit 1; }
 kubectl raft version

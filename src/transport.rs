@@ -4,6 +4,7 @@
 //! Every request has its own time limit and a cap on the answer's size, and every failure
 //! becomes a `ProbeError` the user can act on; nothing here panics or blocks other replicas.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +36,18 @@ pub struct Transport {
     inflight: Arc<Semaphore>,
     /// What `${VAR}` in a request's headers (and a NATS request's user) is read from.
     vars: Arc<Vars>,
+    /// What the API server said when asked whether this user may proxy to a pod
+    /// (`SelfSubjectAccessReview`), by (namespace, pod, verb): asked once per command.
+    proxy_rights: Arc<std::sync::Mutex<HashMap<ProxyRight, bool>>>,
+    /// Idle HTTP connections over port-forwards, by (namespace, pod, port): a command opens a
+    /// port-forward to a replica once, not once per request.
+    forwards: Arc<std::sync::Mutex<HashMap<PodPort, Vec<ForwardedHttp>>>>,
 }
+
+/// (namespace, pod, RBAC verb) of a pods/proxy request.
+type ProxyRight = (String, String, &'static str);
+/// (namespace, pod, port).
+type PodPort = (String, String, u16);
 
 impl Transport {
     /// Through the API server's pods/proxy. The client must not retry on its own (see
@@ -53,7 +65,8 @@ impl Transport {
         )
     }
 
-    /// Through the API server's pods/portforward: one stream per request.
+    /// Through the API server's pods/portforward: one port-forward per replica port, its
+    /// HTTP connection kept for the command's next request there.
     pub fn port_forward(client: kube::Client, max_inflight: usize) -> Self {
         Self::new(Via::PortForward(client), max_inflight)
     }
@@ -64,8 +77,7 @@ impl Transport {
         match &self.via {
             Via::Proxy(client) => Transport {
                 via: Via::PortForward(client.clone()),
-                inflight: self.inflight.clone(),
-                vars: self.vars.clone(),
+                ..self.clone()
             },
             _ => self.clone(),
         }
@@ -103,6 +115,8 @@ impl Transport {
             via,
             inflight: Arc::new(Semaphore::new(max_inflight.max(1))),
             vars: Arc::new(Vars::default()),
+            proxy_rights: Arc::default(),
+            forwards: Arc::default(),
         }
     }
 
@@ -148,6 +162,9 @@ impl Transport {
     ) -> Result<HttpAnswer, ProbeError> {
         let mut backoff = Duration::from_millis(50);
         let mut attempt = 0;
+        // A replica can answer 429 in the API server's words too: the retries' waits together
+        // stay within one `limit`, so neither can hold a survey longer than two of them.
+        let mut waited = Duration::ZERO;
         loop {
             let result = {
                 let _permit = self.inflight.acquire().await.expect("never closed");
@@ -157,11 +174,13 @@ impl Transport {
                 }
             };
             match result {
-                Err(ProbeError::Throttled(m)) if attempt < THROTTLE_RETRIES => {
+                Err(ProbeError::Throttled(m))
+                    if attempt < THROTTLE_RETRIES
+                        && waited + throttle_wait(&m, backoff) <= limit =>
+                {
                     attempt += 1;
-                    let wait = retry_after(&m)
-                        .unwrap_or(backoff)
-                        .min(Duration::from_secs(2));
+                    let wait = throttle_wait(&m, backoff);
+                    waited += wait;
                     tokio::time::sleep(wait).await;
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
@@ -200,14 +219,26 @@ impl Transport {
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.parse::<u64>().ok());
                 let body = read_capped(resp.into_body(), req.answer_limit()).await?;
-                classify_proxy_answer(HttpAnswer { status, body }, &ep.pod).map_err(|e| match e {
+                let answer = HttpAnswer { status, body };
+                match classify_proxy_answer(answer.clone(), &ep.pod) {
                     // Carry the server's Retry-After to the retry loop.
-                    ProbeError::Throttled(m) => ProbeError::Throttled(match retry {
+                    Err(ProbeError::Throttled(m)) => Err(ProbeError::Throttled(match retry {
                         Some(s) => format!("{m} (retry after {s}s)"),
                         None => m,
-                    }),
-                    e => e,
-                })
+                    })),
+                    // A replica can answer 403 with a body shaped like the API server's
+                    // refusal: only the API server can say whether RBAC refused.
+                    Err(ProbeError::Forbidden(m)) => {
+                        match self.may_proxy(client, ep, &req.method).await {
+                            Ok(true) => Ok(answer),
+                            Ok(false) => Err(ProbeError::Forbidden(m)),
+                            Err(e) => Err(ProbeError::Forbidden(format!(
+                                "{m} (as the API server or the replica said; asking the API server which failed: {e})"
+                            ))),
+                        }
+                    }
+                    other => other,
+                }
             }
             Via::PortForward(client) => {
                 if ep.scheme == Scheme::Https {
@@ -216,11 +247,30 @@ impl Transport {
                             .into(),
                     ));
                 }
-                let (stream, pf) = open_port_forward(client, ep).await?;
-                let request = build_request(req, &req.path, body.into_bytes(), &self.vars)?;
-                let answer = http1_over(stream, request, req.answer_limit()).await;
-                pf.abort();
-                answer
+                let request =
+                    || build_request(req, &req.path, body.clone().into_bytes(), &self.vars);
+                let key = (ep.namespace.clone(), ep.pod.clone(), ep.port);
+                let cap = req.answer_limit();
+                if let Some(mut conn) = self.idle_forward(&key) {
+                    match conn.send(request()?, cap).await {
+                        Ok((answer, reusable)) => {
+                            if reusable {
+                                self.keep_forward(key, conn);
+                            }
+                            return Ok(answer);
+                        }
+                        // The kept connection had been closed by the server: a request it
+                        // never carried, or one safe to repeat, goes on a fresh one.
+                        Err(f) if f.unsent || proxy_verb(&req.method) == "get" => {}
+                        Err(f) => return Err(f.error),
+                    }
+                }
+                let mut conn = ForwardedHttp::open(client, ep).await?;
+                let (answer, reusable) = conn.send(request()?, cap).await.map_err(|f| f.error)?;
+                if reusable {
+                    self.keep_forward(key, conn);
+                }
+                Ok(answer)
             }
             Via::Direct(client) => {
                 if ep.scheme == Scheme::Https {
@@ -249,6 +299,62 @@ impl Transport {
                 Ok(HttpAnswer { status, body })
             }
         }
+    }
+}
+
+impl Transport {
+    /// Whether the API server lets this user proxy `method` requests to the endpoint's pod,
+    /// by a `SelfSubjectAccessReview` (remembered for the rest of the command).
+    async fn may_proxy(
+        &self,
+        client: &kube::Client,
+        ep: &Endpoint,
+        method: &str,
+    ) -> Result<bool, String> {
+        let verb = proxy_verb(method);
+        let key = (ep.namespace.clone(), ep.pod.clone(), verb);
+        if let Some(known) = self.proxy_rights.lock().expect("not poisoned").get(&key) {
+            return Ok(*known);
+        }
+        use k8s_openapi::api::authorization::v1::{
+            ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+        };
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: Some(ep.namespace.clone()),
+                    verb: Some(verb.into()),
+                    resource: Some("pods".into()),
+                    subresource: Some("proxy".into()),
+                    name: Some(ep.pod.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: kube::Api<SelfSubjectAccessReview> = kube::Api::all(client.clone());
+        let answer = api
+            .create(&kube::api::PostParams::default(), &review)
+            .await
+            .map_err(|e| crate::errors::chain(&e))?;
+        let allowed = answer.status.is_some_and(|s| s.allowed);
+        self.proxy_rights
+            .lock()
+            .expect("not poisoned")
+            .insert(key, allowed);
+        Ok(allowed)
+    }
+}
+
+/// The RBAC verb a pods/proxy request of this HTTP method is authorised as.
+fn proxy_verb(method: &str) -> &'static str {
+    match method.to_ascii_uppercase().as_str() {
+        "GET" | "HEAD" | "OPTIONS" => "get",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" => "delete",
+        _ => "create",
     }
 }
 
@@ -298,34 +404,101 @@ async fn open_port_forward(
     Ok((stream, pf))
 }
 
-/// One HTTP/1.1 request over an open stream (a port-forward), the answer capped in size.
-async fn http1_over(
-    stream: tokio::io::DuplexStream,
-    request: http::Request<Vec<u8>>,
-    cap: usize,
-) -> Result<HttpAnswer, ProbeError> {
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| ProbeError::Unreachable(crate::errors::chain(&e)))?;
-    let driver = tokio::spawn(conn);
-    let mut request = request.map(|b| Full::new(Bytes::from(b)));
-    request.headers_mut().insert(
-        http::header::HOST,
-        http::HeaderValue::from_static("localhost"),
-    );
-    let result = async {
-        let resp = sender
-            .send_request(request)
-            .await
-            .map_err(|e| ProbeError::Unreachable(crate::errors::chain(&e)))?;
-        let status = resp.status().as_u16();
-        let body = read_capped(resp.into_body(), cap).await?;
-        Ok(HttpAnswer { status, body })
+/// At most this many idle connections are kept per replica port.
+const IDLE_FORWARDS_PER_PORT: usize = 4;
+
+impl Transport {
+    /// An idle connection to that pod and port that is still open, if one is kept.
+    fn idle_forward(&self, key: &PodPort) -> Option<ForwardedHttp> {
+        let mut idle = self.forwards.lock().expect("not poisoned");
+        let kept = idle.get_mut(key)?;
+        while let Some(conn) = kept.pop() {
+            if !conn.sender.is_closed() {
+                return Some(conn);
+            }
+        }
+        None
     }
-    .await;
-    driver.abort();
-    result
+
+    fn keep_forward(&self, key: PodPort, conn: ForwardedHttp) {
+        let mut idle = self.forwards.lock().expect("not poisoned");
+        let kept = idle.entry(key).or_default();
+        if kept.len() < IDLE_FORWARDS_PER_PORT {
+            kept.push(conn);
+        }
+    }
+}
+
+/// An HTTP/1.1 connection over a port-forward; dropping it ends both.
+struct ForwardedHttp {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    driver: tokio::task::JoinHandle<()>,
+    forward: kube::api::Portforwarder,
+}
+
+/// A request that got no answer: why, and whether it never left (safe to send elsewhere).
+struct SendFailure {
+    error: ProbeError,
+    unsent: bool,
+}
+
+impl ForwardedHttp {
+    async fn open(client: &kube::Client, ep: &Endpoint) -> Result<ForwardedHttp, ProbeError> {
+        let (stream, forward) = open_port_forward(client, ep).await?;
+        let (sender, conn) =
+            match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
+            {
+                Ok(handshake) => handshake,
+                Err(e) => {
+                    forward.abort();
+                    return Err(ProbeError::Unreachable(crate::errors::chain(&e)));
+                }
+            };
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(ForwardedHttp {
+            sender,
+            driver,
+            forward,
+        })
+    }
+
+    /// One request, the answer capped in size; whether the connection can carry another
+    /// (the whole answer was read).
+    async fn send(
+        &mut self,
+        request: http::Request<Vec<u8>>,
+        cap: usize,
+    ) -> Result<(HttpAnswer, bool), SendFailure> {
+        let mut request = request.map(|b| Full::new(Bytes::from(b)));
+        request.headers_mut().insert(
+            http::header::HOST,
+            http::HeaderValue::from_static("localhost"),
+        );
+        let resp = self.sender.try_send_request(request).await.map_err(|e| {
+            let unsent = e.message().is_some();
+            SendFailure {
+                error: ProbeError::Unreachable(crate::errors::chain(e.error())),
+                unsent,
+            }
+        })?;
+        let status = resp.status().as_u16();
+        match read_capped(resp.into_body(), cap).await {
+            Ok(body) => Ok((HttpAnswer { status, body }, true)),
+            Err(error) => Err(SendFailure {
+                error,
+                unsent: false,
+            }),
+        }
+    }
+}
+
+impl Drop for ForwardedHttp {
+    fn drop(&mut self) {
+        self.driver.abort();
+        self.forward.abort();
+    }
 }
 
 fn build_request(
@@ -372,6 +545,14 @@ where
             "the answer broke off: {e}"
         ))),
     }
+}
+
+/// How long to wait before asking again after a refusal for load: the Retry-After sent,
+/// else the backoff, at most 2 s.
+fn throttle_wait(msg: &str, backoff: Duration) -> Duration {
+    retry_after(msg)
+        .unwrap_or(backoff)
+        .min(Duration::from_secs(2))
 }
 
 /// The Retry-After the API server sent, as carried in a Throttled message.
@@ -529,6 +710,14 @@ mod tests {
         assert_eq!(req.answer_limit(), MAX_ANSWER_BYTES);
         let req: HttpRequest = serde_saphyr::from_str("{path: /jsz, max_bytes: 4096}").unwrap();
         assert_eq!(req.answer_limit(), 4096);
+    }
+
+    #[test]
+    fn a_proxy_request_is_authorised_by_the_verb_of_its_method() {
+        assert_eq!(proxy_verb("GET"), "get");
+        assert_eq!(proxy_verb("post"), "create");
+        assert_eq!(proxy_verb("PUT"), "update");
+        assert_eq!(proxy_verb("DELETE"), "delete");
     }
 
     #[test]

@@ -245,3 +245,157 @@ fn label_mode_says_which_pods_it_took_and_why() {
         "{err}"
     );
 }
+
+#[test]
+fn a_replica_answering_like_an_rbac_refusal_is_not_taken_for_one() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-status");
+    // Every request answered 403 with the body the API server sends when RBAC refuses.
+    let program = "import http.server, json\n\
+        BODY = json.dumps({'kind': 'Status', 'apiVersion': 'v1', 'status': 'Failure', 'message': 'pods \"x\" is forbidden: User \"admin\" cannot get resource \"pods/proxy\"', 'reason': 'Forbidden', 'code': 403}).encode()\n\
+        class H(http.server.BaseHTTPRequestHandler):\n    \
+            def do_GET(self):\n        \
+                self.send_response(403)\n        \
+                self.send_header('Content-Type', 'application/json')\n        \
+                self.send_header('Content-Length', str(len(BODY)))\n        \
+                self.end_headers()\n        \
+                self.wfile.write(BODY)\n    \
+            def log_message(self, *a):\n        \
+                pass\n\
+        http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()";
+    deploy_python_sts(&ns.name, "fake403", program, &[], None);
+    let profile = tempfile(
+        "- name: fake403\n  \
+         detect: {images: [python]}\n  \
+         port: {numbers: [8080]}\n  \
+         health: {request: {path: /health}}\n",
+    );
+    let out = raft(&[
+        "status",
+        "fake403",
+        "-n",
+        &ns.name,
+        "--system",
+        "fake403",
+        "--profiles",
+        profile.path_str(),
+        "-o",
+        "json",
+    ]);
+    let (stdout, err) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(
+        out.status.success(),
+        "the replica's own 403 was taken for the API server's refusal: {err}"
+    );
+    assert!(
+        !stdout.contains("pods/proxy (docs/rbac.yaml)") && !err.contains("docs/rbac.yaml"),
+        "the report blames RBAC: {stdout}{err}"
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let replica = &report["clusters"][0]["replicas"][0];
+    assert_eq!(replica["raft"]["health"]["state"], "failing", "{replica}");
+    assert!(
+        replica["raft"]["health"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("HTTP 403")),
+        "{replica}"
+    );
+}
+
+/// A keep-alive HTTP/1.1 server on 8080 that records, per request, the client port it came
+/// from (`port`); it closes a connection idle for `idle_close` seconds.
+fn keepalive_recorder(idle_close: f32) -> String {
+    format!(
+        "import http.server, json\n\
+         BODY = b'{{}}'\n\
+         class H(http.server.BaseHTTPRequestHandler):\n    \
+             protocol_version = 'HTTP/1.1'\n    \
+             timeout = {idle_close}\n    \
+             def do_GET(self):\n        \
+                 with open('/rec/requests', 'a') as f:\n            \
+                     f.write(json.dumps({{'path': self.path, 'port': self.client_address[1]}}) + '\\n')\n        \
+                 self.send_response(200)\n        \
+                 self.send_header('Content-Length', str(len(BODY)))\n        \
+                 self.end_headers()\n        \
+                 self.wfile.write(BODY)\n    \
+             def log_message(self, *a):\n        \
+                 pass\n\
+         http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()"
+    )
+}
+
+/// Watches StatefulSet `name` (a keep-alive recorder) through port-forwards for ~5 s, every
+/// 500ms; the requests its pod recorded, and the watch's stdout.
+fn watched_through_port_forwards(ns: &str, name: &str, idle_close: f32) -> (Vec<Value>, String) {
+    let dir = scratch_dir(ns).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    deploy_python_sts(ns, name, &keepalive_recorder(idle_close), &[], Some(&dir));
+    let profile = tempfile(&format!(
+        "- name: {name}\n  \
+         detect: {{images: [python]}}\n  \
+         port: {{numbers: [8080]}}\n  \
+         health: {{request: {{path: /health}}}}\n"
+    ));
+    let mut w = Running::start(&[
+        "status",
+        name,
+        "-n",
+        ns,
+        "--system",
+        name,
+        "--profiles",
+        profile.path_str(),
+        "--via",
+        "port-forward",
+        "--watch",
+        "--interval",
+        "500ms",
+        "-o",
+        "json",
+    ]);
+    w.wait_for("watching 1 cluster(s)", std::time::Duration::from_secs(60));
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    signal(w.pid(), "INT");
+    let (code, out, err) = w.finish(std::time::Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{err}");
+    (recorded(&dir), out)
+}
+
+#[test]
+fn a_command_keeps_one_port_forward_per_replica_port() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-pf");
+    let (requests, _) = watched_through_port_forwards(&ns.name, "keepalive", 60.0);
+    let ports: std::collections::BTreeSet<_> =
+        requests.iter().filter_map(|r| r["port"].as_u64()).collect();
+    assert!(
+        requests.len() >= 5,
+        "a watch of 5 s at 500ms asks several times: {requests:?}"
+    );
+    assert_eq!(
+        ports.len(),
+        1,
+        "{} requests came over {} connections (a port-forward each): {requests:?}",
+        requests.len(),
+        ports.len()
+    );
+}
+
+#[test]
+fn a_kept_port_forward_the_server_closed_is_replaced_without_a_failed_probe() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-pf-idle");
+    // The server closes connections idle for 0.2 s; the watch asks every 500ms.
+    let (requests, out) = watched_through_port_forwards(&ns.name, "idleclose", 0.2);
+    assert!(requests.len() >= 5, "{requests:?}");
+    let ports: std::collections::BTreeSet<_> =
+        requests.iter().filter_map(|r| r["port"].as_u64()).collect();
+    assert!(
+        ports.len() > 1,
+        "the server closed no connection: {requests:?}"
+    );
+    assert!(
+        !out.contains("failing") && !out.contains("unreachable") && !out.contains("no answer"),
+        "a probe failed on a connection the server had closed: {out}"
+    );
+}

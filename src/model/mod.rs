@@ -154,7 +154,8 @@ pub enum ProbeError {
     Forbidden(String),
     /// The answer exceeded the request's cap (`HttpRequest::answer_limit`), in bytes.
     TooLarge(usize),
-    /// The API server kept refusing the request for load (HTTP 429, priority and fairness).
+    /// The request kept being refused for load with the API server's `Status` body (HTTP 429,
+    /// priority and fairness); a replica can send the same body, so this is not proof.
     Throttled(String),
     /// Anything else: the API server failed, the pod has no IP, ...
     Other(String),
@@ -171,7 +172,10 @@ impl fmt::Display for ProbeError {
                 "the answer is larger than {limit} bytes (is this the system's health port? a profile's request can raise its max_bytes)"
             ),
             ProbeError::Throttled(m) => {
-                write!(f, "the API server is overloaded and kept refusing: {m}")
+                write!(
+                    f,
+                    "refused for load (HTTP 429 in the API server's words, from it or from the replica): {m}"
+                )
             }
             ProbeError::Other(m) => write!(f, "{m}"),
         }

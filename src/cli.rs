@@ -301,6 +301,9 @@ pub struct RestartArgs {
 }
 
 /// How each step of `drain` and `restart` is taken: one definition for both verbs.
+/// Where drain's and restart's locks live unless --lock-namespace says otherwise.
+pub const DEFAULT_LOCK_NAMESPACE: &str = "kubectl-raft";
+
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Each step")]
 pub struct StepArgs {
@@ -334,6 +337,12 @@ pub struct StepArgs {
     /// (Raft clusters are still protected by their own checks).
     #[arg(long)]
     pub disable_eviction: bool,
+
+    /// The namespace of the locks (one Lease per cluster) that keep two drains or restarts of
+    /// the same cluster apart. Everyone maintaining a cluster must use the same one; it must
+    /// exist (docs/rbac.yaml creates the default and grants writing Leases only there).
+    #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_LOCK_NAMESPACE)]
+    pub lock_namespace: String,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -472,7 +481,7 @@ pub enum Via {
     /// Straight to the pod IP: for running inside the cluster network.
     Direct,
     /// The API server's pods/portforward: a TCP stream per request, so protocols other than
-    /// HTTP work from anywhere kubectl works (needs `create pods/portforward`).
+    /// HTTP work from anywhere kubectl works (needs `get` and `create` on pods/portforward).
     PortForward,
 }
 
@@ -669,6 +678,11 @@ mod documented_commands {
             for span in spans {
                 for start in ["kubectl raft ", "kubectl-raft "] {
                     let Some(at) = span.find(start) else { continue };
+                    // `-n kubectl-raft ...`: the lock namespace, not the binary.
+                    let previous = span[..at].split_whitespace().next_back();
+                    if matches!(previous, Some("-n" | "--namespace" | "--lock-namespace")) {
+                        continue;
+                    }
                     let rest = &span[at + start.len()..];
                     let end = [" #", ")", "|", ">", ";", "&&", "\"", ": ", "`"]
                         .iter()

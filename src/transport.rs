@@ -389,7 +389,7 @@ async fn open_port_forward(
         .await
         .map_err(|e| match crate::errors::status_of(&e) {
             Some(s) if s.code == 403 => ProbeError::Forbidden(format!(
-                "{} (the plugin needs `create` on `pods/portforward` for --via port-forward and for requests that are not HTTP)",
+                "{} (the plugin needs `get` and `create` on `pods/portforward` (docs/rbac.yaml's kubectl-raft-port-forward) for --via port-forward and for requests that are not HTTP)",
                 s.message
             )),
             Some(s) if s.code == 404 => ProbeError::Other(format!("pod {} is gone: {}", ep.pod, s.message)),

@@ -350,7 +350,7 @@ fn a_second_drain_of_the_same_cluster_is_refused_by_the_lock() {
             .spawn()
             .expect("first drain");
         wait_until(Duration::from_secs(20), "the first drain's lock", || {
-            kubectl(&["get", "lease", "-n", &ns.name, "kubectl-raft-drain.etcd"])
+            kubectl(&["get", "lease", "-n", LOCK_NS, &lock_lease(&ns.name, "etcd")])
                 .status
                 .success()
         });
@@ -368,8 +368,8 @@ fn a_second_drain_of_the_same_cluster_is_refused_by_the_lock() {
         );
         assert!(
             err.contains(&format!(
-                "kubectl delete lease -n {} kubectl-raft-drain.etcd",
-                ns.name
+                "kubectl delete lease -n {LOCK_NS} {}",
+                lock_lease(&ns.name, "etcd")
             )),
             "{err}"
         );
@@ -381,7 +381,7 @@ fn a_second_drain_of_the_same_cluster_is_refused_by_the_lock() {
         );
     });
     assert!(
-        !kubectl(&["get", "lease", "-n", &ns.name, "kubectl-raft-drain.etcd"])
+        !kubectl(&["get", "lease", "-n", LOCK_NS, &lock_lease(&ns.name, "etcd")])
             .status
             .success(),
         "the lock was left behind"
@@ -394,16 +394,37 @@ fn a_stale_lock_is_taken_over() {
     let (ns, leader) = etcd_with_leader("dr-stale", 3);
     let node = node_of(&ns.name, &follower_of(&ns.name, &leader));
     wait_node_alone(&node, &ns.name);
-    let lease = tempfile(
-        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {name: kubectl-raft-drain.etcd}\nspec:\n  holderIdentity: alice@laptop pid 1\n  leaseDurationSeconds: 30\n  renewTime: \"2020-01-01T00:00:00.000000Z\"\n",
-    );
-    kubectl_ok(&["apply", "-n", &ns.name, "-f", lease.path_str()]);
+    let lease = tempfile(&format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {}}}\nspec:\n  holderIdentity: alice@laptop pid 1\n  leaseDurationSeconds: 30\n  renewTime: \"2020-01-01T00:00:00.000000Z\"\n",
+        lock_lease(&ns.name, "etcd")
+    ));
+    kubectl_ok(&["apply", "-n", LOCK_NS, "-f", lease.path_str()]);
     let _c = Cordoned(vec![node.clone()]);
     let (code, report, err) = drain(&[&node, "--timeout", "60s"]);
     assert_eq!(code, Some(0), "{err}\n{report:#}");
     assert!(
         err.contains("took over") && err.contains("alice@laptop"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_missing_lock_namespace_stops_the_drain_before_the_cordon() {
+    let _nodes = exclusive_nodes();
+    let (ns, leader) = etcd_with_leader("dr-lockns", 3);
+    let node = node_of(&ns.name, &follower_of(&ns.name, &leader));
+    let _c = Cordoned(vec![node.clone()]);
+    let (code, _, err) = drain(&[&node, "--lock-namespace", "no-such-lock-ns"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("the lock namespace \"no-such-lock-ns\" does not exist")
+            && err.contains("kubectl create namespace no-such-lock-ns"),
+        "{err}"
+    );
+    let node_json = kubectl_json(&["get", "node", &node]);
+    assert_ne!(
+        node_json["spec"]["unschedulable"], true,
+        "the node was cordoned"
     );
 }
 
@@ -757,15 +778,19 @@ fn drain_runs_with_exactly_its_role() {
     let node = node_of(&ns.name, &follower_of(&ns.name, &leader));
     wait_node_alone(&node, &ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let who = RbacSubject::bound_to("kubectl-raft-drain", &ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-drain", &ns.name).with_lock();
     let (code, out, err) = who.raft(&["drain", &node, "--timeout", "90s", "-o", "json"]);
     assert_eq!(code, Some(0), "{err}\n{out}");
     let report: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(cluster(&report, &ns.name)["evictions"], 1, "{report:#}");
 }
 
-/// With one of the rights drain cannot do without taken away, it stops before evicting a
-/// member and the message names the missing right.
+/// What drain's roles grant that a drain of a follower's node can do without, and why.
+const DRAIN_OPTIONAL: &[(&str, &str, &str)] =
+    &[("delete", "pods", "only --disable-eviction deletes pods")];
+
+/// With each right drain cannot do without taken away in turn, it stops before it changes
+/// anything (no cordon, no pod gone) and the message names the missing right.
 #[test]
 fn drain_without_a_required_permission_names_it() {
     let _nodes = exclusive_nodes();
@@ -773,26 +798,17 @@ fn drain_without_a_required_permission_names_it() {
     let node = node_of(&ns.name, &follower_of(&ns.name, &leader));
     wait_node_alone(&node, &ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let who = RbacSubject::bound_to("kubectl-raft-drain", &ns.name);
-    let before = uids(&ns.name);
-    for (verb, resource) in [
-        ("create", "leases"),
-        ("patch", "nodes"),
-        ("create", "pods/eviction"),
-    ] {
-        who.without(verb, resource);
-        let (code, out, err) = who.raft(&["drain", &node, "--timeout", "30s"]);
-        who.restore();
-        assert_eq!(code, Some(1), "without {verb} {resource}: {out}{err}");
-        assert!(
-            err.contains("forbidden") && err.contains(verb) && err.contains(resource),
-            "without {verb} {resource} the message does not name it: {err}"
-        );
-        assert_eq!(
+    let who = RbacSubject::bound_to("kubectl-raft-drain", &ns.name).with_lock();
+    let state = || {
+        format!(
+            "pods {:?}, unschedulable {}",
             uids(&ns.name),
-            before,
-            "a pod went without {verb} {resource}"
-        );
-        let _ = kubectl(&["uncordon", &node]);
-    }
+            kubectl_json(&["get", "node", &node])["spec"]["unschedulable"]
+        )
+    };
+    who.each_required_right_is_named(
+        DRAIN_OPTIONAL,
+        &["drain", &node, "--timeout", "30s"],
+        &state,
+    );
 }

@@ -88,7 +88,7 @@ fn ctrl_c_during_a_pdb_wait_stops_the_drain_at_once() {
         "says what is left: {err}"
     );
     assert!(
-        !kubectl(&["get", "lease", "-n", &ns.name, "kubectl-raft-drain.zk"])
+        !kubectl(&["get", "lease", "-n", LOCK_NS, &lock_lease(&ns.name, "zk")])
             .status
             .success(),
         "the lock was left behind"
@@ -157,7 +157,7 @@ fn a_paused_drain_overtaken_by_a_second_one_stops_before_it_acts() {
     // Paused, as by Ctrl-Z or a closed laptop: it stops renewing its lock. A second operator
     // comes once the Lease has looked dead for longer than its duration.
     signal(first.pid(), "STOP");
-    lease_unchanged_for(&ns.name, "kubectl-raft-drain.etcd", Duration::from_secs(32));
+    lease_unchanged_for(&lock_lease(&ns.name, "etcd"), Duration::from_secs(32));
     let mut second = Running::start(&["drain", &node, "--timeout", "4m", "-o", "json"]);
     second.wait_for("took over", Duration::from_secs(90));
     second.wait_for("would leave 1 healthy voter(s)", Duration::from_secs(60));
@@ -181,9 +181,9 @@ fn a_paused_drain_overtaken_by_a_second_one_stops_before_it_acts() {
 }
 
 /// Waits until the Lease's renewTime has not changed for `quiet`, as this test observes it.
-fn lease_unchanged_for(ns: &str, lease: &str, quiet: Duration) {
+fn lease_unchanged_for(lease: &str, quiet: Duration) {
     let renewed = || {
-        kubectl_json(&["get", "lease", lease, "-n", ns])["spec"]["renewTime"]
+        kubectl_json(&["get", "lease", lease, "-n", LOCK_NS])["spec"]["renewTime"]
             .as_str()
             .unwrap_or_default()
             .to_string()
@@ -191,7 +191,7 @@ fn lease_unchanged_for(ns: &str, lease: &str, quiet: Duration) {
     let mut last = renewed();
     let mut since = std::time::Instant::now();
     wait_in(
-        ns,
+        LOCK_NS,
         quiet * 3,
         "the drain lock to stop being renewed",
         || {

@@ -8,38 +8,37 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-/// The permissions `status` cannot do without (docs/rbac.yaml marks the optional ones).
-const STATUS_NEEDS: &[(&str, &str)] = &[
-    ("list", "pods"),
-    ("list", "statefulsets"),
-    ("list", "services"),
-    ("list", "endpointslices"),
-    ("list", "poddisruptionbudgets"),
-    ("get", "pods/proxy"),
-    ("create", "pods/proxy"),
+/// What status's role grants that it can do without, and why.
+const STATUS_OPTIONAL: &[(&str, &str, &str)] = &[
+    (
+        "get",
+        "nodes",
+        "the report says \"unknown\" for node readiness and cordons",
+    ),
+    (
+        "list",
+        "nodes",
+        "the report says \"unknown\" for node readiness and cordons",
+    ),
+    (
+        "get",
+        "namespaces",
+        "-n is then not checked against real namespaces",
+    ),
+    (
+        "list",
+        "namespaces",
+        "-n is then not checked against real namespaces",
+    ),
 ];
+
+/// What yield's role grants that it can do without, and why.
+const YIELD_OPTIONAL: &[(&str, &str, &str)] = STATUS_OPTIONAL;
 
 fn etcd_namespace(prefix: &str) -> TestNamespace {
     let ns = TestNamespace::new(prefix);
     deploy_etcd(&ns.name, 3);
     ns
-}
-
-/// Runs `args` as `who` with `verb` on `resource` taken away, and checks it fails naming it.
-fn refused_without(who: &RbacSubject, verb: &str, resource: &str, args: &[&str]) {
-    who.without(verb, resource);
-    let (code, out, err) = who.raft(args);
-    who.restore();
-    assert_eq!(
-        code,
-        Some(1),
-        "without {verb} {resource}, `kubectl raft {}` succeeded:\n{out}{err}",
-        args.join(" ")
-    );
-    assert!(
-        err.contains("forbidden") && err.contains(verb) && err.contains(resource),
-        "without {verb} {resource} the message does not name it: {err}"
-    );
 }
 
 #[test]
@@ -60,9 +59,11 @@ fn status_without_a_required_permission_names_it() {
     let _nodes = shared_nodes();
     let ns = etcd_namespace("rbac-status-minus");
     let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name);
-    for (verb, resource) in STATUS_NEEDS {
-        refused_without(&who, verb, resource, &["status", "-n", &ns.name]);
-    }
+    who.each_required_right_is_named(
+        STATUS_OPTIONAL,
+        &["status", "etcd", "-n", &ns.name],
+        &String::new,
+    );
 }
 
 #[test]
@@ -80,14 +81,76 @@ fn yield_runs_with_exactly_its_role() {
 }
 
 #[test]
-fn yield_without_the_transfer_permission_names_it() {
+fn yield_without_a_required_permission_names_it_and_moves_nothing() {
     let _nodes = shared_nodes();
     let ns = etcd_namespace("rbac-yield-minus");
     let who = RbacSubject::bound_to("kubectl-raft-yield", &ns.name);
-    refused_without(
-        &who,
-        "create",
-        "pods/proxy",
-        &["yield", "etcd", "-n", &ns.name],
-    );
+    let leader = || format!("leader {:?}", etcd_leader(&ns.name).map(|l| l.0));
+    who.each_required_right_is_named(YIELD_OPTIONAL, &["yield", "etcd", "-n", &ns.name], &leader);
+}
+
+/// `yield --allow-election` (ZooKeeper cannot transfer): bound to the yield role and
+/// kubectl-raft-yield-election, it holds the election; without any one of their required
+/// rights it stops before deleting anything and names the right.
+#[test]
+fn yield_allow_election_needs_exactly_its_two_roles() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rbac-elect");
+    deploy_zookeeper(&ns.name);
+    let who =
+        RbacSubject::bound_to("kubectl-raft-yield", &ns.name).and("kubectl-raft-yield-election");
+    let args = [
+        "yield",
+        "zk",
+        "-n",
+        &ns.name,
+        "--allow-election",
+        "--timeout",
+        "60s",
+    ];
+    let optional: Vec<(&str, &str, &str)> = YIELD_OPTIONAL
+        .iter()
+        .copied()
+        .chain([("create", "pods/proxy", "ZooKeeper is asked with GETs only")])
+        .collect();
+    who.each_required_right_is_named(&optional, &args, &|| format!("{:?}", uids(&ns.name)));
+    let (code, out, err) = who.raft(&args);
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    assert!(err.contains("expect an election"), "{err}");
+}
+
+/// `--via port-forward`: the status role and kubectl-raft-port-forward are enough, and
+/// without `create pods/portforward` the message names it.
+#[test]
+fn status_via_port_forward_needs_exactly_its_two_roles() {
+    let _nodes = shared_nodes();
+    let ns = etcd_namespace("rbac-pf");
+    let who =
+        RbacSubject::bound_to("kubectl-raft-status", &ns.name).and("kubectl-raft-port-forward");
+    let args = ["status", "etcd", "-n", &ns.name, "--via", "port-forward"];
+    let optional: Vec<(&str, &str, &str)> = STATUS_OPTIONAL
+        .iter()
+        .copied()
+        .chain([
+            (
+                "get",
+                "pods/proxy",
+                "--via port-forward does not use pods/proxy",
+            ),
+            (
+                "create",
+                "pods/proxy",
+                "--via port-forward does not use pods/proxy",
+            ),
+            (
+                "create",
+                "pods/portforward",
+                "the world's API server (1.34) authorizes a WebSocket port-forward as get only",
+            ),
+        ])
+        .collect();
+    who.each_required_right_is_named(&optional, &args, &String::new);
+    let (code, out, err) = who.raft(&args);
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    assert!(out.contains("3/3 voters healthy"), "{out}");
 }

@@ -296,7 +296,7 @@ fn restart_runs_with_exactly_its_role() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("rs-rbac");
     deploy_etcd(&ns.name, 3);
-    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name).with_lock();
     let (code, out, err) = who.raft(&[
         "restart",
         "etcd",
@@ -337,4 +337,21 @@ fn a_drain_is_refused_while_a_restart_holds_the_cluster() {
     );
     assert_eq!(rcode, Some(1), "{rerr}");
     assert!(rerr.contains("interrupted"), "{rerr}");
+}
+
+/// With each right the restart cannot do without taken away in turn, it stops before it
+/// changes anything (no pod replaced, no record written) and names the missing right.
+#[test]
+fn restart_without_a_required_permission_names_it() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-rbac-minus");
+    deploy_etcd(&ns.name, 3);
+    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name).with_lock();
+    let optional = [("delete", "pods", "only --disable-eviction deletes pods")];
+    let state = || format!("pods {:?}, record {}", uids(&ns.name), annotation(&ns.name));
+    who.each_required_right_is_named(
+        &optional,
+        &["restart", "etcd", "-n", &ns.name, "--timeout", "30s"],
+        &state,
+    );
 }

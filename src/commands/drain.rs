@@ -24,6 +24,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
+use crate::commands::preflight::{self, Need};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Evicted, Settings};
 use crate::errors::{api_context, is_forbidden, Reported};
@@ -140,13 +141,42 @@ pub async fn run(
         cancel: CancellationToken::new(),
     });
 
+    // Every permission the way needs, before the first change.
+    if !args.dry_run {
+        let mut needs = vec![Need::new("patch", "nodes", "cordon the nodes")];
+        needs.extend(preflight::member_steps(
+            None,
+            args.steps.disable_eviction,
+            &args.steps.lock_namespace,
+        ));
+        if !args.allow_degraded {
+            for resource in ["nodes", "persistentvolumes"] {
+                needs.push(Need::new(
+                    "list",
+                    resource,
+                    "check that a member's replacement can start elsewhere; or --allow-degraded",
+                ));
+            }
+        }
+        if clusters.is_empty() {
+            // Only ordinary pods: no member to ask, no cluster to lock, no placement to check.
+            let for_members = |n: &Need| {
+                matches!(n.resource, "leases" | "pods/proxy" | "persistentvolumes")
+                    || (n.verb == "list" && n.resource == "nodes")
+            };
+            needs.retain(|n| !for_members(n));
+        }
+        let say = |m: &str| eprintln!("Warning: {}", crate::render::clean(m));
+        preflight::check(client, "the drain", &needs, &say).await?;
+    }
+
     // Lock every cluster before changing anything.
     let mut locks: BTreeMap<(String, String), lock::Held> = BTreeMap::new();
     if !args.dry_run {
         let holder = lock::holder_identity(&format!("drain {}", nodes.join(" ")));
         let say = |m: &str| eprintln!("{}", crate::render::clean(m));
         for (ns, name) in &clusters {
-            match lock::acquire(client, ns, name, &holder, &say).await {
+            match lock::acquire(client, &args.steps.lock_namespace, ns, name, &holder, &say).await {
                 Ok((held, took_over)) => {
                     if let Some(who) = took_over {
                         writeln!(

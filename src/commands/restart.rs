@@ -22,6 +22,7 @@ use crate::commands::drain::evict::Evictor;
 use crate::commands::drain::lock;
 use crate::commands::drain::real::{cluster_input, Real};
 use crate::commands::drain::{write_cluster_line, write_done};
+use crate::commands::preflight::{self, Need};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Settings};
 use crate::errors::{api_context, Reported};
@@ -178,9 +179,31 @@ pub async fn run(
         )?;
         return Ok(());
     }
+    let mut needs = vec![Need::new(
+        "patch",
+        "statefulsets",
+        "record the restart on the StatefulSet",
+    )
+    .group("apps")
+    .in_namespace(&ns)];
+    needs.extend(preflight::member_steps(
+        Some(&ns),
+        args.steps.disable_eviction,
+        &args.steps.lock_namespace,
+    ));
+    let warn = |m: &str| eprintln!("Warning: {}", crate::render::clean(m));
+    preflight::check(&client, "the restart", &needs, &warn).await?;
     let holder = lock::holder_identity(&format!("restart {ns}/{name}"));
     let say = |m: &str| eprintln!("{}", crate::render::clean(m));
-    let (held, took_over) = lock::acquire(&client, &ns, &name, &holder, &say).await?;
+    let (held, took_over) = lock::acquire(
+        &client,
+        &args.steps.lock_namespace,
+        &ns,
+        &name,
+        &holder,
+        &say,
+    )
+    .await?;
     if let Some(who) = took_over {
         writeln!(
             err,

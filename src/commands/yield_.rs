@@ -10,6 +10,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, Output, YieldArgs};
+use crate::commands::preflight::{self, Need};
 use crate::errors::{api_context, Reported};
 use crate::groups::{move_off, GroupsMoved};
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
@@ -241,6 +242,14 @@ async fn election(
         };
         return print(&y, args.output, surveyor.transport.describe(), out);
     }
+    let needs = [
+        Need::new("delete", "pods", "delete the leader pod (--allow-election)")
+            .in_namespace(&report.namespace),
+        Need::new("watch", "pods", "wait until the leader pod is gone")
+            .in_namespace(&report.namespace),
+    ];
+    let warn = |m: &str| eprintln!("Warning: {}", crate::render::clean(m));
+    preflight::check(&surveyor.conn.client, "the yield", &needs, &warn).await?;
     writeln!(
         err,
         "{cluster}: {} has no leadership transfer; deleting the leader pod {leader} (--allow-election): expect an election",

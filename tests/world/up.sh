@@ -5,4 +5,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
 "$here/build.sh" >&2
-exec "$KWORLD_DIR/bin/kworld" up "$@"
+kubeconfig=$("$KWORLD_DIR/bin/kworld" up "$@")
+# What an admin sets up once per Kubernetes cluster (docs/rbac.yaml): the plugin's roles and
+# the namespace its drain and restart locks live in.
+KUBECONFIG=$kubeconfig "$KWORLD_DIR/bin/kubectl" apply -f "$here/../../docs/rbac.yaml" >&2
+echo "$kubeconfig"

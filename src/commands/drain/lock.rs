@@ -1,6 +1,7 @@
-//! One drain per Raft cluster at a time: a `coordination.k8s.io` Lease in the cluster's
-//! namespace, renewed while the drain runs and deleted when it ends, fenced as client-go's
-//! leader election fences its lock:
+//! One drain or restart per Raft cluster at a time: a `coordination.k8s.io` Lease per cluster,
+//! all in one namespace (`--lock-namespace`, default `kubectl-raft`, the only namespace where
+//! the plugin's roles write Leases), renewed while the command runs and deleted when it ends,
+//! fenced as client-go's leader election fences its lock:
 //!
 //! - every write carries the resourceVersion last seen (an update, never a blind patch), so
 //!   a renewal after someone else took the Lease fails instead of taking it back;
@@ -28,14 +29,32 @@ use kube::Client;
 
 use crate::errors::{anyhow_chain, api_context, status_of};
 
+/// The cluster a Lease locks, as NAMESPACE/NAME (its name may be shortened).
+const CLUSTER_ANNOTATION: &str = "kubectl-raft.io/cluster";
+
 /// Seconds a Lease stays valid without renewal.
 const LEASE_SECONDS: i32 = 30;
 const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// How often a Lease held by another is looked at while waiting to see whether it is dead.
 const OBSERVE_EVERY: Duration = Duration::from_secs(2);
 
-pub fn lease_name(sts: &str) -> String {
-    format!("kubectl-raft-drain.{sts}")
+use crate::cli::DEFAULT_LOCK_NAMESPACE as DEFAULT_NAMESPACE;
+
+/// The Lease of StatefulSet `sts` in namespace `ns`: `kubectl-raft.NS.STS` (a namespace has no
+/// dots, so the first one after the prefix ends it); a name longer than the 253 characters
+/// Kubernetes allows keeps its start and ends in a checksum of the whole.
+pub fn lease_name(ns: &str, sts: &str) -> String {
+    let full = format!("kubectl-raft.{ns}.{sts}");
+    if full.len() <= 253 {
+        return full;
+    }
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let sum = full.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    });
+    let mut head = full[..236].trim_end_matches(['.', '-']).to_string();
+    head.push_str(&format!("-{sum:016x}"));
+    head
 }
 
 /// Who holds it, in words a colleague recognises (`what`: the command after `kubectl raft`,
@@ -100,13 +119,14 @@ fn fingerprint(l: &Lease) -> (Option<String>, Option<String>) {
 /// Returns the Held lock and, when one was taken over, its former holder.
 pub async fn acquire(
     client: &Client,
+    lock_ns: &str,
     ns: &str,
     sts: &str,
     holder: &str,
     on_wait: &(dyn Fn(&str) + Sync),
 ) -> Result<(Held, Option<String>)> {
-    let api: Api<Lease> = Api::namespaced(client.clone(), ns);
-    let name = lease_name(sts);
+    let api: Api<Lease> = Api::namespaced(client.clone(), lock_ns);
+    let name = lease_name(ns, sts);
     let lease = Lease {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -117,11 +137,12 @@ pub async fn acquire(
                 )]
                 .into(),
             ),
+            annotations: Some([(CLUSTER_ANNOTATION.to_string(), format!("{ns}/{sts}"))].into()),
             ..Default::default()
         },
         spec: Some(spec(holder, 0)),
     };
-    let lease_api = |e, verb| api_context(e, verb, "leases.coordination.k8s.io", ns);
+    let lease_api = |e, verb| api_context(e, verb, "leases.coordination.k8s.io", lock_ns);
     let (written, took_over) = match api.create(&PostParams::default(), &lease).await {
         Ok(l) => (l, None),
         Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => {
@@ -138,8 +159,8 @@ pub async fn acquire(
                 .map(|t| Timestamp::now().duration_since(t.0).as_secs_f64());
             let busy = |age: String| {
                 anyhow::anyhow!(
-                    "{ns}/{sts} is being drained or restarted by {who} (Lease {name} in namespace {ns}, renewed {age}); wait until it ends. \
-                     If that command is dead, the Lease is taken over once it has not changed for {limit}s, or break it now: kubectl delete lease -n {ns} {name}"
+                    "{ns}/{sts} is being drained or restarted by {who} (Lease {name} in namespace {lock_ns}, renewed {age}); wait until it ends. \
+                     If that command is dead, the Lease is taken over once it has not changed for {limit}s, or break it now: kubectl delete lease -n {lock_ns} {name}"
                 )
             };
             // Recent by its own clock: refuse now (a skewed clock can only make this refuse,
@@ -149,7 +170,7 @@ pub async fn acquire(
             }
             // Otherwise watch it: a live holder renews it within its duration.
             on_wait(&format!(
-                "the drain lock {ns}/{name} is held by {who}; taking it over if it does not change for {limit}s"
+                "the lock of {ns}/{sts} (Lease {lock_ns}/{name}) is held by {who}; taking it over if it does not change for {limit}s"
             ));
             let seen = fingerprint(&current);
             let since = Instant::now();
@@ -158,7 +179,9 @@ pub async fn acquire(
                 tokio::time::sleep(OBSERVE_EVERY).await;
                 match api.get_opt(&name).await.map_err(|e| lease_api(e, "get"))? {
                     // Released meanwhile: start again, from a fresh create.
-                    None => return Box::pin(acquire(client, ns, sts, holder, on_wait)).await,
+                    None => {
+                        return Box::pin(acquire(client, lock_ns, ns, sts, holder, on_wait)).await
+                    }
                     Some(l) if fingerprint(&l) != seen => {
                         return Err(busy("just now, while this drain watched it".into()))
                     }
@@ -182,9 +205,16 @@ pub async fn acquire(
                 })?;
             (written, Some(who))
         }
+        Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => {
+            bail!(
+                "the lock namespace {lock_ns:?} does not exist (drain and restart keep one Lease per cluster there): \
+                 create it once with `kubectl create namespace {lock_ns}` (`kubectl apply -f docs/rbac.yaml` creates {DEFAULT_NAMESPACE:?} and the rights to write Leases in it), or pass --lock-namespace NS"
+            )
+        }
         Err(e) => {
-            return Err(lease_api(e, "create")
-                .context(format!("locking {ns}/{sts} against concurrent drains")))
+            return Err(lease_api(e, "create").context(format!(
+                "locking {ns}/{sts} against concurrent drains and restarts"
+            )))
         }
     };
     let state = Arc::new(Mutex::new(State {
@@ -337,5 +367,28 @@ impl Held {
                 anyhow_chain(&anyhow::Error::new(e))
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::lease_name;
+
+    #[test]
+    fn a_lease_is_named_by_its_clusters_namespace_and_statefulset() {
+        assert_eq!(lease_name("db", "etcd"), "kubectl-raft.db.etcd");
+        // A namespace has no dots: the first dot after the prefix ends it.
+        assert_ne!(lease_name("a-b", "c"), lease_name("a", "b-c"));
+        assert_ne!(lease_name("a", "b.c"), lease_name("a", "b-c"));
+    }
+
+    #[test]
+    fn a_name_too_long_for_kubernetes_is_shortened_and_stays_distinct() {
+        let long = "s".repeat(250);
+        let a = lease_name("db", &long);
+        let b = lease_name("db", &format!("{long}x"));
+        assert!(a.len() <= 253 && b.len() <= 253, "{a} {b}");
+        assert_ne!(a, b);
+        assert!(a.starts_with("kubectl-raft.db.sss"), "{a}");
     }
 }

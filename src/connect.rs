@@ -27,6 +27,25 @@ fn kubeconfig_present() -> bool {
 }
 
 pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
+    let config = config(g, true).await?;
+    let default_namespace = config.default_namespace.clone();
+    let mut probe_config = config.clone();
+    probe_config.default_retry = false;
+    let client =
+        Client::try_from(config).context("cannot build a Kubernetes client from the kubeconfig")?;
+    let probe_client = Client::try_from(probe_config)
+        .context("cannot build a Kubernetes client from the kubeconfig")?;
+    Ok(Connection {
+        client,
+        probe_client,
+        default_namespace,
+    })
+}
+
+/// The client configuration the flags name. Not `interactive`: an exec credential plugin
+/// gets no terminal (kubeconfig `interactiveMode: Never`), so it cannot prompt, as a shell's
+/// TAB completion requires.
+pub async fn config(g: &GlobalArgs, interactive: bool) -> Result<Config> {
     let options = KubeConfigOptions {
         context: g.context.clone(),
         ..Default::default()
@@ -53,16 +72,10 @@ pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
     // Connecting never waits longer than 10 s, even with --request-timeout 0 (no limit).
     let ten = std::time::Duration::from_secs(10);
     config.connect_timeout = Some(timeout.map_or(ten, |t| t.min(ten)));
-    let default_namespace = config.default_namespace.clone();
-    let mut probe_config = config.clone();
-    probe_config.default_retry = false;
-    let client =
-        Client::try_from(config).context("cannot build a Kubernetes client from the kubeconfig")?;
-    let probe_client = Client::try_from(probe_config)
-        .context("cannot build a Kubernetes client from the kubeconfig")?;
-    Ok(Connection {
-        client,
-        probe_client,
-        default_namespace,
-    })
+    if !interactive {
+        if let Some(exec) = config.auth_info.exec.as_mut() {
+            exec.interactive_mode = Some(kube::config::ExecInteractiveMode::Never);
+        }
+    }
+    Ok(config)
 }

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use comfy_table::presets::NOTHING;
-use comfy_table::{Cell, ContentArrangement, Table};
+use comfy_table::{ContentArrangement, Table};
 
 use std::borrow::Cow;
 
@@ -90,6 +90,19 @@ pub fn structured<T: serde::Serialize>(
 }
 
 pub fn status(report: &StatusReport, output: Output, out: &mut dyn Write) -> Result<()> {
+    status_marked(report, output, &Marks::new(), out)
+}
+
+/// Cells to mark as changed (`status --watch`): (cluster `namespace/name`, pod, column).
+pub type Marks = std::collections::BTreeSet<(String, String, &'static str)>;
+
+/// `status`, with each marked cell followed by `*`.
+pub fn status_marked(
+    report: &StatusReport,
+    output: Output,
+    marks: &Marks,
+    out: &mut dyn Write,
+) -> Result<()> {
     if structured(report, output, out)? {
         return Ok(());
     }
@@ -97,7 +110,7 @@ pub fn status(report: &StatusReport, output: Output, out: &mut dyn Write) -> Res
         if i > 0 {
             writeln!(out)?;
         }
-        cluster_table(c, output == Output::Wide, out)?;
+        cluster_table(c, output == Output::Wide, marks, out)?;
     }
     Ok(())
 }
@@ -106,7 +119,7 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
 }
 
-fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<()> {
+fn cluster_table(c: &ClusterReport, wide: bool, marks: &Marks, out: &mut dyn Write) -> Result<()> {
     let s = &c.summary;
     let quorum = if s.has_quorum {
         format!("fault tolerance {}", s.fault_tolerance)
@@ -179,13 +192,20 @@ fn cluster_table(c: &ClusterReport, wide: bool, out: &mut dyn Write) -> Result<(
         header.push("LEADS");
     }
     header.push("ENDPOINTS");
-    t.set_header(header);
+    t.set_header(header.clone());
     // kubectl's look: no borders, columns three spaces apart, nothing before the first.
     for col in t.column_iter_mut() {
         col.set_padding((0, 3));
     }
+    let cluster = format!("{}/{}", c.namespace, c.name);
     for r in &c.replicas {
-        t.add_row(replica_row(r, wide, groups));
+        let mut row = replica_row(r, wide, groups);
+        for (i, column) in header.iter().enumerate() {
+            if marks.contains(&(cluster.clone(), r.pod.clone(), *column)) {
+                row[i].push('*');
+            }
+        }
+        t.add_row(row);
     }
     for line in t.to_string().lines() {
         writeln!(out, "{}", line.trim_end())?;
@@ -220,7 +240,7 @@ pub fn pod_status(r: &ReplicaReport, now: k8s_openapi::jiff::Timestamp) -> Strin
     s
 }
 
-fn replica_row(r: &ReplicaReport, wide: bool, groups: bool) -> Vec<Cell> {
+fn replica_row(r: &ReplicaReport, wide: bool, groups: bool) -> Vec<String> {
     let node = match (&r.node, r.node_unschedulable, r.node_ready) {
         (Some(n), true, _) => format!("{n} (cordoned)"),
         (Some(n), false, Some(false)) => format!("{n} (NotReady)"),
@@ -288,7 +308,7 @@ fn replica_row(r: &ReplicaReport, wide: bool, groups: bool) -> Vec<Cell> {
         });
     }
     row.push(endpoints);
-    row.into_iter().map(Cell::new).collect()
+    row
 }
 
 #[cfg(test)]
@@ -318,5 +338,34 @@ mod clean_tests {
         w.write_all("id \u{1b}]0;owned\u{7} \u{9b}1m é\n".as_bytes())
             .unwrap();
         assert_eq!(String::from_utf8(w.0).unwrap(), "id ]0;owned 1m é\n");
+    }
+}
+
+#[cfg(test)]
+mod mark_tests {
+    use super::*;
+    use crate::model::Role;
+    use crate::plan::tests::{cluster, m};
+
+    #[test]
+    fn a_marked_cell_is_starred_and_no_other() {
+        let c = cluster(&[m(Role::Leader), m(Role::Follower)]);
+        let key = format!("{}/{}", c.namespace, c.name);
+        let pod = c.replicas[1].pod.clone();
+        let report = StatusReport {
+            api_version: crate::report::API_VERSION,
+            kind: "StatusReport",
+            clusters: vec![c],
+        };
+        let marks: Marks = [(key, pod.clone(), "ROLE")].into();
+        let mut out = vec![];
+        status_marked(&report, Output::Table, &marks, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{pod} ")))
+            .unwrap();
+        assert!(row.contains("follower*"), "{text}");
+        assert_eq!(text.matches('*').count(), 1, "{text}");
     }
 }

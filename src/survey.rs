@@ -6,11 +6,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 
 use crate::assess;
@@ -48,6 +51,85 @@ pub struct Surveyor {
     pub probe_timeout: Duration,
     /// Each cluster's credentials (--credentials-secret/-file, the annotation).
     pub credentials: CredentialSource,
+    /// For a verb that surveys again and again (`status --watch`): the objects kept current
+    /// by watches, read instead of listed. Only for surveys of the scope they watch.
+    watched: Option<Watched>,
+}
+
+/// The Kubernetes objects of one scope kept current by kube-runtime reflectors (a watch
+/// each): a survey reads them from memory instead of listing them again.
+pub struct Watched {
+    scope: Option<String>,
+    selector: Option<String>,
+    statefulsets: Store<StatefulSet>,
+    pods: Store<Pod>,
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    pdbs: Store<PodDisruptionBudget>,
+    /// None where nodes may not be watched (the report says "unknown" for them).
+    nodes: Option<Store<Node>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A reflector over `api` (its watch restarted with backoff when it breaks), and the task
+/// that drives it.
+fn reflect<K>(api: Api<K>, config: watcher::Config) -> (Store<K>, tokio::task::JoinHandle<()>)
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, config).default_backoff().reflect(writer);
+    let task = tokio::spawn(async move {
+        stream.for_each(|_| futures::future::ready(())).await;
+    });
+    (reader, task)
+}
+
+/// Whether the store has its first full list within `limit`.
+async fn in_sync<K>(store: &Store<K>, limit: Duration) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    matches!(
+        tokio::time::timeout(limit, store.wait_until_ready()).await,
+        Ok(Ok(()))
+    )
+}
+
+/// An Api in one namespace, or in all of them.
+fn scoped<K>(client: &Client, ns: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn owned<K>(store: &Store<K>) -> Vec<K>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store.state().iter().map(|o| (**o).clone()).collect()
 }
 
 /// What one survey saw and concluded.
@@ -91,7 +173,93 @@ impl Surveyor {
             namespace,
             all_namespaces: select.all_namespaces,
             probe_timeout: probe.probe_timeout,
+            watched: None,
         })
+    }
+
+    /// Watches the objects `survey(sel)` reads (kube-runtime reflectors) so that later
+    /// surveys read them from memory: one watch per kind instead of a list per kind per
+    /// round. Says why not (`Ok(Some(why))`) when the watches are not in sync within `limit`
+    /// (RBAC without `watch`, say): surveys then list as before. A namespace that does not
+    /// exist is an error, as in a listed survey.
+    pub async fn watch_objects(
+        &mut self,
+        sel: &Selection,
+        limit: Duration,
+    ) -> Result<Option<String>> {
+        let client = &self.conn.client;
+        let scope = self.scope().map(str::to_string);
+        let ns = scope.as_deref();
+        if let Some(n) = ns {
+            if let Err(e) = Api::<Namespace>::all(client.clone()).get(n).await {
+                if is_not_found(&e) {
+                    bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)");
+                }
+            }
+        }
+        let pods_config = match &sel.selector {
+            Some(s) => watcher::Config::default().labels(s),
+            None => watcher::Config::default(),
+        };
+        let all = watcher::Config::default;
+        let (statefulsets, t1) = reflect(scoped::<StatefulSet>(client, ns), all());
+        let (pods, t2) = reflect(scoped::<Pod>(client, ns), pods_config);
+        let (services, t3) = reflect(scoped::<Service>(client, ns), all());
+        let (slices, t4) = reflect(scoped::<EndpointSlice>(client, ns), all());
+        let (pdbs, t5) = reflect(scoped::<PodDisruptionBudget>(client, ns), all());
+        let (nodes, t6) = reflect(Api::<Node>::all(client.clone()), all());
+        let mut watched = Watched {
+            scope: scope.clone(),
+            selector: sel.selector.clone(),
+            statefulsets,
+            pods,
+            services,
+            slices,
+            pdbs,
+            nodes: Some(nodes),
+            tasks: vec![t1, t2, t3, t4, t5, t6],
+        };
+        let w = &watched;
+        let (a, b, c, d, e, f) = tokio::join!(
+            in_sync(&w.statefulsets, limit),
+            in_sync(&w.pods, limit),
+            in_sync(&w.services, limit),
+            in_sync(&w.slices, limit),
+            in_sync(&w.pdbs, limit),
+            in_sync(w.nodes.as_ref().expect("set above"), limit),
+        );
+        let missing: Vec<&str> = [
+            ("statefulsets", a),
+            ("pods", b),
+            ("services", c),
+            ("endpointslices", d),
+            ("poddisruptionbudgets", e),
+        ]
+        .into_iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(what, _)| what)
+        .collect();
+        if !missing.is_empty() {
+            return Ok(Some(format!(
+                "could not watch {} within {} (does this user have `watch` on them? docs/rbac.yaml)",
+                missing.join(", "),
+                crate::model::human_duration(limit)
+            )));
+        }
+        if !f {
+            // Nodes are optional, as in a listed survey.
+            watched.nodes = None;
+            watched.tasks[5].abort();
+        }
+        self.watched = Some(watched);
+        Ok(None)
+    }
+
+    /// The watched objects, if they are the ones a survey of `ns` with `sel` reads.
+    fn watched_for(&self, ns: Option<&str>, sel: &Selection) -> Option<&Watched> {
+        self.watched
+            .as_ref()
+            .filter(|w| w.scope.as_deref() == ns && w.selector == sel.selector)
     }
 
     /// "namespace \"db\"" or "any namespace", for messages.
@@ -127,11 +295,17 @@ impl Surveyor {
         };
         let all = ListParams::default();
 
+        let watched = self.watched_for(ns, sel);
         let probing = async {
-            let (sts, pods) = tokio::join!(
-                list::<StatefulSet>(client, ns, &all),
-                list::<Pod>(client, ns, &pod_params),
-            );
+            let (sts, pods) = match watched {
+                Some(w) => (Ok(owned(&w.statefulsets)), Ok(owned(&w.pods))),
+                None => {
+                    tokio::join!(
+                        list::<StatefulSet>(client, ns, &all),
+                        list::<Pod>(client, ns, &pod_params),
+                    )
+                }
+            };
             let snap = Snapshot {
                 statefulsets: sts
                     .map_err(|e| api_context(e, "list", "statefulsets.apps", &where_))?,
@@ -146,10 +320,28 @@ impl Surveyor {
             Ok::<_, anyhow::Error>((snap, targets, observations))
         };
         let context = async {
+            if let Some(w) = watched {
+                // The namespace was checked when the watches started.
+                let nodes = w.nodes.as_ref().map(owned);
+                return (
+                    None,
+                    Ok(owned(&w.services)),
+                    Ok(owned(&w.slices)),
+                    Ok(owned(&w.pdbs)),
+                    Ok(nodes),
+                );
+            }
             let namespace = async {
                 match ns {
                     Some(n) => Some(Api::<Namespace>::all(client.clone()).get(n).await),
                     None => None,
+                }
+            };
+            let nodes = async {
+                match Api::<Node>::all(client.clone()).list(&all).await {
+                    Ok(l) => Ok(Some(l.items)),
+                    Err(e) if is_forbidden(&e) => Ok(None),
+                    Err(e) => Err(e),
                 }
             };
             tokio::join!(
@@ -157,7 +349,7 @@ impl Surveyor {
                 list::<Service>(client, ns, &all),
                 list::<EndpointSlice>(client, ns, &all),
                 list::<PodDisruptionBudget>(client, ns, &all),
-                async { Api::<Node>::all(client.clone()).list(&all).await },
+                nodes,
             )
         };
         let (probed, (namespace, services, slices, pdbs, nodes)) = tokio::join!(probing, context);
@@ -168,11 +360,7 @@ impl Surveyor {
                 bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)");
             }
         }
-        let nodes = match nodes {
-            Ok(l) => Some(l.items),
-            Err(e) if is_forbidden(&e) => None,
-            Err(e) => return Err(api_context(e, "list", "nodes", "")),
-        };
+        let nodes = nodes.map_err(|e| api_context(e, "list", "nodes", ""))?;
         // The node list answers --node too; without the right to list nodes it cannot be checked.
         if let Some(list) = &nodes {
             for node in &sel.nodes {
@@ -247,9 +435,5 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    let api: Api<K> = match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    Ok(api.list(lp).await?.items)
+    Ok(scoped::<K>(client, ns).list(lp).await?.items)
 }

@@ -27,6 +27,22 @@ pub struct Change {
 }
 
 impl Change {
+    /// The table column this change shows in, for a replica's change (`None`: the cluster's
+    /// own facts, or a row that came or went).
+    pub fn column(&self) -> Option<&'static str> {
+        self.pod.as_ref()?;
+        Some(match self.field {
+            "role" => "ROLE",
+            "term" => "TERM",
+            "health" => "HEALTH",
+            "ready" => "READY",
+            "endpoints" => "ENDPOINTS",
+            "disruption" | "terminating" => "STATUS",
+            "node" => "NODE",
+            _ => return None,
+        })
+    }
+
     /// The line `status --watch` prints without a terminal (after a timestamp).
     pub fn line(&self) -> String {
         match &self.pod {
@@ -195,8 +211,9 @@ pub struct Tally {
     /// How much the term went up in all (etcd: a transfer advances it by one, an election by
     /// one or more; a watch cannot tell them apart).
     pub terms_advanced: u64,
-    /// The longest time without a leader, in ms, from the last round with one to the next
-    /// (resolution: the interval).
+    /// The longest time without a leader, in ms: from the first round without one to the next
+    /// round with one. The true window is within one interval of it (each end is seen at most
+    /// an interval late), which is how it compares with what `yield` or `drain` measured.
     pub longest_leaderless_ms: u64,
     /// Since when (ms into the watch) it has been without a leader, if it is now.
     pub leaderless_since_ms: Option<u64>,
@@ -204,7 +221,6 @@ pub struct Tally {
     pub unhealthy: Vec<String>,
     last_leader: Option<String>,
     last_term: Option<u64>,
-    last_with_leader_ms: Option<u64>,
 }
 
 impl Tally {
@@ -229,12 +245,11 @@ impl Tally {
                         self.longest_leaderless_ms.max(at_ms.saturating_sub(since));
                 }
                 self.last_leader = Some(l.clone());
-                self.last_with_leader_ms = Some(at_ms);
                 self.leaderless_since_ms = None;
             }
             None => {
                 if self.leaderless_since_ms.is_none() {
-                    self.leaderless_since_ms = Some(self.last_with_leader_ms.unwrap_or(at_ms));
+                    self.leaderless_since_ms = Some(at_ms);
                 }
             }
         }

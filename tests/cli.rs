@@ -285,3 +285,51 @@ fn completion_never_waits_for_a_slow_credential_plugin() {
         "a cobra directive: {text}"
     );
 }
+
+/// TAB completion must never let a credential plugin prompt: whatever the kubeconfig's
+/// interactiveMode, the plugin is started without the terminal (KUBERNETES_EXEC_INFO says
+/// `interactive: false`, stdin is a pipe).
+#[test]
+fn completion_gives_a_credential_plugin_no_terminal() {
+    let dir = std::env::temp_dir().join(format!("kraft-cli-prompt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seen = dir.join("exec-info");
+    let plugin = dir.join("login");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\nprintf '%s' \"$KUBERNETES_EXEC_INFO\" > {}\nexit 1\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:1'}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n\
+             users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: {}, interactiveMode: IfAvailable}}}}}}]\n",
+            plugin.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"))
+        .args(["__complete", "status", "-n", "x", ""])
+        .env("KUBECONFIG", &kc)
+        .output()
+        .unwrap();
+    let info = std::fs::read_to_string(&seen).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: serde_json::Value = serde_json::from_str(&info)
+        .unwrap_or_else(|e| panic!("the plugin was not run, or got no exec info ({e}): {info:?}"));
+    assert_eq!(info["spec"]["interactive"], false, "{info}");
+}

@@ -767,6 +767,21 @@ fn two_clusters_drain_side_by_side_with_parallel_clusters() {
         .collect();
     assert_eq!(results.len(), 2, "{report:#}");
     assert!(results.iter().all(|(_, r)| *r == "drained"), "{results:?}");
+    // Side by side, not one after the other: each cluster's eviction came before the other's
+    // replacement rejoined (stderr has one line per event, in the order they happened).
+    let lines: Vec<&str> = err.lines().collect();
+    let at = |ns: &str, what: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(&format!("{ns}/etcd: ")) && l.contains(what))
+            .unwrap_or_else(|| panic!("no {what:?} line for {ns}: {err}"))
+    };
+    for (x, y) in [(&a.name, &b.name), (&b.name, &a.name)] {
+        assert!(
+            at(x, "evicting") < at(y, " rejoined on "),
+            "{x} was evicted only after {y} was done: the clusters went one after the other\n{err}"
+        );
+    }
 }
 
 /// Least privilege: a ServiceAccount bound to exactly docs/rbac.yaml's drain role drains a

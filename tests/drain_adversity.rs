@@ -254,3 +254,51 @@ fn five_configured_servers_on_three_pods_stop_the_eviction_of_a_follower() {
     );
     assert_eq!(uids(&ns.name), before, "nothing was evicted");
 }
+
+/// etcd-3.yaml cut down to `n` members (replicas and the initial cluster both).
+fn deploy_small_etcd(ns: &str, n: u32) {
+    let text = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    let peer =
+        |i: u32| format!("etcd-{i}=http://etcd-{i}.etcd.$(POD_NAMESPACE).svc.cluster.local:2380");
+    let all: Vec<String> = (0..3).map(peer).collect();
+    let some: Vec<String> = (0..n).map(peer).collect();
+    let small = text
+        .replace("  replicas: 3\n", &format!("  replicas: {n}\n"))
+        .replace(&all.join(","), &some.join(","));
+    assert!(
+        !small.contains("replicas: 3") && !small.contains(&all[2]),
+        "{small}"
+    );
+    let f = tempfile(&small);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_etcd_ready(ns, n);
+}
+
+/// A cluster with no fault tolerance (one or two members): no member may go, whatever its
+/// PodDisruptionBudget allows; the drain says so and evicts nothing.
+fn a_cluster_of(n: u32) {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new(&format!("adv-small{n}"));
+    deploy_small_etcd(&ns.name, n);
+    let node = node_of(&ns.name, "etcd-0");
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let before = uids(&ns.name);
+    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "20s"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    assert!(
+        err.contains(&format!("where {} are needed", n / 2 + 1)),
+        "the quorum it would break is named: {err}"
+    );
+    assert_eq!(uids(&ns.name), before, "a member was evicted");
+}
+
+#[test]
+fn a_one_member_cluster_is_never_drained() {
+    a_cluster_of(1);
+}
+
+#[test]
+fn a_two_member_cluster_is_never_drained() {
+    a_cluster_of(2);
+}

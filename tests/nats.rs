@@ -551,3 +551,34 @@ fn a_drain_dry_run_names_the_stream_leaders_it_would_move_first() {
         "a dry run cordons nothing"
     );
 }
+
+/// `restart` of a NATS cluster whose meta leader also leads a stream: every server restarted
+/// once, the leader last after one verified transfer, each server's stream and consumer
+/// leaders moved off it before it goes, no election.
+#[test]
+fn restart_goes_server_by_server_and_moves_the_meta_leader_once() {
+    let _nodes = shared_nodes();
+    let (ns, leader) = nats_cluster("nats-restart", 3);
+    streams_led_by(&ns.name, &leader, &["ORDERS"]);
+    let before = uids(&ns.name);
+    let (code, report, err) = verb(
+        &SYS_AND_APP,
+        "restart",
+        &["nats", "-n", &ns.name, "--timeout", "120s"],
+    );
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = &report["cluster"];
+    assert_eq!(drain_counts(c), (Some(3), Some(1), Some(0)), "{c:#}");
+    let after = uids(&ns.name);
+    assert!(
+        before
+            .iter()
+            .filter(|(pod, _)| pod.starts_with("nats-"))
+            .all(|(pod, uid)| after.get(pod) != Some(uid)),
+        "every server restarted once: {before:?} -> {after:?}"
+    );
+    assert!(
+        meta_leader(&ns.name, "nats-0").is_some(),
+        "a meta leader after it"
+    );
+}

@@ -187,28 +187,98 @@ fn a_rolling_update_the_controller_runs_is_refused() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("rs-rolling");
     deploy_etcd(&ns.name, 3);
-    // Held at partition 3: the controller updates no member, the update stays pending.
+    // Partition 0: the controller starts rolling at once (etcd-2 first; etcd-0 is behind for
+    // as long as it takes to replace the two others).
+    new_revision(&ns.name);
+    let out = raft(&["restart", "etcd", "-n", &ns.name]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("being rolled by its controller") && err.contains("stage the update"),
+        "{err}"
+    );
+    let s = kubectl_json(&["get", "sts", "etcd", "-n", &ns.name]);
+    assert_eq!(
+        s["spec"]["updateStrategy"]["type"], "RollingUpdate",
+        "the strategy was not touched"
+    );
+}
+
+/// The StatefulSet's updateStrategy and the record of a saved one.
+fn strategy(ns: &str) -> (Value, Value) {
+    let s = kubectl_json(&["get", "sts", "etcd", "-n", ns]);
+    (
+        s["spec"]["updateStrategy"].clone(),
+        s["metadata"]["annotations"]["raft.kubectl.io/update-strategy"].clone(),
+    )
+}
+
+/// etcd-3.yaml with its RollingUpdate held at partition 3, and a new revision pending.
+fn deploy_staged(ns: &str) -> String {
+    deploy_etcd(ns, 3);
     kubectl_ok(&[
         "patch",
         "sts",
         "etcd",
         "-n",
-        &ns.name,
+        ns,
         "--type",
         "merge",
         "-p",
         r#"{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":3}}}}"#,
     ]);
-    new_revision(&ns.name);
-    let before = uids(&ns.name);
-    let out = raft(&["restart", "etcd", "-n", &ns.name]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("being rolled by its controller") && err.contains("OnDelete"),
-        "{err}"
+    new_revision(ns)
+}
+
+#[test]
+fn a_staged_rolling_update_is_driven_leader_last_and_its_partition_put_back() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-staged");
+    let update = deploy_staged(&ns.name);
+    let (code, report, err) = restart(&["etcd", "-n", &ns.name, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    assert_eq!(report["restart"]["mode"], "update", "{report:#}");
+    assert_eq!(revisions(&ns.name), vec![update; 3]);
+    let c = &report["cluster"];
+    assert_eq!(drain_counts(c), (Some(3), Some(1), Some(0)), "{c:#}");
+    let (now, saved) = strategy(&ns.name);
+    assert_eq!(
+        now,
+        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 3}}),
+        "the user's strategy is back"
     );
-    assert_eq!(uids(&ns.name), before, "nothing restarted");
+    assert!(saved.is_null(), "the record is removed: {saved}");
+    assert!(err.contains("set to OnDelete"), "{err}");
+}
+
+#[test]
+fn a_staged_update_stopped_midway_resumes_and_then_puts_the_strategy_back() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-staged-resume");
+    let update = deploy_staged(&ns.name);
+    let leader = etcd_leader(&ns.name).unwrap().0;
+    let first = others_than(&leader, "etcd", 3)[0].clone();
+    let mut run = Running::start(&["restart", "etcd", "-n", &ns.name, "--timeout", "90s"]);
+    run.wait_for(&format!("{first} rejoined"), Duration::from_secs(90));
+    signal(run.pid(), "INT");
+    let (code, _, err) = run.finish(Duration::from_secs(90));
+    assert_ne!(code, Some(0), "{err}");
+    let (during, saved) = strategy(&ns.name);
+    assert_eq!(during["type"], "OnDelete", "{err}");
+    assert!(saved.is_string(), "the user's strategy is kept: {saved}");
+    assert!(
+        err.contains("kubectl patch sts etcd"),
+        "says how to put it back: {err}"
+    );
+    let (code, report, err) = restart(&["etcd", "-n", &ns.name, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    assert_eq!(revisions(&ns.name), vec![update; 3]);
+    let (now, saved) = strategy(&ns.name);
+    assert_eq!(
+        now,
+        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 3}})
+    );
+    assert!(saved.is_null(), "{saved}");
 }
 
 /// The first follower restarted; while a PDB holds the next step, the restarted follower

@@ -180,3 +180,50 @@ fn on_a_terminal_the_table_is_redrawn_with_a_running_line() {
     );
     assert!(text.contains("watched for"), "{text}");
 }
+
+/// "Done when" of the watch: beside a drain of the leader's node, the watch records the same
+/// leader changes as the drain's report (transfers + elections) and the same longest
+/// leaderless window within one polling interval (500ms).
+#[test]
+fn a_watch_beside_a_drain_agrees_with_its_report() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("watch-drain");
+    deploy_etcd(&ns.name, 3);
+    let leader = etcd_leader(&ns.name).unwrap().0;
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let w = watching(&ns.name, "json");
+    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    std::thread::sleep(Duration::from_secs(2));
+    let (out, werr) = stop(w);
+    let c = cluster(&report, &ns.name);
+    let (transfers, elections) = (
+        c["transfers"].as_u64().unwrap(),
+        c["elections"].as_u64().unwrap(),
+    );
+    assert_eq!(transfers + elections, 1, "{c:#}");
+    let ev = events(&out);
+    assert_eq!(
+        (leaders(&ev).len() - 1) as u64,
+        transfers + elections,
+        "{out}\n{c:#}"
+    );
+    // The watch's summary line of this cluster: "... longest without a leader Nms ...".
+    let line = werr
+        .lines()
+        .find(|l| l.contains(&format!("{}/etcd:", ns.name)))
+        .unwrap_or_else(|| panic!("no summary line: {werr}"));
+    let watched: f64 = line
+        .split("longest without a leader ")
+        .nth(1)
+        .and_then(|r| r.split("ms").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    let drained = c["longestLeaderlessMs"].as_f64().unwrap_or(0.0);
+    assert!(
+        (watched - drained).abs() <= 500.0,
+        "the watch saw {watched}ms without a leader, the drain measured {drained}ms: {line}\n{c:#}"
+    );
+}

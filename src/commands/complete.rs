@@ -240,14 +240,22 @@ fn cluster() -> Option<&'static (tokio::runtime::Runtime, kube::Client, String)>
                 .enable_all()
                 .build()
                 .ok()?;
-            let conn = runtime
+            // One client; a credential plugin gets no terminal to prompt on.
+            let config = runtime
                 .block_on(async {
-                    tokio::time::timeout(CLUSTER_TIMEOUT, connect::connect(&g)).await
+                    tokio::time::timeout(CLUSTER_TIMEOUT, connect::config(&g, false)).await
                 })
                 .ok()?
                 .ok()?;
-            let ns = g.namespace.clone().unwrap_or(conn.default_namespace);
-            Some((runtime, conn.client, ns))
+            let ns = g
+                .namespace
+                .clone()
+                .unwrap_or_else(|| config.default_namespace.clone());
+            let client = {
+                let _entered = runtime.enter();
+                kube::Client::try_from(config).ok()?
+            };
+            Some((runtime, client, ns))
         })
         .as_ref()
 }

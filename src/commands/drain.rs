@@ -105,18 +105,7 @@ pub async fn run(
         .collect();
     // Every pod on the nodes (that --pod-selector selects): the clusters to drain are those
     // with one of them; the others are ordinary pods.
-    let mut on_nodes: Vec<Pod> = vec![];
-    for n in &nodes {
-        let mut lp = ListParams::default().fields(&format!("spec.nodeName={n}"));
-        if let Some(s) = &args.pod_selector {
-            lp = lp.labels(s);
-        }
-        let pods = Api::<Pod>::all(client.clone())
-            .list(&lp)
-            .await
-            .map_err(|e| api_context(e, "list", "pods", "in any namespace"))?;
-        on_nodes.extend(pods.items);
-    }
+    let on_nodes = pods_on(client, &nodes, args.pod_selector.as_deref()).await?;
     let selected: BTreeSet<(String, String)> = on_nodes
         .iter()
         .map(|p| (p.namespace().unwrap_or_default(), p.name_any()))
@@ -213,6 +202,27 @@ pub async fn run(
     result
 }
 
+/// Every pod on the nodes (that `selector` selects), in any namespace.
+async fn pods_on(
+    client: &kube::Client,
+    nodes: &[String],
+    selector: Option<&str>,
+) -> Result<Vec<Pod>> {
+    let mut out = vec![];
+    for n in nodes {
+        let mut lp = ListParams::default().fields(&format!("spec.nodeName={n}"));
+        if let Some(s) = selector {
+            lp = lp.labels(s);
+        }
+        let pods = Api::<Pod>::all(client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| api_context(e, "list", "pods", "in any namespace"))?;
+        out.extend(pods.items);
+    }
+    Ok(out)
+}
+
 /// What the first look at the nodes found.
 struct Found<'a> {
     /// The survey of every Raft cluster with a member on the nodes.
@@ -248,6 +258,7 @@ async fn drain(
     } = *found;
     let client = surveyor.conn.client.clone();
     let node_api: Api<Node> = Api::all(client.clone());
+    let mut relisted = None;
     if !args.dry_run {
         for n in nodes {
             node_api
@@ -257,7 +268,26 @@ async fn drain(
                 .with_context(|| format!("cordoning node {n}"))?;
             writeln!(err, "node/{n} cordoned")?;
         }
+        // Pods scheduled between the first look and the cordon: ordinary ones join the
+        // drain; a StatefulSet's pod (a Raft member, perhaps) was not planned for: stop.
+        let now = pods_on(&client, nodes, args.pod_selector.as_deref()).await?;
+        let seen: BTreeSet<_> = on_nodes.iter().map(|p| p.metadata.uid.clone()).collect();
+        if let Some(p) = now.iter().find(|p| {
+            !seen.contains(&p.metadata.uid)
+                && p.owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.kind == "StatefulSet")
+        }) {
+            bail!(
+                "pod {}/{} (a StatefulSet's) was scheduled onto {} after this drain looked and before the cordon; the node(s) stay cordoned: run the same command again to plan with it",
+                p.namespace().unwrap_or_default(),
+                p.name_any(),
+                p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
+            );
+        }
+        relisted = Some(now);
     }
+    let on_nodes: &[Pod] = relisted.as_deref().unwrap_or(on_nodes);
 
     // Ordinary pods: kubectl drain's filters; any refusal stops everything before an eviction.
     let rules = PodRules {
@@ -477,20 +507,19 @@ async fn check_nothing_left(
     if !summaries.iter().any(|s| s.result == ClusterResult::Drained) {
         return Ok(());
     }
-    let mut still: Vec<(String, String, String)> = vec![];
-    for n in nodes {
-        let lp = ListParams::default().fields(&format!("spec.nodeName={n}"));
-        let pods = Api::<Pod>::all(client.clone())
-            .list(&lp)
-            .await
-            .map_err(|e| api_context(e, "list", "pods", "in any namespace"))?;
-        still.extend(
-            pods.items
-                .iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .map(|p| (p.namespace().unwrap_or_default(), p.name_any(), n.clone())),
-        );
-    }
+    let still: Vec<(String, String, String)> = pods_on(client, nodes, None)
+        .await?
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+            (
+                p.namespace().unwrap_or_default(),
+                p.name_any(),
+                node.unwrap_or_default(),
+            )
+        })
+        .collect();
     for s in summaries
         .iter_mut()
         .filter(|s| s.result == ClusterResult::Drained)

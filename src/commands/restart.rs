@@ -6,13 +6,15 @@
 //!
 //! What "not yet replaced" means comes from the StatefulSet (`plan::restart`): a restart of
 //! the current revision marks the moment it was asked for on the StatefulSet (a rerun resumes
-//! from it), and a pending update of an `OnDelete` StatefulSet is driven member by member.
+//! from it), and a pending update of an `OnDelete` StatefulSet is driven member by member; a
+//! staged `RollingUpdate` (its partition holding every member behind) is driven the same way
+//! with the StatefulSet `OnDelete` meanwhile, its own strategy put back at the end.
 
 use std::collections::BTreeSet;
 use std::io::Write;
 
 use anyhow::{anyhow, bail, Context, Result};
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetUpdateStrategy};
 use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -29,7 +31,8 @@ use crate::errors::{api_context, Reported};
 use crate::model::Selection;
 use crate::plan::drain::{plan_cluster, Action, DrainOptions};
 use crate::plan::restart::{
-    from_annotation, mode, pending, restart_all, to_annotation, Mode, Restart, RESTART_PENDING,
+    from_annotation, mode, pending, restart_all, saved_strategy, to_annotation, Mode, Restart,
+    RESTART_PENDING, SAVED_STRATEGY,
 };
 use crate::report::API_VERSION;
 use crate::survey::Surveyor;
@@ -95,11 +98,45 @@ pub async fn run(
         );
     };
     let pods = obs.target.pods.clone();
+    // A staged update an earlier run drove under OnDelete: the user's strategy to put back.
+    let saved = saved_strategy(&sts);
+    let mut driven = None;
     let restart = match mode(&sts, &pods) {
         Mode::ControllerRolling { current, update } => bail!(
-            "{ns}/{name} is being rolled by its controller (RollingUpdate from revision {current} to {update}): it replaces members in reverse ordinal order whichever leads. Let it finish, or set spec.updateStrategy.type to OnDelete and run kubectl raft restart again to drive the update in the safe order"
+            "{ns}/{name} is being rolled by its controller (RollingUpdate from revision {current} to {update}): it replaces members in reverse ordinal order whichever leads. Let it finish; next time stage the update (spec.updateStrategy.rollingUpdate.partition at the number of replicas before changing the template, or type OnDelete) and kubectl raft restart drives it in the safe order"
         ),
-        Mode::Update { revision } => Restart::Update { revision },
+        Mode::Staged { revision, strategy } => {
+            driven = Some(Driven {
+                strategy,
+                switch_now: true,
+            });
+            Restart::Update { revision }
+        }
+        Mode::Update { revision } => {
+            driven = saved.clone().map(|strategy| Driven {
+                strategy,
+                switch_now: false,
+            });
+            if driven.is_some() {
+                writeln!(
+                    err,
+                    "resuming the staged update that {SAVED_STRATEGY} on the StatefulSet records; its update strategy is put back when every member is updated"
+                )?;
+            }
+            Restart::Update { revision }
+        }
+        Mode::Restart if saved.is_some() && !args.dry_run => {
+            // Every member was updated but the run that drove it stopped before it put the
+            // user's strategy back.
+            let strategy = saved.expect("checked");
+            restore_strategy(&sts_api, &name, &strategy).await?;
+            writeln!(
+                out,
+                "{ns}/{name}: every member is at the update revision; its update strategy ({}) is restored",
+                describe_strategy(&strategy)
+            )?;
+            return Ok(());
+        }
         Mode::Restart => {
             let marked = sts
                 .metadata
@@ -153,6 +190,13 @@ pub async fn run(
                 c.plan.steps.len()
             ),
             Some(b) => format!("dry run: the restart would stop: {}", b.message),
+        };
+        let message = match &driven {
+            Some(d) if d.switch_now => format!(
+                "{message}. The staged update would be driven with the StatefulSet's update strategy set to OnDelete, and {} put back at the end",
+                describe_strategy(&d.strategy)
+            ),
+            _ => message,
         };
         c.message = message.clone();
         let r = RestartReport {
@@ -211,7 +255,17 @@ pub async fn run(
         )?;
     }
     let result = restart_locked(
-        &surveyor, args, &sts_api, &ns, &name, &restart, &opts, &held, out, err,
+        &surveyor,
+        args,
+        &sts_api,
+        &ns,
+        &name,
+        &restart,
+        driven.as_ref(),
+        &opts,
+        &held,
+        out,
+        err,
     )
     .await;
     held.release().await;
@@ -226,6 +280,7 @@ async fn restart_locked(
     ns: &str,
     name: &str,
     restart: &Restart,
+    driven: Option<&Driven>,
     opts: &DrainOptions,
     held: &lock::Held,
     out: &mut dyn Write,
@@ -233,6 +288,14 @@ async fn restart_locked(
 ) -> Result<()> {
     if let Restart::Restart { uids } = restart {
         annotate(sts_api, name, Some(&to_annotation(uids))).await?;
+    }
+    if let Some(d) = driven.filter(|d| d.switch_now) {
+        switch_to_on_delete(sts_api, name, &d.strategy).await?;
+        writeln!(
+            err,
+            "{ns}/{name}: update strategy set to OnDelete while the staged update is driven ({} is put back at the end; {SAVED_STRATEGY} on the StatefulSet keeps it)",
+            describe_strategy(&d.strategy)
+        )?;
     }
     let evictor = Evictor {
         client: surveyor.conn.probe_client.clone(),
@@ -278,10 +341,27 @@ async fn restart_locked(
         if let Restart::Restart { .. } = restart {
             annotate(sts_api, name, None).await?;
         }
-        format!("restarted {ns}/{name}")
+        match driven {
+            Some(d) => {
+                restore_strategy(sts_api, name, &d.strategy).await?;
+                format!(
+                    "restarted {ns}/{name}; its update strategy ({}) is restored",
+                    describe_strategy(&d.strategy)
+                )
+            }
+            None => format!("restarted {ns}/{name}"),
+        }
     } else {
+        let strategy = match driven {
+            Some(d) => format!(
+                " The StatefulSet stays OnDelete until then (the same command puts {} back when it finishes; to put it back by hand: kubectl patch sts {name} -n {ns} --type=merge -p '{}')",
+                describe_strategy(&d.strategy),
+                restore_patch(&d.strategy)
+            ),
+            None => String::new(),
+        };
         format!(
-            "the restart stopped: {}. Fix what is named and run the same command again to resume (members already restarted are not restarted again)",
+            "the restart stopped: {}. Fix what is named and run the same command again to resume (members already restarted are not restarted again).{strategy}",
             summary.message,
         )
     };
@@ -302,6 +382,68 @@ async fn restart_locked(
         writeln!(err, "error: {}", r.message)?;
         Err(Reported.into())
     }
+}
+
+/// A staged RollingUpdate driven under OnDelete: the user's strategy, and whether this run
+/// switches to OnDelete (false: an earlier, interrupted run did).
+struct Driven {
+    strategy: StatefulSetUpdateStrategy,
+    switch_now: bool,
+}
+
+/// "RollingUpdate, partition 3" (what the user set, to be put back).
+fn describe_strategy(s: &StatefulSetUpdateStrategy) -> String {
+    let kind = s.type_.as_deref().unwrap_or("RollingUpdate");
+    match s.rolling_update.as_ref().and_then(|r| r.partition) {
+        Some(p) => format!("{kind}, partition {p}"),
+        None => kind.to_string(),
+    }
+}
+
+/// The merge patch that puts `s` back and removes the record of it.
+fn restore_patch(s: &StatefulSetUpdateStrategy) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"annotations": {SAVED_STRATEGY: null}},
+        "spec": {"updateStrategy": s},
+    })
+}
+
+/// Records the user's strategy on the StatefulSet and makes it OnDelete (one patch): from
+/// here its controller replaces no member by itself; each member deleted comes back at the
+/// update revision.
+async fn switch_to_on_delete(
+    api: &Api<StatefulSet>,
+    name: &str,
+    s: &StatefulSetUpdateStrategy,
+) -> Result<()> {
+    let saved = serde_json::to_string(s).expect("a strategy serialises");
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {SAVED_STRATEGY: saved}},
+        "spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}},
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| api_context(e, "patch", "statefulsets", ""))
+        .with_context(|| format!("setting statefulset {name}'s update strategy to OnDelete"))?;
+    Ok(())
+}
+
+async fn restore_strategy(
+    api: &Api<StatefulSet>,
+    name: &str,
+    s: &StatefulSetUpdateStrategy,
+) -> Result<()> {
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&restore_patch(s)))
+        .await
+        .map_err(|e| api_context(e, "patch", "statefulsets", ""))
+        .with_context(|| {
+            format!(
+                "putting statefulset {name}'s update strategy back to {} (by hand: kubectl patch sts {name} --type=merge -p '{}')",
+                describe_strategy(s),
+                restore_patch(s)
+            )
+        })?;
+    Ok(())
 }
 
 /// Sets (or, with None, removes) the restart mark on the StatefulSet's own metadata.

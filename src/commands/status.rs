@@ -18,15 +18,26 @@ pub fn selection(name: Option<&str>, select: &crate::cli::SelectArgs) -> Selecti
     }
 }
 
+/// How long `--watch` waits for its watches' first lists before it lists every round instead.
+const WATCH_SYNC: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub async fn run(
     g: &GlobalArgs,
     args: &StatusArgs,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    let surveyor = Surveyor::new(g, &args.select, &args.probe).await?;
+    let mut surveyor = Surveyor::new(g, &args.select, &args.probe).await?;
     let sel = selection(args.name.as_deref(), &args.select);
     if args.watch {
+        // Objects are watched, not listed every round; replicas are still asked each round.
+        if let Some(why) = surveyor.watch_objects(&sel, WATCH_SYNC).await? {
+            writeln!(
+                err,
+                "Warning: {}; listing them every round instead",
+                crate::render::clean(&why)
+            )?;
+        }
         return crate::commands::watch::run(&surveyor, &sel, args, out, err).await;
     }
     let spinner = std::io::stderr().is_terminal().then(|| {

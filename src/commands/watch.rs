@@ -112,13 +112,18 @@ pub async fn run(
                     "Every {}: kubectl raft status --watch    {time}\n",
                     humantime::format_duration(args.interval)
                 )?;
-                render::status(&report, args.output, out)?;
+                // Each changed cell is marked in place; the list below says from what.
+                let marks: render::Marks = changes
+                    .iter()
+                    .filter_map(|c| Some((c.cluster.clone(), c.pod.clone()?, c.column()?)))
+                    .collect();
+                render::status_marked(&report, args.output, &marks, out)?;
                 writeln!(out)?;
                 for t in tallies.values() {
                     writeln!(out, "{}", t.line(at_ms))?;
                 }
                 if !changes.is_empty() {
-                    writeln!(out, "\nChanged since the last round:")?;
+                    writeln!(out, "\nChanged since the last round (marked * above):")?;
                     for c in &changes {
                         writeln!(out, "  * {}", c.line())?;
                     }

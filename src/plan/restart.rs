@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetUpdateStrategy};
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
@@ -27,15 +27,40 @@ pub enum Restart {
 }
 
 /// How the StatefulSet can be restarted, or why `restart` must not drive it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     /// Its pods are at its update revision: a restart of that revision.
     Restart,
     /// `OnDelete` with members at an older revision: their deletion updates them.
     Update { revision: String },
+    /// `RollingUpdate` whose partition holds every member still behind (a staged rollout:
+    /// `partition` at or above their ordinals). A partition only releases ordinals at or
+    /// above it, so stepping it down would update in reverse ordinal order whichever member
+    /// leads; restart instead makes the StatefulSet `OnDelete` while it deletes members in its
+    /// own order, and puts `strategy` (the user's, partition included) back at the end.
+    Staged {
+        revision: String,
+        strategy: StatefulSetUpdateStrategy,
+    },
     /// `RollingUpdate` with an update under way: the controller rolls it itself, in reverse
     /// ordinal order whichever member leads.
     ControllerRolling { current: String, update: String },
+}
+
+/// The StatefulSet annotation that keeps the user's `spec.updateStrategy` (JSON) while a
+/// staged update is driven under `OnDelete`; restart puts it back and removes this when the
+/// last member is updated, or when run again after an interruption.
+pub const SAVED_STRATEGY: &str = "raft.kubectl.io/update-strategy";
+
+/// The user's update strategy a driven update saved, if one is saved (and readable).
+pub fn saved_strategy(sts: &StatefulSet) -> Option<StatefulSetUpdateStrategy> {
+    let raw = sts.metadata.annotations.as_ref()?.get(SAVED_STRATEGY)?;
+    serde_json::from_str(raw).ok()
+}
+
+/// The ordinal a StatefulSet pod's name ends in (`etcd-2` -> 2).
+fn ordinal(p: &Pod) -> Option<i32> {
+    p.metadata.name.as_deref()?.rsplit_once('-')?.1.parse().ok()
 }
 
 /// The label a StatefulSet's controller puts on each pod: the revision it was made from.
@@ -53,18 +78,33 @@ pub fn mode(sts: &StatefulSet, pods: &[Pod]) -> Mode {
     let status = sts.status.clone().unwrap_or_default();
     let update = status.update_revision.unwrap_or_default();
     let current = status.current_revision.unwrap_or_default();
-    let on_delete = sts
+    let strategy = sts
         .spec
         .as_ref()
-        .and_then(|s| s.update_strategy.as_ref())
-        .and_then(|u| u.type_.as_deref())
-        == Some("OnDelete");
-    let behind = |p: &Pod| revision(p) != Some(update.as_str());
-    if update.is_empty() || !pods.iter().any(behind) {
+        .and_then(|s| s.update_strategy.clone())
+        .unwrap_or_default();
+    let behind = |p: &&Pod| revision(p) != Some(update.as_str());
+    if update.is_empty() || !pods.iter().any(|p| behind(&p)) {
         return Mode::Restart;
     }
-    if on_delete {
-        Mode::Update { revision: update }
+    if strategy.type_.as_deref() == Some("OnDelete") {
+        return Mode::Update { revision: update };
+    }
+    // RollingUpdate (the default): members at or above the partition are the controller's.
+    let partition = strategy
+        .rolling_update
+        .as_ref()
+        .and_then(|r| r.partition)
+        .unwrap_or(0);
+    let held = pods
+        .iter()
+        .filter(behind)
+        .all(|p| ordinal(p).is_some_and(|o| o < partition));
+    if held {
+        Mode::Staged {
+            revision: update,
+            strategy,
+        }
     } else {
         Mode::ControllerRolling { current, update }
     }
@@ -108,7 +148,7 @@ pub fn from_annotation(value: &str) -> Restart {
 mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::{
-        StatefulSetSpec, StatefulSetStatus, StatefulSetUpdateStrategy,
+        RollingUpdateStatefulSetStrategy, StatefulSetSpec, StatefulSetStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -181,6 +221,70 @@ mod tests {
             mode(&sts("RollingUpdate", "r1", "r2"), &pods),
             Mode::ControllerRolling { .. }
         ));
+    }
+
+    fn staged(partition: i32) -> StatefulSet {
+        let mut s = sts("RollingUpdate", "r1", "r2");
+        s.spec.as_mut().unwrap().update_strategy = Some(StatefulSetUpdateStrategy {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: Some(RollingUpdateStatefulSetStrategy {
+                partition: Some(partition),
+                ..Default::default()
+            }),
+        });
+        s
+    }
+
+    #[test]
+    fn a_staged_rolling_update_is_driven_and_its_strategy_kept_to_restore() {
+        // partition 3 holds every member of three: nothing is the controller's.
+        let pods = [
+            pod("a-0", "r1", T0),
+            pod("a-1", "r1", T0),
+            pod("a-2", "r1", T0),
+        ];
+        let Mode::Staged { revision, strategy } = mode(&staged(3), &pods) else {
+            panic!("a staged update")
+        };
+        assert_eq!(revision, "r2");
+        assert_eq!(strategy.rolling_update.unwrap().partition, Some(3));
+    }
+
+    #[test]
+    fn a_partition_that_releases_a_member_behind_leaves_the_update_to_the_controller() {
+        // partition 2: a-2 is the controller's to update now.
+        let pods = [
+            pod("a-0", "r1", T0),
+            pod("a-1", "r1", T0),
+            pod("a-2", "r1", T0),
+        ];
+        assert!(matches!(
+            mode(&staged(2), &pods),
+            Mode::ControllerRolling { .. }
+        ));
+        // ... unless the controller already updated it.
+        let pods = [
+            pod("a-0", "r1", T0),
+            pod("a-1", "r1", T0),
+            pod("a-2", "r2", T1),
+        ];
+        assert!(matches!(mode(&staged(2), &pods), Mode::Staged { .. }));
+    }
+
+    #[test]
+    fn a_saved_strategy_is_read_back() {
+        let mut s = staged(3);
+        let strategy = s.spec.as_ref().unwrap().update_strategy.clone().unwrap();
+        s.metadata.annotations = Some(
+            [(
+                SAVED_STRATEGY.to_string(),
+                serde_json::to_string(&strategy).unwrap(),
+            )]
+            .into(),
+        );
+        assert_eq!(saved_strategy(&s), Some(strategy));
+        s.metadata.annotations = Some([(SAVED_STRATEGY.to_string(), "{not json".into())].into());
+        assert_eq!(saved_strategy(&s), None);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!   it is given and reports through [`drain::Events`]: a controller can embed it with its own
 //!   cluster operations, and its tests run it against a scripted cluster;
 //! - [`transport`], [`observe`], [`survey`], [`connect`], [`handover`], [`groups`],
-//!   [`nats`], [`credentials`]: the I/O (the Kubernetes API, replicas' health ports);
+//!   [`nats`], [`credentials`], [`preflight`]: the I/O (the Kubernetes API, replicas' health
+//!   ports);
 //! - [`commands`]: the verbs, [`cli`] their flags (one place for every flag).
 
 pub mod assess;
@@ -25,6 +26,7 @@ pub mod model;
 pub mod nats;
 pub mod observe;
 pub mod plan;
+pub mod preflight;
 pub mod profile;
 pub mod render;
 pub mod report;

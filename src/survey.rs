@@ -3,6 +3,8 @@
 //! survey again rather than trust what they saw before.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -23,6 +25,7 @@ use crate::credentials::CredentialSource;
 use crate::errors::{api_context, is_forbidden, is_not_found};
 use crate::model::{ClusterObservation, ClusterTarget, Selection, Snapshot};
 use crate::observe::observe_cluster;
+use crate::preflight::{self, Need};
 use crate::profile::Catalog;
 use crate::report::ClusterReport;
 use crate::select::select;
@@ -66,8 +69,10 @@ pub struct Watched {
     services: Store<Service>,
     slices: Store<EndpointSlice>,
     pdbs: Store<PodDisruptionBudget>,
-    /// None where nodes may not be watched (the report says "unknown" for them).
+    /// None where nodes may not be watched: they are listed each round.
     nodes: Option<Store<Node>>,
+    /// One per watch, set while it is failing (its store may be stale).
+    broken: Vec<Arc<AtomicBool>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -81,7 +86,11 @@ impl Drop for Watched {
 
 /// A reflector over `api` (its watch restarted with backoff when it breaks), and the task
 /// that drives it.
-fn reflect<K>(api: Api<K>, config: watcher::Config) -> (Store<K>, tokio::task::JoinHandle<()>)
+fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    broken: Arc<AtomicBool>,
+) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
     K: kube::Resource
         + Clone
@@ -94,8 +103,15 @@ where
 {
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config).default_backoff().reflect(writer);
+    // A watch that fails (the API server restarting, a right taken away) leaves the store as
+    // it was: it counts as broken until the watcher's next event, and surveys list meanwhile.
     let task = tokio::spawn(async move {
-        stream.for_each(|_| futures::future::ready(())).await;
+        stream
+            .for_each(|event| {
+                broken.store(event.is_err(), Ordering::Relaxed);
+                futures::future::ready(())
+            })
+            .await;
     });
     (reader, task)
 }
@@ -197,17 +213,57 @@ impl Surveyor {
                 }
             }
         }
+        // Asked first: a watcher without the right would keep its first list and retry
+        // forever, looking in sync while going stale.
+        let why = "keep it current";
+        let scope_of = |n: Need| match ns {
+            Some(ns) => n.in_namespace(ns),
+            None => n,
+        };
+        let needs = [
+            scope_of(Need::new("watch", "statefulsets", why).group("apps")),
+            scope_of(Need::new("watch", "pods", why)),
+            scope_of(Need::new("watch", "services", why)),
+            scope_of(Need::new("watch", "endpointslices", why).group("discovery.k8s.io")),
+            scope_of(Need::new("watch", "poddisruptionbudgets", why).group("policy")),
+            Need::new("watch", "nodes", why),
+        ];
+        let missing = match preflight::missing(client, &needs).await {
+            Ok(m) => m,
+            Err(e) => return Ok(Some(e)),
+        };
+        let watch_nodes = !missing.iter().any(|n| n.resource == "nodes");
+        let missing: Vec<String> = missing
+            .iter()
+            .filter(|n| n.resource != "nodes")
+            .map(|n| format!("watch {}", n.resource))
+            .collect();
+        if !missing.is_empty() {
+            return Ok(Some(format!(
+                "this user may not {} (docs/rbac.yaml's kubectl-raft-status grants it)",
+                missing.join(", ")
+            )));
+        }
         let pods_config = match &sel.selector {
             Some(s) => watcher::Config::default().labels(s),
             None => watcher::Config::default(),
         };
         let all = watcher::Config::default;
-        let (statefulsets, t1) = reflect(scoped::<StatefulSet>(client, ns), all());
-        let (pods, t2) = reflect(scoped::<Pod>(client, ns), pods_config);
-        let (services, t3) = reflect(scoped::<Service>(client, ns), all());
-        let (slices, t4) = reflect(scoped::<EndpointSlice>(client, ns), all());
-        let (pdbs, t5) = reflect(scoped::<PodDisruptionBudget>(client, ns), all());
-        let (nodes, t6) = reflect(Api::<Node>::all(client.clone()), all());
+        let mut broken = vec![];
+        let mut b = || {
+            let flag = Arc::new(AtomicBool::new(false));
+            broken.push(flag.clone());
+            flag
+        };
+        let (statefulsets, t1) = reflect(scoped::<StatefulSet>(client, ns), all(), b());
+        let (pods, t2) = reflect(scoped::<Pod>(client, ns), pods_config, b());
+        let (services, t3) = reflect(scoped::<Service>(client, ns), all(), b());
+        let (slices, t4) = reflect(scoped::<EndpointSlice>(client, ns), all(), b());
+        let (pdbs, t5) = reflect(scoped::<PodDisruptionBudget>(client, ns), all(), b());
+        let (nodes, t6) = reflect(Api::<Node>::all(client.clone()), all(), b());
+        if !watch_nodes {
+            t6.abort();
+        }
         let mut watched = Watched {
             scope: scope.clone(),
             selector: sel.selector.clone(),
@@ -216,17 +272,24 @@ impl Surveyor {
             services,
             slices,
             pdbs,
-            nodes: Some(nodes),
+            nodes: watch_nodes.then_some(nodes),
+            broken,
             tasks: vec![t1, t2, t3, t4, t5, t6],
         };
         let w = &watched;
+        let nodes_in_sync = async {
+            match &w.nodes {
+                Some(n) => in_sync(n, limit).await,
+                None => true,
+            }
+        };
         let (a, b, c, d, e, f) = tokio::join!(
             in_sync(&w.statefulsets, limit),
             in_sync(&w.pods, limit),
             in_sync(&w.services, limit),
             in_sync(&w.slices, limit),
             in_sync(&w.pdbs, limit),
-            in_sync(w.nodes.as_ref().expect("set above"), limit),
+            nodes_in_sync,
         );
         let missing: Vec<&str> = [
             ("statefulsets", a),
@@ -247,9 +310,13 @@ impl Surveyor {
             )));
         }
         if !f {
-            // Nodes are optional, as in a listed survey.
+            // Nodes are optional: listed each round instead.
             watched.nodes = None;
             watched.tasks[5].abort();
+        }
+        if watched.nodes.is_none() {
+            // The nodes' watch (the last one started) no longer counts.
+            watched.broken.truncate(5);
         }
         self.watched = Some(watched);
         Ok(None)
@@ -257,9 +324,11 @@ impl Surveyor {
 
     /// The watched objects, if they are the ones a survey of `ns` with `sel` reads.
     fn watched_for(&self, ns: Option<&str>, sel: &Selection) -> Option<&Watched> {
-        self.watched
-            .as_ref()
-            .filter(|w| w.scope.as_deref() == ns && w.selector == sel.selector)
+        self.watched.as_ref().filter(|w| {
+            w.scope.as_deref() == ns
+                && w.selector == sel.selector
+                && !w.broken.iter().any(|b| b.load(Ordering::Relaxed))
+        })
     }
 
     /// "namespace \"db\"" or "any namespace", for messages.
@@ -320,28 +389,30 @@ impl Surveyor {
             Ok::<_, anyhow::Error>((snap, targets, observations))
         };
         let context = async {
+            let nodes = async {
+                if let Some(n) = watched.and_then(|w| w.nodes.as_ref()) {
+                    return Ok(Some(owned(n)));
+                }
+                match Api::<Node>::all(client.clone()).list(&all).await {
+                    Ok(l) => Ok(Some(l.items)),
+                    Err(e) if is_forbidden(&e) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            };
             if let Some(w) = watched {
                 // The namespace was checked when the watches started.
-                let nodes = w.nodes.as_ref().map(owned);
                 return (
                     None,
                     Ok(owned(&w.services)),
                     Ok(owned(&w.slices)),
                     Ok(owned(&w.pdbs)),
-                    Ok(nodes),
+                    nodes.await,
                 );
             }
             let namespace = async {
                 match ns {
                     Some(n) => Some(Api::<Namespace>::all(client.clone()).get(n).await),
                     None => None,
-                }
-            };
-            let nodes = async {
-                match Api::<Node>::all(client.clone()).list(&all).await {
-                    Ok(l) => Ok(Some(l.items)),
-                    Err(e) if is_forbidden(&e) => Ok(None),
-                    Err(e) => Err(e),
                 }
             };
             tokio::join!(

@@ -254,7 +254,7 @@ impl Tally {
             }
         }
         if let (Some(t), Some(before)) = (r.summary.term, self.last_term) {
-            self.terms_advanced += t.saturating_sub(before);
+            self.terms_advanced = self.terms_advanced.saturating_add(t.saturating_sub(before));
         }
         if r.summary.term.is_some() {
             self.last_term = r.summary.term;

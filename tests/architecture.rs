@@ -21,6 +21,7 @@ const IO: &[&str] = &[
     "nats",
     "groups",
     "handover",
+    "preflight",
 ];
 /// Crates and paths whose mere use means I/O.
 const IO_PATHS: &[&str] = &[

@@ -231,11 +231,11 @@ fn kubectl_style_durations_are_accepted() {
     assert!(!err.contains("invalid duration"), "{err}");
 }
 
-/// A kubeconfig whose user is an exec credential plugin that takes 60 s to answer (an SSO
-/// or MFA login waiting for a person).
-fn slow_login_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
-    let plugin = dir.join("slow-login");
-    std::fs::write(&plugin, "#!/bin/sh\nsleep 60\n").unwrap();
+/// A kubeconfig (in `dir`) whose user's credentials come from an exec plugin running
+/// `script`, with the kubeconfig's `interactiveMode`; its server is unreachable.
+fn exec_plugin_kubeconfig(dir: &std::path::Path, script: &str, mode: &str) -> std::path::PathBuf {
+    let plugin = dir.join("login");
+    std::fs::write(&plugin, format!("#!/bin/sh\n{script}\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let kc = dir.join("kubeconfig");
@@ -245,12 +245,18 @@ fn slow_login_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
             "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
              clusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:1'}}}}]\n\
              contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n\
-             users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: {}, interactiveMode: Never}}}}}}]\n",
+             users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: {}, interactiveMode: {mode}}}}}}}]\n",
             plugin.display()
         ),
     )
     .unwrap();
     kc
+}
+
+/// A kubeconfig whose user is an exec credential plugin that takes 60 s to answer (an SSO
+/// or MFA login waiting for a person).
+fn slow_login_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    exec_plugin_kubeconfig(dir, "sleep 60", "Never")
 }
 
 #[test]
@@ -294,29 +300,11 @@ fn completion_gives_a_credential_plugin_no_terminal() {
     let dir = std::env::temp_dir().join(format!("kraft-cli-prompt-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let seen = dir.join("exec-info");
-    let plugin = dir.join("login");
-    std::fs::write(
-        &plugin,
-        format!(
-            "#!/bin/sh\nprintf '%s' \"$KUBERNETES_EXEC_INFO\" > {}\nexit 1\n",
-            seen.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let kc = dir.join("kubeconfig");
-    std::fs::write(
-        &kc,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-             clusters: [{{name: k, cluster: {{server: 'https://127.0.0.1:1'}}}}]\n\
-             contexts: [{{name: c, context: {{cluster: k, user: u}}}}]\n\
-             users: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: {}, interactiveMode: IfAvailable}}}}}}]\n",
-            plugin.display()
-        ),
-    )
-    .unwrap();
+    let script = format!(
+        "printf '%s' \"$KUBERNETES_EXEC_INFO\" > {}\nexit 1",
+        seen.display()
+    );
+    let kc = exec_plugin_kubeconfig(&dir, &script, "IfAvailable");
     let out = Command::new(env!("CARGO_BIN_EXE_kubectl-raft"))
         .args(["__complete", "status", "-n", "x", ""])
         .env("KUBECONFIG", &kc)

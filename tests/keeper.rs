@@ -394,3 +394,31 @@ fn drain_refuses_keeper_without_assume_voters_are_pods() {
         "{c:#}"
     );
 }
+
+/// `restart` of the stand-in: every replica restarted once, the leader (keeper-0) last after
+/// one handover it waits for (the stand-in flips only after a moment without a leader), no
+/// election.
+#[test]
+fn restart_hands_keepers_leadership_over_once_and_restarts_every_replica() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("keeper-restart");
+    let dir = deploy_keeper(&ns.name, Keeper::default());
+    let (code, report, err) = verb_json(
+        "restart",
+        &[
+            "keeper",
+            "-n",
+            &ns.name,
+            "--timeout",
+            "90s",
+            "--assume-voters-are-pods",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = &report["cluster"];
+    assert_eq!(drain_counts(c), (Some(3), Some(1), Some(0)), "{c:#}");
+    let ev = events(&dir);
+    assert!(ev.contains("transferred keeper-0 ->"), "{ev}");
+    assert!(!ev.contains("stopped while leading"), "{ev}");
+    assert_eq!(state(&dir)["elections"], 1, "no election:\n{ev}");
+}

@@ -162,3 +162,40 @@ fn status_via_port_forward_needs_exactly_its_two_roles() {
     assert_eq!(code, Some(0), "{err}\n{out}");
     assert!(out.contains("3/3 voters healthy"), "{out}");
 }
+
+/// `status --watch` keeps the Kubernetes objects with watches where the role allows it; a
+/// user without `watch` is told so and the watch still runs, listing them every round.
+#[test]
+fn status_watch_without_the_watch_right_says_so_and_lists_instead() {
+    let _nodes = shared_nodes();
+    let ns = etcd_namespace("rbac-watch");
+    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name);
+    let watch = |who: &RbacSubject| {
+        let kc = who.kubeconfig.to_str().unwrap().to_string();
+        let mut w = Running::start_env(
+            &[("KUBECONFIG", &kc)],
+            &[
+                "status",
+                "etcd",
+                "-n",
+                &ns.name,
+                "--watch",
+                "--interval",
+                "500ms",
+            ],
+        );
+        w.wait_for("watching 1 cluster(s)", std::time::Duration::from_secs(60));
+        signal(w.pid(), "INT");
+        w.finish(std::time::Duration::from_secs(30))
+    };
+    let (code, _, err) = watch(&who);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("listing them every round"), "{err}");
+    who.without("watch", "pods");
+    let (code, _, err) = watch(&who);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("may not watch pods") && err.contains("listing them every round instead"),
+        "{err}"
+    );
+}

@@ -24,7 +24,6 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
-use crate::commands::preflight::{self, Need};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Evicted, Settings};
 use crate::errors::{api_context, is_forbidden, Reported};
@@ -33,6 +32,7 @@ use crate::plan::drain::{
     classify_pod, plan_drain, Action, ClusterInput, DrainOptions, PodRules, PodVerdict,
 };
 use crate::plan::groups::moves_off;
+use crate::preflight::{self, Need};
 use crate::report::API_VERSION;
 use crate::survey::Surveyor;
 use evict::Evictor;

@@ -3,7 +3,6 @@
 pub mod complete;
 pub mod drain;
 pub mod local;
-pub mod preflight;
 pub mod progress;
 pub mod restart;
 pub mod status;

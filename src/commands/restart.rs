@@ -24,7 +24,6 @@ use crate::commands::drain::evict::Evictor;
 use crate::commands::drain::lock;
 use crate::commands::drain::real::{cluster_input, Real};
 use crate::commands::drain::{write_cluster_line, write_done};
-use crate::commands::preflight::{self, Need};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Settings};
 use crate::errors::{api_context, Reported};
@@ -34,6 +33,7 @@ use crate::plan::restart::{
     from_annotation, mode, pending, restart_all, saved_strategy, to_annotation, Mode, Restart,
     RESTART_PENDING, SAVED_STRATEGY,
 };
+use crate::preflight::{self, Need};
 use crate::report::API_VERSION;
 use crate::survey::Surveyor;
 

@@ -10,13 +10,13 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, Output, YieldArgs};
-use crate::commands::preflight::{self, Need};
 use crate::errors::{api_context, Reported};
 use crate::groups::{move_off, GroupsMoved};
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
 use crate::model::{human_duration, ClusterObservation, Selection};
 use crate::plan::groups::{moves_off, GroupCall, GroupMoves};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, TransferCall, YieldOptions};
+use crate::preflight::{self, Need};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
 

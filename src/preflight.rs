@@ -44,7 +44,7 @@ impl Need {
         self
     }
 
-    fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         let resource = if self.group.is_empty() {
             self.resource.to_string()
         } else {
@@ -107,6 +107,33 @@ pub async fn check(
     needs: &[Need],
     on_unknown: &(dyn Fn(&str) + Sync),
 ) -> Result<()> {
+    let missing = match missing(client, needs).await {
+        Ok(m) => m,
+        Err(why) => {
+            on_unknown(&format!("{why}; going on"));
+            return Ok(());
+        }
+    };
+    if !missing.is_empty() {
+        bail!(
+            "forbidden: this user may not {}; {command} stopped before changing anything. \
+             Grant them (docs/rbac.yaml has the roles; check one with `kubectl auth can-i VERB RESOURCE`)",
+            missing
+                .iter()
+                .map(|n| n.describe())
+                .collect::<Vec<_>>()
+                .join("; nor ")
+        );
+    }
+    Ok(())
+}
+
+/// The needs the API server says this user does not have (one SelfSubjectAccessReview each,
+/// all at once); why not, when it could not be asked.
+pub async fn missing<'a>(
+    client: &kube::Client,
+    needs: &'a [Need],
+) -> Result<Vec<&'a Need>, String> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let answers = futures::future::join_all(needs.iter().map(|n| {
         let api = api.clone();
@@ -135,29 +162,21 @@ pub async fn check(
         }
     }))
     .await;
-    let mut missing = vec![];
+    let mut out = vec![];
     for (need, answer) in needs.iter().zip(answers) {
         match answer {
             Ok(true) => {}
-            Ok(false) => missing.push(need.describe()),
+            Ok(false) => out.push(need),
             Err(e) => {
-                on_unknown(&format!(
-                    "could not check in advance whether this user may {}: {}; going on",
+                return Err(format!(
+                    "could not check in advance whether this user may {}: {}",
                     need.describe(),
                     crate::errors::chain(&e)
-                ));
-                return Ok(());
+                ))
             }
         }
     }
-    if !missing.is_empty() {
-        bail!(
-            "forbidden: this user may not {}; {command} stopped before changing anything. \
-             Grant them (docs/rbac.yaml has the roles; check one with `kubectl auth can-i VERB RESOURCE`)",
-            missing.join("; nor ")
-        );
-    }
-    Ok(())
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ pub struct Connection {
     /// there is usually the replica's own answer ("no leader") or the API server saying it
     /// could not reach the pod, and either must be shown at once, not retried into a timeout.
     pub probe_client: Client,
+    /// For long-lived watches (`status --watch`): no read timeout.
+    pub watch_client: Client,
     /// The namespace to use when neither -n nor -A is given.
     pub default_namespace: String,
 }
@@ -31,13 +33,17 @@ pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
     let default_namespace = config.default_namespace.clone();
     let mut probe_config = config.clone();
     probe_config.default_retry = false;
-    let client =
-        Client::try_from(config).context("cannot build a Kubernetes client from the kubeconfig")?;
-    let probe_client = Client::try_from(probe_config)
-        .context("cannot build a Kubernetes client from the kubeconfig")?;
+    // A watch is quiet for as long as nothing changes: --request-timeout would cut it. The
+    // server ends each watch itself within minutes (timeoutSeconds), and the watcher renews it.
+    let mut watch_config = config.clone();
+    watch_config.read_timeout = None;
+    let build = |c: Config| {
+        Client::try_from(c).context("cannot build a Kubernetes client from the kubeconfig")
+    };
     Ok(Connection {
-        client,
-        probe_client,
+        client: build(config)?,
+        probe_client: build(probe_config)?,
+        watch_client: build(watch_config)?,
         default_namespace,
     })
 }

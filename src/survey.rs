@@ -203,7 +203,7 @@ impl Surveyor {
         sel: &Selection,
         limit: Duration,
     ) -> Result<Option<String>> {
-        let client = &self.conn.client;
+        let client = &self.conn.watch_client;
         let scope = self.scope().map(str::to_string);
         let ns = scope.as_deref();
         if let Some(n) = ns {

@@ -19,6 +19,8 @@ pub struct Need {
     pub resource: &'static str,
     /// `None`: in every namespace (or a cluster-scoped resource).
     pub namespace: Option<String>,
+    /// One object by name (`None`: any).
+    pub name: Option<String>,
     /// What it is needed for, in the user's words.
     pub why: &'static str,
 }
@@ -30,8 +32,14 @@ impl Need {
             group: "",
             resource,
             namespace: None,
+            name: None,
             why,
         }
+    }
+
+    pub fn named(mut self, name: &str) -> Need {
+        self.name = Some(name.to_string());
+        self
     }
 
     pub fn group(mut self, group: &'static str) -> Need {
@@ -150,6 +158,7 @@ pub async fn missing<'a>(
                         resource: Some(resource.into()),
                         subresource,
                         namespace: n.namespace.clone(),
+                        name: n.name.clone(),
                         ..Default::default()
                     }),
                     ..Default::default()

@@ -17,6 +17,7 @@ use tokio::sync::Semaphore;
 
 use crate::credentials::Vars;
 use crate::model::{Endpoint, HttpAnswer, ProbeError, MAX_ANSWER_BYTES};
+use crate::preflight::Need;
 use crate::profile::{HttpRequest, Scheme};
 
 /// How often a probe refused by the API server for load (429) is tried again.
@@ -316,29 +317,12 @@ impl Transport {
         if let Some(known) = self.proxy_rights.lock().expect("not poisoned").get(&key) {
             return Ok(*known);
         }
-        use k8s_openapi::api::authorization::v1::{
-            ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-        };
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: Some(ep.namespace.clone()),
-                    verb: Some(verb.into()),
-                    resource: Some("pods".into()),
-                    subresource: Some("proxy".into()),
-                    name: Some(ep.pod.clone()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let api: kube::Api<SelfSubjectAccessReview> = kube::Api::all(client.clone());
-        let answer = api
-            .create(&kube::api::PostParams::default(), &review)
-            .await
-            .map_err(|e| crate::errors::chain(&e))?;
-        let allowed = answer.status.is_some_and(|s| s.allowed);
+        let need = Need::new(verb, "pods/proxy", "ask the replica")
+            .in_namespace(&ep.namespace)
+            .named(&ep.pod);
+        let allowed = crate::preflight::missing(client, std::slice::from_ref(&need))
+            .await?
+            .is_empty();
         self.proxy_rights
             .lock()
             .expect("not poisoned")

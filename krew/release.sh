@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# Builds the release archive for this machine's platform and renders the krew manifest.
+# Builds the release archive for this machine's platform, renders the krew manifest and, with
+# --image, the container image: all from one binary.
 #
-#   krew/release.sh [--bin PATH] [--dist DIR] [--base-url URL] [--all]
+#   krew/release.sh [--bin PATH] [--dist DIR] [--base-url URL] [--all] [--image]
 #
-#   --bin PATH      package this binary instead of building `cargo build --release`
+#   --bin PATH      package this binary instead of building it (on Linux: a static musl build,
+#                   `cargo build --release --target <arch>-unknown-linux-musl`)
 #   --dist DIR      where archives and the rendered raft.yaml go (default: dist/)
 #   --base-url URL  where the archives will be downloaded from
 #                   (default: the GitHub release of this version)
 #   --all           a release: every platform of the template must have its archive in DIR
 #                   (built on its own machine and copied there); without it, the manifest
 #                   keeps only the platforms whose archives are present, e.g. this machine's.
+#   --image         Linux only: also build krew/Containerfile with buildah (daemonless) into
+#                   DIR/kubectl-raft-image-linux-<arch>.tar (an OCI archive tagged v<version>)
+#                   and check it: unpacked with umoci, it holds the binary and nothing else,
+#                   which runs and is the archive's binary. Needs the static binary.
 #
 # Archives are kubectl-raft-<os>-<arch>.tar.gz with the binary and LICENSE at the top.
+# Prerequisites on Debian: musl-tools, and `rustup target add <arch>-unknown-linux-musl`;
+# for --image: buildah, umoci.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin="" dist="$root/dist" base_url="" all=0
+bin="" dist="$root/dist" base_url="" all=0 image=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
     --dist) dist=$2; shift 2 ;;
     --base-url) base_url=$2; shift 2 ;;
     --all) all=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --image) image=1; shift ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "release.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -41,9 +50,23 @@ case "$(uname -m)" in
 esac
 exe=kubectl-raft; [ "$os" = windows ] && exe=kubectl-raft.exe
 
+[ "$image" = 0 ] || [ "$os" = linux ] || { echo "release.sh: --image needs Linux" >&2; exit 1; }
+target_dir=${CARGO_TARGET_DIR:-$root/target}
 if [ -z "$bin" ]; then
-  (cd "$root" && cargo build --release --locked)
-  bin="$root/target/release/$exe"
+  if [ "$os" = linux ]; then
+    # Static (musl): the same binary runs on any Linux and alone in the image.
+    triple="$(uname -m)-unknown-linux-musl"
+    rustup target list --installed 2>/dev/null | grep -qx "$triple" \
+      || { echo "release.sh: the Rust target $triple is missing: rustup target add $triple" >&2; exit 1; }
+    command -v musl-gcc >/dev/null \
+      || { echo "release.sh: musl-gcc is missing (it compiles ring's C): apt-get install musl-tools" >&2; exit 1; }
+    (cd "$root" && KUBECTL_RAFT_GIT_COMMIT=${KUBECTL_RAFT_GIT_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)} \
+      cargo build --release --locked --target "$triple" --bin kubectl-raft)
+    bin="$target_dir/$triple/release/$exe"
+  else
+    (cd "$root" && cargo build --release --locked --bin kubectl-raft)
+    bin="$target_dir/release/$exe"
+  fi
 fi
 [ -x "$bin" ] || { echo "release.sh: $bin is not an executable" >&2; exit 1; }
 
@@ -93,3 +116,46 @@ if grep -q '\${SHA256_\|\${VERSION}\|\${BASE_URL}' "$dist/raft.yaml"; then
   exit 1
 fi
 echo "release.sh: $dist/raft.yaml (v$version, platforms: $(grep -c '^  - selector:' "$dist/raft.yaml"))" >&2
+
+[ "$image" = 1 ] || exit 0
+
+# The image: krew/Containerfile over a context holding only the binary, built by buildah in a
+# storage of its own (vfs, chroot isolation: no daemon, nothing left behind), pushed into an
+# OCI archive, then unpacked with umoci and checked.
+for t in buildah umoci; do
+  command -v "$t" >/dev/null || { echo "release.sh: --image needs $t: apt-get install $t" >&2; exit 1; }
+done
+if LC_ALL=C readelf -l "$bin" 2>/dev/null | grep -q 'program interpreter'; then
+  echo "release.sh: --image needs a static binary; $bin is dynamically linked (build without --bin)" >&2
+  exit 1
+fi
+img="$dist/kubectl-raft-image-linux-$arch.tar"
+tag="v$version"
+ctx="$stage/context" store="$stage/storage"
+mkdir -p "$ctx" "$store"
+cp "$bin" "$ctx/kubectl-raft"
+bah() { buildah --root "$store/root" --runroot "$store/run" --storage-driver vfs "$@"; }
+trap 'bah rm --all >/dev/null 2>&1 || true; chmod -R u+w "$stage" 2>/dev/null; rm -rf "$stage"' EXIT
+bah build --quiet --isolation chroot --layers=false --timestamp 0 --build-arg "VERSION=$version" \
+  -f "$root/krew/Containerfile" -t "localhost/kubectl-raft:$tag" "$ctx" >/dev/null
+rm -f "$img"
+bah push --quiet "localhost/kubectl-raft:$tag" "oci-archive:$img:$tag"
+echo "release.sh: $img (OCI archive, tag $tag)" >&2
+
+# Check what was built, as a user would take it: unpack the archive and run the binary.
+check="$stage/check"
+mkdir -p "$check/layout"
+tar -xf "$img" -C "$check/layout"
+umoci unpack --rootless --image "$check/layout:$tag" "$check/bundle" >/dev/null
+files=$(cd "$check/bundle/rootfs" && find . -mindepth 1 | sort | tr '\n' ' ')
+[ "$files" = "./kubectl-raft " ] \
+  || { echo "release.sh: the image must hold only /kubectl-raft; it holds: $files" >&2; exit 1; }
+cmp -s "$bin" "$check/bundle/rootfs/kubectl-raft" \
+  || { echo "release.sh: the image's binary is not the archive's" >&2; exit 1; }
+got=$("$check/bundle/rootfs/kubectl-raft" version -o json | sed -n 's/.*"version": *"\([^"]*\)".*/\1/p')
+[ "$got" = "$version" ] \
+  || { echo "release.sh: the image's binary says version '$got', not $version" >&2; exit 1; }
+entry=$(tr -d ' \t\n' < "$check/bundle/config.json" | grep -o '"args":\[[^]]*\]' | head -1)
+[ "$entry" = '"args":["/kubectl-raft"]' ] \
+  || { echo "release.sh: the image's entrypoint is $entry, not /kubectl-raft" >&2; exit 1; }
+echo "release.sh: checked: unpacked, it holds only /kubectl-raft, which runs (version $got)" >&2

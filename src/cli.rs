@@ -121,6 +121,13 @@ pub enum Command {
 
     /// List the Raft systems kubectl raft recognises (built-in profiles plus --profiles FILE).
     Systems(SystemsArgs),
+
+    /// Copy this binary to PATH (a file, or a directory to hold `kubectl-raft`): for an init
+    /// container that puts it on a volume shared with the Raft container, for `yield --local`.
+    #[command(after_help = "Examples:\n  \
+        kubectl-raft copy-to /raft      # in an init container of the kubectl-raft image\n\n\
+        The image holds nothing but this binary (no shell, no cp); see docs/yield.md.")]
+    CopyTo(CopyArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -357,6 +364,13 @@ pub struct VersionArgs {
     /// Output format: a line per fact (table), or json/yaml.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table, help_heading = "Output")]
     pub output: Output,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CopyArgs {
+    /// Where to put the copy: a file path, or an existing directory (then DIR/kubectl-raft).
+    #[arg(value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
+    pub path: PathBuf,
 }
 
 #[derive(Debug, Args, Clone)]

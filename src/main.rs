@@ -52,6 +52,7 @@ fn main() -> ExitCode {
             }
             Command::Version(args) => commands::version::run(args, &mut out),
             Command::Systems(args) => commands::systems::run(args, &mut out),
+            Command::CopyTo(args) => commands::copy::run(args, &mut err),
         }
     });
     let _ = out.flush();

@@ -321,3 +321,28 @@ fn completion_gives_a_credential_plugin_no_terminal() {
         .unwrap_or_else(|e| panic!("the plugin was not run, or got no exec info ({e}): {info:?}"));
     assert_eq!(info["spec"]["interactive"], false, "{info}");
 }
+
+#[test]
+fn copy_to_a_directory_puts_a_runnable_copy_there() {
+    let dir = std::env::temp_dir().join(format!("kraft-cli-copy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = raft(&["copy-to", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let copy = dir.join("kubectl-raft");
+    let v = Command::new(&copy).arg("version").output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&v.stdout).starts_with("kubectl-raft "),
+        "{:?}",
+        text(&v)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn copy_to_a_missing_directory_names_the_volume_to_mount() {
+    let out = raft(&["copy-to", "/nonexistent-kraft/raft/kubectl-raft"]);
+    assert!(!out.status.success());
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("mount the shared volume there"), "{stderr}");
+}

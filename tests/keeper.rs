@@ -25,6 +25,9 @@ struct Keeper<'a> {
     pre_stop: Option<String>,
     /// `four_letter_word_allow_list` (default: the stand-in's, which has ydld and rqld).
     allow: Option<&'a str>,
+    /// An init container that runs this host executable with `copy-to /raft` (the image's
+    /// binary: docs/yield.md's pattern), and an emptyDir `raft` shared with the container.
+    init_copy_from: Option<PathBuf>,
 }
 
 /// Three stand-in replicas, keeper-0..2, in the shape docs/systems recommends: readiness on
@@ -51,6 +54,18 @@ fn deploy_keeper(ns: &str, k: Keeper) -> PathBuf {
             serde_json::to_string(cmd).unwrap()
         ),
         None => String::new(),
+    };
+    let (init, raft_mount, raft_volume) = match &k.init_copy_from {
+        Some(bin) => (
+            format!(
+                "      initContainers:\n      - name: kubectl-raft\n        image: ghcr.io/kubectl-raft/kubectl-raft:v{}\n        command: [{}, copy-to, /raft]\n        volumeMounts: [{{name: raft, mountPath: /raft}}]\n",
+                env!("CARGO_PKG_VERSION"),
+                bin.display()
+            ),
+            ", {name: raft, mountPath: /raft}",
+            ", {name: raft, emptyDir: {}}",
+        ),
+        None => (String::new(), "", ""),
     };
     let manifest = format!(
         r#"apiVersion: v1
@@ -93,7 +108,7 @@ spec:
           requiredDuringSchedulingIgnoredDuringExecution:
           - labelSelector: {{matchLabels: {{app: keeper}}}}
             topologyKey: kubernetes.io/hostname
-      containers:
+{init}      containers:
       - name: keeper
         image: example/clickhouse-keeper-standin
         command: [/usr/bin/python3, {script}, --state, /state, --name, $(POD_NAME), --commands-api, {api}, --gap, "{gap}"{allow}]
@@ -101,8 +116,8 @@ spec:
         - {{name: POD_NAME, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
         ports: [{{name: client, containerPort: 2181}}, {{name: http-control, containerPort: 9123}}]
         readinessProbe: {{httpGet: {{path: /ready, port: http-control}}, periodSeconds: 1}}
-{lifecycle}        volumeMounts: [{{name: state, mountPath: /state}}]
-      volumes: [{{name: state, hostPath: {{path: {dir}}}}}]
+{lifecycle}        volumeMounts: [{{name: state, mountPath: /state}}{raft_mount}]
+      volumes: [{{name: state, hostPath: {{path: {dir}}}}}{raft_volume}]
 "#,
         script = script.display(),
         dir = state.display()
@@ -278,6 +293,45 @@ fn a_disallowed_ydld_is_named_with_the_allow_list() {
         "{err}"
     );
     assert_eq!(state(&dir)["leader"], "keeper-0", "nothing moved");
+}
+
+/// docs/yield.md's pattern with the release image: an init container runs the image's binary
+/// (`copy-to /raft`, the image has no shell and no cp), and the preStop hook runs the copy.
+#[test]
+fn the_images_binary_copied_by_an_init_container_runs_the_prestop_hook() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("keeper-image");
+    let dir = deploy_keeper(
+        &ns.name,
+        Keeper {
+            init_copy_from: Some(image_binary()),
+            pre_stop: Some(
+                "/raft/kubectl-raft yield --local --system clickhouse-keeper --pod-grace-period 20 >> /state/prestop-$POD_NAME.log 2>&1"
+                    .into(),
+            ),
+            ..Default::default()
+        },
+    );
+    let uid = pod_json(&ns.name, "keeper-0")["metadata"]["uid"].clone();
+    kubectl_ok(&["delete", "pod", "keeper-0", "-n", &ns.name, "--wait=false"]);
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "keeper-0 replaced",
+        || pod_json_opt(&ns.name, "keeper-0").is_some_and(|p| p["metadata"]["uid"] != uid),
+    );
+    let log = std::fs::read_to_string(dir.join("prestop-keeper-0.log")).unwrap_or_default();
+    assert!(
+        log.contains("handed leadership over"),
+        "the copied binary's line: {log:?}\nevents:\n{}",
+        events(&dir)
+    );
+    assert_eq!(
+        state(&dir)["elections"],
+        1,
+        "no election:\n{}",
+        events(&dir)
+    );
 }
 
 #[test]

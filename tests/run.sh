@@ -44,5 +44,10 @@ cargo build --bins --examples
 step "krew: render the manifest, validate it with krew's validator, install through krew"
 bash tests/krew.sh target/debug/kubectl-raft
 
+step "image: the release step (a static build, the krew archive and the OCI image from one binary), unpacked and run"
+t0=$(date +%s)
+bash tests/image.sh
+echo "image built and checked in $(( $(date +%s) - t0 ))s" >&2
+
 step "cargo test (unit tests, then end-to-end tests in the real world)"
 cargo test --lib --bins --tests --no-fail-fast

@@ -222,6 +222,28 @@ fn log_of(ns: &str) -> String {
     std::fs::read_to_string(scratch_dir(ns).join("log")).unwrap_or_default()
 }
 
+/// Waits until the kubelet (kworld's agent) has begun stopping `pod`'s containers: its
+/// `Killing` event, which it posts before the preStop hook runs.
+fn wait_killing(ns: &str, pod: &str) {
+    wait_in(
+        ns,
+        Duration::from_secs(20),
+        "the termination under way",
+        || {
+            kubectl_json(&[
+                "get",
+                "events",
+                "-n",
+                ns,
+                "--field-selector",
+                &format!("involvedObject.name={pod},reason=Killing"),
+            ])["items"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        },
+    );
+}
+
 fn gone(ns: &str, pod: &str) -> bool {
     !kubectl(&["get", "pod", pod, "-n", ns]).status.success()
 }
@@ -233,11 +255,16 @@ fn a_shorter_grace_period_shortens_a_running_termination() {
     deploy_lingerer(
         &ns.name,
         60,
-        r#"{exec: {command: [/bin/sh, -c, "sleep 50"]}}"#,
+        r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log; sleep 50"]}}"#,
         "",
     );
     kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
-    std::thread::sleep(Duration::from_secs(1));
+    wait_in(
+        &ns.name,
+        Duration::from_secs(20),
+        "the hook running",
+        || log_of(&ns.name).contains("prestop\n"),
+    );
     kubectl_ok(&[
         "delete",
         "pod",
@@ -291,7 +318,7 @@ fn a_sleep_prestop_hook_is_bounded_by_the_grace_period() {
     // delete with a shorter one must still cut it off.
     deploy_lingerer(&ns.name, 60, "{sleep: {seconds: 50}}", "");
     kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
-    std::thread::sleep(Duration::from_secs(1));
+    wait_killing(&ns.name, "linger");
     kubectl_ok(&[
         "delete",
         "pod",
@@ -400,7 +427,7 @@ spec:
         .unwrap()
         .to_string();
     kubectl_ok(&["delete", "pod", "pr-0", "-n", &ns.name, "--wait=false"]);
-    std::thread::sleep(Duration::from_millis(500));
+    wait_killing(&ns.name, "pr-0");
     kubectl_ok(&[
         "delete",
         "pod",
@@ -420,13 +447,23 @@ spec:
             })
         },
     );
-    std::thread::sleep(Duration::from_secs(2));
     let pvc = kubectl_json(&["get", "pvc", "data-pr-0", "-n", &ns.name]);
     let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);
-    let hb = std::fs::read_to_string(
-        std::path::Path::new(pv["spec"]["hostPath"]["path"].as_str().unwrap()).join("hb"),
-    )
-    .unwrap();
+    let hb_path = std::path::Path::new(pv["spec"]["hostPath"]["path"].as_str().unwrap()).join("hb");
+    let new = pod_json(&ns.name, "pr-0")["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(20),
+        "the new process writing",
+        || {
+            std::fs::read_to_string(&hb_path)
+                .is_ok_and(|hb| hb.lines().filter(|l| l.starts_with(new.as_str())).count() >= 3)
+        },
+    );
+    let hb = std::fs::read_to_string(&hb_path).unwrap();
     let stamps = |uid: &str, last: bool| -> f64 {
         let it = hb
             .lines()
@@ -438,10 +475,6 @@ spec:
             it.fold(f64::MAX, f64::min)
         }
     };
-    let new = pod_json(&ns.name, "pr-0")["metadata"]["uid"]
-        .as_str()
-        .unwrap()
-        .to_string();
     assert!(
         stamps(&old, true) < stamps(&new, false),
         "the old process stopped writing before the new one started"
@@ -640,6 +673,52 @@ fn crash_loop_back_off_grows_like_the_kubelets() {
     wait_in(&ns.name, Duration::from_secs(60), "then 20s", || {
         waiting(&pod_json(&ns.name, "crasher")).contains("back-off 20s")
     });
+}
+
+/// Init containers run one after another to completion before the containers start, on the
+/// volumes they share (what docs/yield.md's init container relies on).
+#[test]
+fn init_containers_run_in_order_before_the_containers() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-init");
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: init}\nspec:\n  initContainers:\n  - {name: first, image: example/shell, command: [/bin/sh, -c, 'echo first >> /shared/order'], volumeMounts: [{name: s, mountPath: /shared}]}\n  - {name: second, image: example/shell, command: [/bin/sh, -c, 'sleep 1; echo second >> /shared/order'], volumeMounts: [{name: s, mountPath: /shared}]}\n  containers:\n  - {name: main, image: example/shell, command: [/bin/sh, -c, 'echo main >> /shared/order; exec sleep 600'], volumeMounts: [{name: s, mountPath: /shared}], readinessProbe: {exec: {command: [/bin/sh, -c, 'grep -q main /shared/order']}, periodSeconds: 1}}\n  volumes: [{name: s, emptyDir: {}}]\n",
+    );
+    wait_in(&ns.name, Duration::from_secs(30), "the pod Ready", || {
+        ready_condition(&ns.name, "init") == "True"
+    });
+    let out = kubectl_ok(&["exec", "init", "-n", &ns.name, "--", "cat", "/shared/order"]);
+    assert_eq!(out, "first\nsecond\nmain\n");
+}
+
+/// A failing init container holds the containers back (reason Init:Error) and runs again.
+#[test]
+fn a_failing_init_container_holds_the_pod_and_is_retried() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-init-fail");
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: init}\nspec:\n  initContainers:\n  - {name: flaky, image: example/shell, command: [/bin/sh, -c, 'echo x >> /shared/tries; test $(wc -l < /shared/tries) -ge 3'], volumeMounts: [{name: s, mountPath: /shared}]}\n  containers:\n  - {name: main, image: example/shell, command: [/bin/sleep, '600'], volumeMounts: [{name: s, mountPath: /shared}]}\n  volumes: [{name: s, emptyDir: {}}]\n",
+    );
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "Init:Error while it fails",
+        || {
+            pod_json(&ns.name, "init")["status"]["containerStatuses"][0]["state"]["waiting"]
+                ["reason"]
+                == "Init:Error"
+        },
+    );
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "running after the third try",
+        || pod_json(&ns.name, "init")["status"]["phase"] == "Running",
+    );
+    let out = kubectl_ok(&["exec", "init", "-n", &ns.name, "--", "cat", "/shared/tries"]);
+    assert_eq!(out, "x\nx\nx\n", "tried until it passed, then not again");
 }
 
 /// Exec probes and hooks run with the container's environment, as CRI exec runs them: a

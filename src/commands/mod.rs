@@ -1,6 +1,7 @@
 //! One module per verb; each wires discovery, observation, assessment and rendering.
 
 pub mod complete;
+pub mod copy;
 pub mod drain;
 pub mod local;
 pub mod progress;

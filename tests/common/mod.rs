@@ -27,6 +27,37 @@ pub fn world_dir() -> PathBuf {
     PathBuf::from(std::env::var("KWORLD_DIR").unwrap_or_else(|_| "/var/tmp/kraft-world".into()))
 }
 
+static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+/// The release image's binary, unpacked (`tests/image.sh`, which CI runs before the tests and
+/// a test runs on first use when it is missing: a static build, some minutes cold).
+pub fn image_binary() -> PathBuf {
+    let r = IMAGE.get_or_init(|| {
+        let bin = world_dir().join("image/rootfs/kubectl-raft");
+        if !bin.exists() {
+            let status = Command::new("bash")
+                .arg(repo().join("tests/image.sh"))
+                .stderr(Stdio::inherit())
+                .status()
+                .map_err(|e| format!("cannot run tests/image.sh: {e}"))?;
+            if !status.success() {
+                return Err(format!(
+                    "tests/image.sh failed ({status}): its output is above"
+                ));
+            }
+        }
+        if bin.exists() {
+            Ok(bin)
+        } else {
+            Err(format!("tests/image.sh left no {}", bin.display()))
+        }
+    });
+    match r {
+        Ok(p) => p.clone(),
+        Err(e) => panic!("the release image cannot be had: {e}"),
+    }
+}
+
 static WORLD: OnceLock<Result<World, String>> = OnceLock::new();
 
 /// The shared world, started (and built) on first use.

@@ -213,6 +213,9 @@ func (w *podWorker) setup(ctx context.Context) error {
 	w.net = pn
 	w.waitReason, w.waitMessage = "", ""
 	w.mu.Unlock()
+	if err := w.runInitContainers(p, hostname, mounts); err != nil {
+		return err
+	}
 	for _, c := range p.Spec.Containers {
 		cr := newContainerRunner(w, c, hostname, mounts)
 		w.mu.Lock()
@@ -221,6 +224,76 @@ func (w *podWorker) setup(ctx context.Context) error {
 		go cr.loop()
 	}
 	return nil
+}
+
+// runInitContainers runs the pod's init containers one at a time to completion, as the
+// kubelet does, before any container starts. One that fails (or cannot start) runs again
+// after a second unless the restartPolicy is Never; meanwhile the containers wait with
+// reason PodInitializing or Init:Error. Their statuses are not reported.
+func (w *podWorker) runInitContainers(p *corev1.Pod, hostname string, mounts map[string]string) error {
+	for _, ic := range p.Spec.InitContainers {
+		for {
+			w.setWaiting("PodInitializing", fmt.Sprintf("init container %s is running", ic.Name))
+			code, err := w.runToCompletion(newContainerRunner(w, ic, hostname, mounts))
+			if err == nil && code == 0 {
+				break
+			}
+			msg := fmt.Sprintf("init container %s exited with %d (its log: %s)", ic.Name, code, filepath.Join(w.dir, ic.Name+".log"))
+			if err != nil {
+				msg = fmt.Sprintf("init container %s: %v", ic.Name, err)
+			}
+			w.setWaiting("Init:Error", msg)
+			w.a.event(p, corev1.EventTypeWarning, "Failed", msg)
+			if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
+				return fmt.Errorf("%s", msg)
+			}
+			select {
+			case <-time.After(time.Second):
+			case <-w.goneCh:
+				return fmt.Errorf("deleted during init: %s", msg)
+			case <-w.stopNow:
+				return fmt.Errorf("stopped during init: %s", msg)
+			}
+			if w.current().DeletionTimestamp != nil {
+				return fmt.Errorf("deleted during init: %s", msg)
+			}
+		}
+	}
+	w.setWaiting("", "")
+	return nil
+}
+
+// runToCompletion starts c's process and waits for its exit code; a deletion or the agent's
+// shutdown kills it.
+func (w *podWorker) runToCompletion(c *containerRunner) (int32, error) {
+	exited, err := c.start()
+	if err != nil {
+		return -1, err
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-exited:
+			st := c.status().State.Terminated
+			if st == nil {
+				return -1, fmt.Errorf("exited without a status")
+			}
+			return st.ExitCode, nil
+		case <-w.goneCh:
+		case <-w.stopNow:
+		case <-tick.C:
+			if w.current().DeletionTimestamp == nil {
+				continue
+			}
+		}
+		c.mu.Lock()
+		pid := c.pid
+		c.mu.Unlock()
+		killGroup(pid, syscall.SIGKILL)
+		<-exited
+		return -1, fmt.Errorf("killed: the pod is going away")
+	}
 }
 
 func (w *podWorker) setWaiting(reason, msg string) {

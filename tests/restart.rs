@@ -133,6 +133,11 @@ fn deploy_on_delete(ns: &str) {
 
 /// A change to the pod template (a new revision the controller does not roll out itself).
 fn new_revision(ns: &str) -> String {
+    template_change(ns, "2")
+}
+
+/// The pod template's annotation `test/revision` set to `value`: the new update revision.
+fn template_change(ns: &str, value: &str) -> String {
     kubectl_ok(&[
         "patch",
         "sts",
@@ -142,7 +147,9 @@ fn new_revision(ns: &str) -> String {
         "--type",
         "merge",
         "-p",
-        r#"{"spec":{"template":{"metadata":{"annotations":{"test/revision":"2"}}}}}"#,
+        &format!(
+            r#"{{"spec":{{"template":{{"metadata":{{"annotations":{{"test/revision":"{value}"}}}}}}}}}}"#
+        ),
     ]);
     let mut update = String::new();
     wait_until(Duration::from_secs(30), "a new update revision", || {
@@ -279,6 +286,85 @@ fn a_staged_update_stopped_midway_resumes_and_then_puts_the_strategy_back() {
         serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 3}})
     );
     assert!(saved.is_null(), "{saved}");
+}
+
+/// Starts `restart etcd -o json` and holds it at its second step: the first follower
+/// restarted, the next eviction refused by the PDB (set to allow none). Returns the run.
+fn restart_held_at_the_second_step(ns: &str) -> Running {
+    let leader = etcd_leader(ns).unwrap().0;
+    let followers = others_than(&leader, "etcd", 3);
+    let mut run = Running::start(&[
+        "restart",
+        "etcd",
+        "-n",
+        ns,
+        "--timeout",
+        "90s",
+        "-o",
+        "json",
+    ]);
+    run.wait_for(
+        &format!("waiting for {}'s replacement", followers[0]),
+        Duration::from_secs(60),
+    );
+    set_pdb(ns, "etcd", 0, 0);
+    run.wait_for(
+        &format!("cannot evict {} yet", followers[1]),
+        Duration::from_secs(60),
+    );
+    run
+}
+
+/// A second operator changes the template again while an OnDelete update is driven: the
+/// restart follows the newest revision, the member it had updated to the first one included,
+/// and ends with every member there.
+#[test]
+fn a_template_changed_during_an_update_is_followed_to_the_newest_revision() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-follow");
+    deploy_on_delete(&ns.name);
+    let first = new_revision(&ns.name);
+    let run = restart_held_at_the_second_step(&ns.name);
+    let newest = template_change(&ns.name, "3");
+    assert_ne!(newest, first);
+    set_pdb(&ns.name, "etcd", 1, 1);
+    let (code, out, err) = run.finish(Duration::from_secs(180));
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(revisions(&ns.name), vec![newest.clone(); 3], "{err}");
+    assert_eq!(report["restart"]["revision"], newest.as_str(), "{report:#}");
+    assert!(
+        report["followed"][0]
+            .as_str()
+            .is_some_and(|f| f.contains(&format!("revision {first} to {newest}"))),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["cluster"]["evictions"], 4,
+        "the member updated to {first} was updated again: {report:#}"
+    );
+}
+
+/// A second operator changes the template of a RollingUpdate StatefulSet during a restart:
+/// the controller starts its own rollout, and the restart stops before its next step.
+#[test]
+fn a_rollout_the_controller_starts_during_a_restart_stops_it() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-conflict");
+    deploy_etcd(&ns.name, 3);
+    let run = restart_held_at_the_second_step(&ns.name);
+    template_change(&ns.name, "2");
+    let (code, out, err) = run.finish(Duration::from_secs(90));
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report["cluster"]["evictions"], 1,
+        "nothing after the first: {report:#}"
+    );
+    assert!(
+        err.contains("controller started rolling it"),
+        "says why: {err}"
+    );
 }
 
 /// The first follower restarted; while a PDB holds the next step, the restarted follower

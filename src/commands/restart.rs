@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::{GlobalArgs, Output, RestartArgs, SelectArgs};
 use crate::commands::drain::evict::Evictor;
 use crate::commands::drain::lock;
-use crate::commands::drain::real::{cluster_input, Real};
+use crate::commands::drain::real::{cluster_input, Following, Real};
 use crate::commands::drain::{write_cluster_line, write_done};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Settings};
@@ -50,6 +50,9 @@ pub struct RestartReport {
     pub succeeded: bool,
     pub cluster: ClusterSummary,
     pub message: String,
+    /// What changed under it and how it followed (a newer template during a driven update).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub followed: Vec<String>,
 }
 
 pub async fn run(
@@ -207,6 +210,7 @@ pub async fn run(
             succeeded,
             cluster: c,
             message,
+            followed: vec![],
         };
         print(&r, args.output, out)?;
         return if succeeded {
@@ -254,13 +258,17 @@ pub async fn run(
             "Warning: took over {ns}/{name}'s stale lock from {who}"
         )?;
     }
+    let following = Following::new(
+        restart,
+        sts.status.as_ref().and_then(|s| s.update_revision.clone()),
+    );
     let result = restart_locked(
         &surveyor,
         args,
         &sts_api,
         &ns,
         &name,
-        &restart,
+        &following,
         driven.as_ref(),
         &opts,
         &held,
@@ -279,15 +287,15 @@ async fn restart_locked(
     sts_api: &Api<StatefulSet>,
     ns: &str,
     name: &str,
-    restart: &Restart,
+    following: &Following,
     driven: Option<&Driven>,
     opts: &DrainOptions,
     held: &lock::Held,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    if let Restart::Restart { uids } = restart {
-        annotate(sts_api, name, Some(&to_annotation(uids))).await?;
+    if let Restart::Restart { uids } = following.now() {
+        annotate(sts_api, name, Some(&to_annotation(&uids))).await?;
     }
     if let Some(d) = driven.filter(|d| d.switch_now) {
         switch_to_on_delete(sts_api, name, &d.strategy).await?;
@@ -326,7 +334,7 @@ async fn restart_locked(
         ns,
         name,
         lock: Some(held),
-        restart: Some(restart),
+        restart: Some(following),
     };
     let progress = Progress::new();
     let line = progress.line(&format!("{ns}/{name}"));
@@ -336,6 +344,12 @@ async fn restart_locked(
     let mut summary = drain_cluster(&real, &line, opts, &settings, ns, name).await;
     line.finish();
     ctrl_c.abort();
+    // A newer template it followed: the report names the revision it drove in the end.
+    let restart = &following.now();
+    let followed = following.notes();
+    for note in &followed {
+        writeln!(err, "{ns}/{name}: {note}")?;
+    }
     let succeeded = summary.result != ClusterResult::Stopped;
     let message = if succeeded {
         if let Restart::Restart { .. } = restart {
@@ -374,6 +388,7 @@ async fn restart_locked(
         succeeded,
         cluster: summary,
         message,
+        followed,
     };
     print(&r, args.output, out)?;
     if succeeded {

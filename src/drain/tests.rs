@@ -156,6 +156,7 @@ impl ClusterOps for Scripted {
                 empty_dirs: Default::default(),
                 placement_unknown: None,
                 replace: self.replace(),
+                conflict: None,
             },
         }))
     }

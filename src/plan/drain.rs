@@ -175,6 +175,9 @@ pub struct ClusterInput {
     /// yet at the update revision), as drained nodes' members are; a transfer never goes to
     /// one of them.
     pub replace: BTreeSet<String>,
+    /// Why no member may be replaced by this run any more (`plan::restart::follow`'s
+    /// conflict): the plan stops with it before any step.
+    pub conflict: Option<String>,
 }
 
 /// The names of a pod's emptyDir volumes, kubectl drain's "local storage".
@@ -233,6 +236,9 @@ pub enum BlockReason {
     /// Where a replacement could start could not be checked (no right to list PVs or nodes),
     /// and --allow-degraded was not given.
     PlacementUnknown,
+    /// Another actor took over what this run replaces (restart: the StatefulSet's controller
+    /// now rolls members itself): going on would interleave two rollouts.
+    RolloutConflict,
 }
 
 impl BlockReason {
@@ -342,6 +348,15 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
     let on_drained = |x: &&ReplicaReport| {
         c.replace.contains(&x.pod) || x.node.as_ref().is_some_and(|n| opts.nodes.contains(n))
     };
+    // Another rollout took over: nothing more is this run's, not even "done".
+    if let Some(why) = &c.conflict {
+        plan.blocker = block(
+            BlockReason::RolloutConflict,
+            None,
+            format!("{cluster}: {why}"),
+        );
+        return plan;
+    }
     let mut leaving: Vec<&ReplicaReport> = replicas.iter().copied().filter(on_drained).collect();
     if leaving.is_empty() {
         return plan;

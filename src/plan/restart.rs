@@ -121,6 +121,72 @@ pub fn pending(pods: &[Pod], restart: &Restart) -> BTreeSet<String> {
         .collect()
 }
 
+/// What the StatefulSet, as it is now, means for a restart under way (checked at every look).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followed {
+    /// Nothing changed what the restart replaces.
+    Same,
+    /// The template changed again during a driven update: the restart now drives the newest
+    /// revision (members at the one it started with are behind too, and leadership goes only
+    /// to members at the newest).
+    Revision { from: String, to: String },
+    /// Going on would interleave with another actor; stop before the next step, saying why.
+    Conflict(String),
+}
+
+/// Follows the StatefulSet between steps: a driven update follows a newer template (as the
+/// controller itself would), but stops once the StatefulSet is no longer `OnDelete` (its
+/// controller would replace members itself); a restart of the current revision stops once
+/// the controller rolls a new one: one under way, or one finished since the restart began at
+/// `started_at` (the update revision then; a rollout can end between two looks).
+pub fn follow(
+    restart: &Restart,
+    started_at: Option<&str>,
+    sts: &StatefulSet,
+    pods: &[Pod],
+) -> Followed {
+    let status = sts.status.clone().unwrap_or_default();
+    let update = status.update_revision.unwrap_or_default();
+    let strategy = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|s| s.type_.clone())
+        .unwrap_or_else(|| "RollingUpdate".into());
+    match restart {
+        Restart::Update { revision } => {
+            if strategy != "OnDelete" {
+                return Followed::Conflict(format!(
+                    "the StatefulSet's update strategy was changed to {strategy} during the update: its controller now replaces members itself, in reverse ordinal order whichever leads. Stopped so that two rollouts do not interleave; set it back to OnDelete (or stage the update) and run the same command again"
+                ));
+            }
+            if !update.is_empty() && &update != revision {
+                return Followed::Revision {
+                    from: revision.clone(),
+                    to: update,
+                };
+            }
+            Followed::Same
+        }
+        Restart::Restart { .. } => {
+            let rolled = |from: &str, to: &str| {
+                Followed::Conflict(format!(
+                    "the StatefulSet's controller started rolling it (revision {from} to {to}) during the restart: it replaces members in reverse ordinal order whichever leads. Stopped so that two rollouts do not interleave; let the controller finish, or stage the change (partition, or OnDelete) and run kubectl raft restart to drive it"
+                ))
+            };
+            match (mode(sts, pods), started_at) {
+                (Mode::ControllerRolling { current, update }, _) => rolled(&current, &update),
+                (_, Some(start))
+                    if strategy != "OnDelete" && !update.is_empty() && update != start =>
+                {
+                    rolled(start, &update)
+                }
+                _ => Followed::Same,
+            }
+        }
+    }
+}
+
 /// A restart of every member as they are now.
 pub fn restart_all(pods: &[Pod]) -> Restart {
     Restart::Restart {
@@ -184,6 +250,81 @@ mod tests {
 
     const T0: &str = "uid-a";
     const T1: &str = "uid-b";
+
+    fn update(revision: &str) -> Restart {
+        Restart::Update {
+            revision: revision.into(),
+        }
+    }
+
+    #[test]
+    fn a_driven_update_follows_a_newer_template() {
+        let pods = [pod("a-0", "r2", T1), pod("a-1", "r1", T0)];
+        assert_eq!(
+            follow(&update("r2"), None, &sts("OnDelete", "r1", "r3"), &pods),
+            Followed::Revision {
+                from: "r2".into(),
+                to: "r3".into()
+            }
+        );
+        assert_eq!(
+            follow(&update("r2"), None, &sts("OnDelete", "r1", "r2"), &pods),
+            Followed::Same
+        );
+    }
+
+    #[test]
+    fn a_driven_update_stops_once_the_strategy_is_no_longer_on_delete() {
+        let pods = [pod("a-0", "r2", T1), pod("a-1", "r1", T0)];
+        let f = follow(
+            &update("r2"),
+            None,
+            &sts("RollingUpdate", "r1", "r2"),
+            &pods,
+        );
+        assert!(
+            matches!(&f, Followed::Conflict(m) if m.contains("changed to RollingUpdate")),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_restart_stops_once_the_controller_rolls_a_new_revision() {
+        let restart = restart_all(&[pod("a-0", "r1", T0), pod("a-1", "r1", T1)]);
+        let now = [pod("a-0", "r1", T0), pod("a-1", "r2", "uid-c")];
+        let f = follow(
+            &restart,
+            Some("r1"),
+            &sts("RollingUpdate", "r1", "r2"),
+            &now,
+        );
+        assert!(
+            matches!(&f, Followed::Conflict(m) if m.contains("started rolling it")),
+            "{f:?}"
+        );
+        // On OnDelete a new template rolls nothing by itself: the restart goes on.
+        assert_eq!(
+            follow(&restart, Some("r1"), &sts("OnDelete", "r1", "r2"), &now),
+            Followed::Same
+        );
+    }
+
+    #[test]
+    fn a_controller_rollout_that_ended_between_two_looks_stops_the_restart_too() {
+        let restart = restart_all(&[pod("a-0", "r1", T0), pod("a-1", "r1", T1)]);
+        // Every member already at r2, rolled by the controller: nothing is behind now.
+        let now = [pod("a-0", "r2", "uid-c"), pod("a-1", "r2", "uid-d")];
+        let f = follow(
+            &restart,
+            Some("r1"),
+            &sts("RollingUpdate", "r2", "r2"),
+            &now,
+        );
+        assert!(
+            matches!(&f, Followed::Conflict(m) if m.contains("revision r1 to r2")),
+            "{f:?}"
+        );
+    }
 
     #[test]
     fn pods_at_the_update_revision_are_restarted() {

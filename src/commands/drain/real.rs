@@ -2,12 +2,14 @@
 //! through the Surveyor, evictions through the Evictor, transfers through the handover, the
 //! lock through its Lease. `drain` and `restart` both run the executor on it; they differ in
 //! which members must go (`drain`: those on the drained nodes; `restart`: those not yet
-//! restarted, [`Replace`]).
+//! restarted, [`Following`]).
 
 use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
@@ -23,7 +25,7 @@ use crate::model::{human_duration, pod_ready, ClusterObservation, Selection};
 use crate::plan::drain::{emptydir_volumes, ClusterInput, DrainOptions, DrainStep};
 use crate::plan::groups::moves_off;
 use crate::plan::placement::stuck_members;
-use crate::plan::restart::{pending, Restart};
+use crate::plan::restart::{follow, pending, Followed, Restart};
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::ClusterReport;
 use crate::survey::Surveyor;
@@ -75,6 +77,60 @@ pub(crate) fn cluster_input(
         empty_dirs,
         placement_unknown,
         replace,
+        conflict: None,
+    }
+}
+
+/// What a restart replaces, followed between steps (`plan::restart::follow`): a newer template
+/// during a driven update becomes the revision it drives, with a note of it.
+pub(crate) struct Following {
+    restart: Mutex<Restart>,
+    /// The StatefulSet's update revision when the run began.
+    started_at: Option<String>,
+    notes: Mutex<Vec<String>>,
+}
+
+impl Following {
+    pub(crate) fn new(restart: Restart, started_at: Option<String>) -> Self {
+        Following {
+            restart: Mutex::new(restart),
+            started_at,
+            notes: Mutex::new(vec![]),
+        }
+    }
+
+    /// What it replaces now.
+    pub(crate) fn now(&self) -> Restart {
+        self.restart.lock().expect("not poisoned").clone()
+    }
+
+    /// What changed under it, in order.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        self.notes.lock().expect("not poisoned").clone()
+    }
+
+    /// The members to replace now, and why none may be (a conflict), from the StatefulSet and
+    /// its pods as this look found them.
+    fn replace(
+        &self,
+        sts: Option<&StatefulSet>,
+        pods: &[Pod],
+    ) -> (BTreeSet<String>, Option<String>) {
+        let mut restart = self.restart.lock().expect("not poisoned");
+        let mut conflict = None;
+        if let Some(sts) = sts {
+            match follow(&restart, self.started_at.as_deref(), sts, pods) {
+                Followed::Same => {}
+                Followed::Revision { from, to } => {
+                    self.notes.lock().expect("not poisoned").push(format!(
+                        "the pod template changed during the update (revision {from} to {to}): following it; members at {from} are updated too, and leadership goes only to members at {to}"
+                    ));
+                    *restart = Restart::Update { revision: to };
+                }
+                Followed::Conflict(why) => conflict = Some(why),
+            }
+        }
+        (pending(pods, &restart), conflict)
     }
 }
 
@@ -85,7 +141,7 @@ pub(crate) async fn look(
     ns: &str,
     name: &str,
     drained: &BTreeSet<String>,
-    restart: Option<&Restart>,
+    restart: Option<&Following>,
 ) -> Result<Option<(ClusterObservation, ClusterInput)>> {
     let sel = Selection {
         name: Some(name.to_string()),
@@ -100,10 +156,17 @@ pub(crate) async fn look(
     let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {
         return Ok(None);
     };
-    let replace = restart
-        .map(|r| pending(&obs.target.pods, r))
-        .unwrap_or_default();
-    let input = cluster_input(&obs, report, &survey.snapshot, pvs, drained, replace);
+    let sts = survey
+        .snapshot
+        .statefulsets
+        .iter()
+        .find(|s| s.metadata.name.as_deref() == Some(name));
+    let (replace, conflict) = match restart {
+        Some(f) => f.replace(sts, &obs.target.pods),
+        None => Default::default(),
+    };
+    let mut input = cluster_input(&obs, report, &survey.snapshot, pvs, drained, replace);
+    input.conflict = conflict;
     Ok(Some((obs, input)))
 }
 
@@ -122,7 +185,7 @@ pub(crate) struct Real<'a> {
     pub name: &'a str,
     pub lock: Option<&'a lock::Held>,
     /// restart's members: those it still has to replace (None: drain's, by node).
-    pub restart: Option<&'a Restart>,
+    pub restart: Option<&'a Following>,
 }
 
 impl Real<'_> {

@@ -61,6 +61,7 @@ fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
         empty_dirs: BTreeMap::new(),
         placement_unknown: None,
         replace: Default::default(),
+        conflict: None,
     }
 }
 

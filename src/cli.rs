@@ -96,7 +96,8 @@ pub enum Command {
     /// after a verified transfer to a restarted member, each caught up before the next.
     #[command(after_help = "Examples:\n  \
         kubectl raft restart etcd -n db                   # every member, in the safe order\n  \
-        kubectl raft restart sts/etcd -n db --dry-run     # the order, the transfer, what each step leaves\n\n\
+        kubectl raft restart sts/etcd -n db --dry-run     # the order, the transfer, what each step leaves\n  \
+        kubectl raft restart -l tier=raft -A --dry-run    # every matching StatefulSet, one after another\n\n\
         Each member is evicted (PodDisruptionBudgets are honoured) and recreated by its controller.\n\
         Before each step the others must form a quorum of healthy, caught-up voters; after it the\n\
         replacement must be Ready and rejoined. A restart records its members on the StatefulSet\n\
@@ -281,8 +282,31 @@ pub struct DrainArgs {
 #[derive(Debug, Args, Clone)]
 pub struct RestartArgs {
     /// The StatefulSet (NAME or sts/NAME).
-    #[arg(value_name = "NAME")]
-    pub name: String,
+    #[arg(
+        value_name = "NAME",
+        conflicts_with = "selector",
+        required_unless_present = "selector"
+    )]
+    pub name: Option<String>,
+
+    /// The StatefulSets whose labels match (as `kubectl rollout restart sts -l`), restarted one
+    /// after another in namespace and name order; those that are not Raft clusters are skipped.
+    #[arg(
+        short = 'l',
+        long,
+        value_name = "SELECTOR",
+        help_heading = "What to act on"
+    )]
+    pub selector: Option<String>,
+
+    /// With -l: the matching StatefulSets of every namespace.
+    #[arg(
+        short = 'A',
+        long,
+        requires = "selector",
+        help_heading = "What to act on"
+    )]
+    pub all_namespaces: bool,
 
     /// Print the order, the transfer and what each step leaves; change nothing.
     #[arg(long)]

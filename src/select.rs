@@ -13,6 +13,19 @@ use crate::model::{ClusterTarget, OwnerKind, Selection, Snapshot};
 use crate::profile::annotations::{self, Described};
 use crate::profile::{Catalog, Profile};
 
+/// A StatefulSet asked for by name runs nothing kubectl raft recognises (commands that act on
+/// a selection of StatefulSets skip it, saying so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRecognised(pub String);
+
+impl std::fmt::Display for NotRecognised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotRecognised {}
+
 /// `sts/etcd`, `statefulset/etcd`, `statefulsets.apps/etcd` -> `etcd`
 pub fn strip_kind(name: &str) -> Result<&str> {
     match name.split_once('/') {
@@ -151,13 +164,14 @@ fn clusters_from_statefulsets(
         };
         let Some(profile) = profile else {
             if wanted.is_some() {
-                bail!(
+                return Err(NotRecognised(format!(
                     "statefulset {ns}/{name} is not a Raft system kubectl raft recognises (known: {}); \
                      name one with --system, or describe it with the annotations {} and {} (docs/profiles.md)",
                     catalog.names().join(", "),
                     annotations::PORT,
                     annotations::HEALTH_PATH
-                );
+                ))
+                .into());
             }
             continue;
         };

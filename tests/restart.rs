@@ -511,3 +511,96 @@ fn restart_without_a_required_permission_names_it() {
         &state,
     );
 }
+
+/// Labels `sts/etcd` in `ns` with `kraft-test/restart-l=<value>`.
+fn label_etcd(ns: &str, value: &str) {
+    kubectl_ok(&[
+        "label",
+        "sts",
+        "etcd",
+        "-n",
+        ns,
+        &format!("kraft-test/restart-l={value}"),
+    ]);
+}
+
+/// `-l` with `-A`: every matching StatefulSet, one after another in namespace order, each
+/// the Raft way; a matching StatefulSet that is no Raft cluster is skipped, said.
+#[test]
+fn a_label_selection_restarts_each_matching_statefulset_in_turn() {
+    let _nodes = shared_nodes();
+    let a = TestNamespace::new("rs-l-a");
+    let b = TestNamespace::new("rs-l-b");
+    let value = a.name.clone();
+    for ns in [&a.name, &b.name] {
+        deploy_etcd(ns, 3);
+        label_etcd(ns, &value);
+    }
+    let plain = format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: plain, labels: {{kraft-test/restart-l: {value}}}}}\nspec:\n  serviceName: plain\n  replicas: 1\n  selector: {{matchLabels: {{app: plain}}}}\n  template:\n    metadata: {{labels: {{app: plain}}}}\n    spec:\n      containers: [{{name: c, image: example/shell, command: [/bin/sleep, \"3600\"]}}]\n"
+    );
+    let f = tempfile(&plain);
+    kubectl_ok(&["apply", "-n", &b.name, "-f", f.path_str()]);
+    let (before_a, before_b) = (uids(&a.name), uids(&b.name));
+    let selector = format!("kraft-test/restart-l={value}");
+    let (code, list, err) = restart(&["-l", &selector, "-A", "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{list:#}");
+    assert_eq!(list["kind"], "List", "{list:#}");
+    let items = list["items"].as_array().unwrap();
+    let names: Vec<&str> = items
+        .iter()
+        .map(|r| r["cluster"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [a.name.as_str(), b.name.as_str()],
+        "in namespace order"
+    );
+    for r in items {
+        assert_eq!(r["succeeded"], true, "{r:#}");
+        assert_eq!(
+            drain_counts(&r["cluster"]),
+            (Some(3), Some(1), Some(0)),
+            "{r:#}"
+        );
+    }
+    assert!(
+        err.contains("skipped:") && err.contains("/plain is not a Raft system"),
+        "{err}"
+    );
+    let (after_a, after_b) = (uids(&a.name), uids(&b.name));
+    for m in ["etcd-0", "etcd-1", "etcd-2"] {
+        assert_ne!(before_a[m], after_a[m], "{m} in {} restarted", a.name);
+        assert_ne!(before_b[m], after_b[m], "{m} in {} restarted", b.name);
+    }
+    assert_eq!(
+        before_b["plain-0"], after_b["plain-0"],
+        "the plain StatefulSet untouched"
+    );
+}
+
+/// The first StatefulSet of a `-l` selection cannot be restarted (its PDB allows nothing):
+/// the run stops there, the next is not started, and the message says how to go on.
+#[test]
+fn a_label_selection_stops_at_the_first_that_stops_and_says_how_to_go_on() {
+    let _nodes = shared_nodes();
+    let a = TestNamespace::new("rs-ls-a");
+    let b = TestNamespace::new("rs-ls-b");
+    let value = a.name.clone();
+    for ns in [&a.name, &b.name] {
+        deploy_etcd(ns, 3);
+        label_etcd(ns, &value);
+    }
+    set_pdb(&a.name, "etcd", 0, 0);
+    let before_b = uids(&b.name);
+    let selector = format!("kraft-test/restart-l={value}");
+    let (code, list, err) = restart(&["-l", &selector, "-A", "--timeout", "10s"]);
+    assert_eq!(code, Some(1), "{err}\n{list:#}");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list:#}");
+    assert_eq!(uids(&b.name), before_b, "the second was not started");
+    assert!(
+        err.contains(&format!("stopped at {}/etcd", a.name))
+            && err.contains(&format!("then kubectl raft restart etcd -n {}", b.name)),
+        "{err}"
+    );
+}

@@ -15,7 +15,8 @@ use std::io::Write;
 
 use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetUpdateStrategy};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::ResourceExt;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +36,7 @@ use crate::plan::restart::{
 };
 use crate::preflight::{self, Need};
 use crate::report::API_VERSION;
+use crate::select::NotRecognised;
 use crate::survey::Surveyor;
 
 /// The documented `-o json|yaml` result (docs/restart.md).
@@ -55,32 +57,197 @@ pub struct RestartReport {
     pub followed: Vec<String>,
 }
 
+/// How one StatefulSet's restart ended.
+enum Done {
+    Report(Box<RestartReport>),
+    /// Nothing to do (said in this line).
+    Line(String),
+}
+
+/// `-o json|yaml` with `-l`: one document for every StatefulSet, as kubectl lists objects.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RestartReportList<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    items: &'a [RestartReport],
+}
+
+/// The StatefulSet NAME (or sts/NAME) names.
+fn sts_name(arg: &str) -> Result<String> {
+    let name = arg
+        .strip_prefix("sts/")
+        .or_else(|| arg.strip_prefix("statefulset/"))
+        .or_else(|| arg.strip_prefix("statefulsets/"))
+        .unwrap_or(arg)
+        .to_string();
+    if name.contains('/') || name.is_empty() {
+        bail!("{arg}: restart takes a StatefulSet (NAME or sts/NAME)");
+    }
+    Ok(name)
+}
+
+/// The StatefulSets `-l` (with `-A`: in every namespace) selects, by namespace and name.
+async fn selected(
+    surveyor: &Surveyor,
+    args: &RestartArgs,
+    selector: &str,
+) -> Result<Vec<(String, String)>> {
+    let client = surveyor.conn.client.clone();
+    let (api, where_): (Api<StatefulSet>, String) = if args.all_namespaces {
+        (Api::all(client), "in any namespace".into())
+    } else {
+        (
+            Api::namespaced(client, &surveyor.namespace),
+            format!("in namespace {:?}", surveyor.namespace),
+        )
+    };
+    let list = api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|e| api_context(e, "list", "statefulsets", &where_))?;
+    let mut found: Vec<(String, String)> = list
+        .items
+        .iter()
+        .map(|s| (s.namespace().unwrap_or_default(), s.name_any()))
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        bail!("no StatefulSet matches -l {selector} {where_} (-n NAMESPACE, or -A for every namespace?)");
+    }
+    Ok(found)
+}
+
 pub async fn run(
     g: &GlobalArgs,
     args: &RestartArgs,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    let name = args
-        .name
-        .strip_prefix("sts/")
-        .or_else(|| args.name.strip_prefix("statefulset/"))
-        .or_else(|| args.name.strip_prefix("statefulsets/"))
-        .unwrap_or(&args.name)
-        .to_string();
-    if name.contains('/') {
-        bail!(
-            "{}: restart takes a StatefulSet (NAME or sts/NAME)",
-            args.name
-        );
-    }
     let select = SelectArgs {
         system: args.system.clone(),
         profiles: args.profiles.clone(),
         ..Default::default()
     };
     let surveyor = Surveyor::new(g, &select, &args.probe).await?;
-    let ns = surveyor.namespace.clone();
+    let (targets, selector) = match (&args.name, &args.selector) {
+        (Some(n), _) => (vec![(surveyor.namespace.clone(), sts_name(n)?)], None),
+        (None, Some(sel)) => (selected(&surveyor, args, sel).await?, Some(sel.clone())),
+        (None, None) => bail!("restart needs a StatefulSet: NAME, sts/NAME or -l SELECTOR"),
+    };
+    let Some(selector) = selector else {
+        let (ns, name) = &targets[0];
+        return match restart_one(&surveyor, args, ns, name, err).await? {
+            Done::Line(l) => Ok(writeln!(out, "{l}")?),
+            Done::Report(r) => {
+                print(&r, args.output, out)?;
+                finish(&r, err)
+            }
+        };
+    };
+    // One StatefulSet after another, in namespace and name order; the first that stops stops
+    // the rest.
+    writeln!(
+        err,
+        "restarting {} StatefulSet(s) matching -l {selector}, one at a time: {}",
+        targets.len(),
+        targets
+            .iter()
+            .map(|(n, s)| format!("{n}/{s}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )?;
+    let structured = matches!(args.output, Output::Json | Output::Yaml);
+    let mut reports = vec![];
+    let mut done: Vec<String> = vec![];
+    let mut stopped: Option<(usize, String)> = None;
+    let mut blocked = false;
+    for (i, (ns, name)) in targets.iter().enumerate() {
+        match restart_one(&surveyor, args, ns, name, err).await {
+            Ok(Done::Line(l)) => {
+                writeln!(err, "{l}")?;
+                done.push(format!("{ns}/{name}"));
+            }
+            Ok(Done::Report(r)) => {
+                if !structured {
+                    print(&r, args.output, out)?;
+                }
+                let ok = r.succeeded;
+                let message = r.message.clone();
+                reports.push(*r);
+                if args.dry_run {
+                    // A dry run changes nothing: every plan is shown, blocked or not.
+                    blocked |= !ok;
+                    continue;
+                }
+                if !ok {
+                    stopped = Some((i, message));
+                    break;
+                }
+                done.push(format!("{ns}/{name}"));
+            }
+            Err(e) if e.is::<NotRecognised>() => {
+                writeln!(err, "skipped: {}", crate::errors::anyhow_chain(&e))?
+            }
+            Err(e) => {
+                stopped = Some((
+                    i,
+                    format!("{ns}/{name}: {}", crate::errors::anyhow_chain(&e)),
+                ));
+                break;
+            }
+        }
+    }
+    if structured {
+        let list = RestartReportList {
+            api_version: API_VERSION,
+            kind: "List",
+            items: &reports,
+        };
+        crate::render::structured(&list, args.output, out)?;
+    }
+    let Some((at, why)) = stopped else {
+        return if blocked {
+            Err(Reported.into())
+        } else {
+            Ok(())
+        };
+    };
+    let (ns, name) = &targets[at];
+    let rest: Vec<String> = targets[at + 1..]
+        .iter()
+        .map(|(n, s)| format!("kubectl raft restart {s} -n {n}"))
+        .collect();
+    writeln!(
+        err,
+        "error: {why}\nstopped at {ns}/{name}; done before it: {}. To go on: kubectl raft restart {name} -n {ns} (resumes it){}. Running the same -l command again would restart the ones done again.",
+        if done.is_empty() { "none".to_string() } else { done.join(", ") },
+        if rest.is_empty() { String::new() } else { format!(", then {}", rest.join("; ")) }
+    )?;
+    Err(Reported.into())
+}
+
+/// A single StatefulSet's ending: its message on stderr and exit 1 when it did not succeed.
+fn finish(r: &RestartReport, err: &mut dyn Write) -> Result<()> {
+    if r.succeeded {
+        return Ok(());
+    }
+    if !r.dry_run {
+        writeln!(err, "error: {}", r.message)?;
+    }
+    Err(Reported.into())
+}
+
+/// One StatefulSet's restart, start to end: its report (printed by the caller), or a line
+/// when there was nothing to do.
+async fn restart_one(
+    surveyor: &Surveyor,
+    args: &RestartArgs,
+    ns: &str,
+    name: &str,
+    err: &mut dyn Write,
+) -> Result<Done> {
+    let (ns, name) = (ns.to_string(), name.to_string());
     let client = surveyor.conn.client.clone();
     let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
     let sts = sts_api
@@ -96,9 +263,10 @@ pub async fn run(
     };
     let survey = surveyor.survey_in(Some(&ns), &sel).await?;
     let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {
-        bail!(
+        return Err(NotRecognised(format!(
             "{ns}/{name} is not a Raft cluster kubectl raft recognises (`kubectl raft systems`; --system or --profiles to say what it runs)"
-        );
+        ))
+        .into());
     };
     let pods = obs.target.pods.clone();
     // A staged update an earlier run drove under OnDelete: the user's strategy to put back.
@@ -133,12 +301,10 @@ pub async fn run(
             // user's strategy back.
             let strategy = saved.expect("checked");
             restore_strategy(&sts_api, &name, &strategy).await?;
-            writeln!(
-                out,
+            return Ok(Done::Line(format!(
                 "{ns}/{name}: every member is at the update revision; its update strategy ({}) is restored",
                 describe_strategy(&strategy)
-            )?;
-            return Ok(());
+            )));
         }
         Mode::Restart => {
             let marked = sts
@@ -202,7 +368,7 @@ pub async fn run(
             _ => message,
         };
         c.message = message.clone();
-        let r = RestartReport {
+        return Ok(Done::Report(Box::new(RestartReport {
             api_version: API_VERSION,
             kind: "RestartReport",
             dry_run: true,
@@ -211,21 +377,13 @@ pub async fn run(
             cluster: c,
             message,
             followed: vec![],
-        };
-        print(&r, args.output, out)?;
-        return if succeeded {
-            Ok(())
-        } else {
-            Err(Reported.into())
-        };
+        })));
     }
 
     if pending(&pods, &restart).is_empty() {
-        writeln!(
-            out,
+        return Ok(Done::Line(format!(
             "{ns}/{name}: every member is already restarted; nothing to do"
-        )?;
-        return Ok(());
+        )));
     }
     let mut needs = vec![Need::new(
         "patch",
@@ -263,7 +421,7 @@ pub async fn run(
         sts.status.as_ref().and_then(|s| s.update_revision.clone()),
     );
     let result = restart_locked(
-        &surveyor,
+        surveyor,
         args,
         &sts_api,
         &ns,
@@ -272,7 +430,6 @@ pub async fn run(
         driven.as_ref(),
         &opts,
         &held,
-        out,
         err,
     )
     .await;
@@ -291,9 +448,8 @@ async fn restart_locked(
     driven: Option<&Driven>,
     opts: &DrainOptions,
     held: &lock::Held,
-    out: &mut dyn Write,
     err: &mut dyn Write,
-) -> Result<()> {
+) -> Result<Done> {
     if let Restart::Restart { uids } = following.now() {
         annotate(sts_api, name, Some(&to_annotation(&uids))).await?;
     }
@@ -380,7 +536,7 @@ async fn restart_locked(
         )
     };
     summary.message = message.clone();
-    let r = RestartReport {
+    Ok(Done::Report(Box::new(RestartReport {
         api_version: API_VERSION,
         kind: "RestartReport",
         dry_run: false,
@@ -389,14 +545,7 @@ async fn restart_locked(
         cluster: summary,
         message,
         followed,
-    };
-    print(&r, args.output, out)?;
-    if succeeded {
-        Ok(())
-    } else {
-        writeln!(err, "error: {}", r.message)?;
-        Err(Reported.into())
-    }
+    })))
 }
 
 /// A staged RollingUpdate driven under OnDelete: the user's strategy, and whether this run

@@ -355,7 +355,6 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
                 }
             }
         };
-        blocked_since = None;
         // The lock is still ours, by a fresh read, right before the action.
         if let Err(e) = ops.check_lock().await {
             stop(&mut s, crate::errors::anyhow_chain(&e));
@@ -368,7 +367,9 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
             }
         };
         match r {
-            Ok(()) => {}
+            // A step taken: the next wait is a new one. (A step refused for now is not: the
+            // fresh plans it goes back to add up to one wait, bounded by the timeout.)
+            Ok(()) => blocked_since = None,
             // Not now: wait, then look and plan again; what was decided is not retried.
             Err(e) if e.downcast_ref::<StepBlocked>().is_some() => {
                 let since = *blocked_since.get_or_insert_with(Instant::now);

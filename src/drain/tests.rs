@@ -396,6 +396,22 @@ async fn a_pdb_that_relents_lets_the_eviction_through_on_a_fresh_plan() {
     assert_eq!(c.actions().len(), 4, "{:?}", c.actions());
 }
 
+/// Every retry of a refused eviction is a fresh plan, but the wait they add up to is one:
+/// a PDB that never allows stops the drain at --timeout.
+#[tokio::test(start_paused = true)]
+async fn a_pdb_that_never_allows_stops_the_drain_after_the_timeout() {
+    let c = Scripted::new();
+    c.pdb_refusals.set(u32::MAX);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(s.evictions, 0);
+    assert!(
+        s.message.contains("still blocked after 60s") && s.message.contains("PodDisruptionBudget"),
+        "{}",
+        s.message
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_transfer_that_flips_back_evicts_nothing() {
     let c = Scripted::new();

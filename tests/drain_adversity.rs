@@ -252,6 +252,10 @@ fn five_configured_servers_on_three_pods_stop_the_eviction_of_a_follower() {
         )),
         "{message}"
     );
+    assert!(
+        message.contains("2 of the 5 voter(s) zookeeper configures run in no pod"),
+        "the wait is explained by the voters without a pod: {message}"
+    );
     assert_eq!(uids(&ns.name), before, "nothing was evicted");
 }
 

@@ -138,6 +138,10 @@ fn new_revision(ns: &str) -> String {
 
 /// The pod template's annotation `test/revision` set to `value`: the new update revision.
 fn template_change(ns: &str, value: &str) -> String {
+    let before = kubectl_json(&["get", "sts", "etcd", "-n", ns])["status"]["updateRevision"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     kubectl_ok(&[
         "patch",
         "sts",
@@ -155,7 +159,7 @@ fn template_change(ns: &str, value: &str) -> String {
     wait_until(Duration::from_secs(30), "a new update revision", || {
         let s = kubectl_json(&["get", "sts", "etcd", "-n", ns]);
         update = s["status"]["updateRevision"].as_str().unwrap_or("").into();
-        !update.is_empty() && s["status"]["currentRevision"] != update.as_str()
+        !update.is_empty() && update != before && s["status"]["currentRevision"] != update.as_str()
     });
     update
 }

@@ -25,12 +25,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
 use crate::commands::progress::Progress;
-use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Evicted, Settings};
+use crate::drain::{drain_cluster, verdict, ClusterResult, ClusterSummary, Evicted, Settings};
 use crate::errors::{api_context, is_forbidden, Reported};
 use crate::model::{human_duration, ClusterObservation, Selection};
-use crate::plan::drain::{
-    classify_pod, plan_drain, Action, ClusterInput, DrainOptions, PodRules, PodVerdict,
-};
+use crate::plan::drain::nodes::{arrived_member, ordinary_pods, Ordinary};
+use crate::plan::drain::{plan_drain, Action, ClusterInput, DrainOptions, PodRules, PodVerdict};
 use crate::plan::groups::moves_off;
 use crate::preflight::{self, Need};
 use crate::report::API_VERSION;
@@ -271,13 +270,7 @@ async fn drain(
         // Pods scheduled between the first look and the cordon: ordinary ones join the
         // drain; a StatefulSet's pod (a Raft member, perhaps) was not planned for: stop.
         let now = pods_on(&client, nodes, args.pod_selector.as_deref()).await?;
-        let seen: BTreeSet<_> = on_nodes.iter().map(|p| p.metadata.uid.clone()).collect();
-        if let Some(p) = now.iter().find(|p| {
-            !seen.contains(&p.metadata.uid)
-                && p.owner_references()
-                    .iter()
-                    .any(|o| o.controller == Some(true) && o.kind == "StatefulSet")
-        }) {
+        if let Some(p) = arrived_member(on_nodes, &now) {
             bail!(
                 "pod {}/{} (a StatefulSet's) was scheduled onto {} after this drain looked and before the cordon; the node(s) stay cordoned: run the same command again to plan with it",
                 p.namespace().unwrap_or_default(),
@@ -295,39 +288,9 @@ async fn drain(
         delete_emptydir_data: args.steps.delete_emptydir_data,
         force: args.force,
     };
-    let mut ordinary: Vec<(Pod, PodVerdict)> = on_nodes
-        .iter()
-        .filter(|p| !raft_pods.contains(&(p.namespace().unwrap_or_default(), p.name_any())))
-        .map(|p| (p.clone(), classify_pod(p, &rules)))
-        .collect();
-    ordinary.sort_by_key(|(p, _)| (p.namespace(), p.name_any()));
-    let refused: Vec<String> = ordinary
-        .iter()
-        .filter_map(|(p, v)| match v {
-            PodVerdict::Refuse(why) => Some(format!(
-                "{}/{}: {why}",
-                p.namespace().unwrap_or_default(),
-                p.name_any()
-            )),
-            _ => None,
-        })
-        .collect();
-    for (p, v) in &ordinary {
-        match v {
-            PodVerdict::Skip(why) => writeln!(
-                err,
-                "Warning: ignoring pod {}/{}: {why}",
-                p.namespace().unwrap_or_default(),
-                p.name_any()
-            )?,
-            PodVerdict::Evict(Some(w)) => writeln!(
-                err,
-                "Warning: pod {}/{}: {w}",
-                p.namespace().unwrap_or_default(),
-                p.name_any()
-            )?,
-            _ => {}
-        }
+    let ordinary = ordinary_pods(on_nodes, raft_pods, &rules);
+    for w in &ordinary.warnings {
+        writeln!(err, "Warning: {w}")?;
     }
 
     let opts = DrainOptions {
@@ -339,15 +302,15 @@ async fn drain(
     };
 
     if args.dry_run {
-        return dry_run(evictor, args, nodes, &ordinary, &refused, found, &opts, out).await;
+        return dry_run(evictor, args, nodes, &ordinary, found, &opts, out).await;
     }
-    if !refused.is_empty() {
+    if !ordinary.refused.is_empty() {
         writeln!(
             err,
             "error: cannot drain {}: these pods cannot be moved:",
             nodes.join(", ")
         )?;
-        for r in &refused {
+        for r in &ordinary.refused {
             writeln!(err, "  {r}")?;
         }
         writeln!(
@@ -375,26 +338,19 @@ async fn drain(
 
     let ordinary_work = async {
         let line = progress.line("pods");
-        let results = futures::future::join_all(
-            ordinary
-                .iter()
-                .filter(|(_, v)| matches!(v, PodVerdict::Evict(_)))
-                .map(|(p, v)| {
-                    let line = &line;
-                    async move {
-                        let result = match evictor.evict(p, line).await {
-                            Ok(Evicted::AlreadyGone) => {
-                                Ok("already gone (not evicted again)".to_string())
-                            }
-                            Ok(Evicted::Accepted) => {
-                                evictor.wait_gone(p).await.map(|_| "evicted".to_string())
-                            }
-                            Err(e) => Err(e),
-                        };
-                        (p, v, result)
+        let results = futures::future::join_all(ordinary.to_evict().map(|(p, v)| {
+            let line = &line;
+            async move {
+                let result = match evictor.evict(p, line).await {
+                    Ok(Evicted::AlreadyGone) => Ok("already gone (not evicted again)".to_string()),
+                    Ok(Evicted::Accepted) => {
+                        evictor.wait_gone(p).await.map(|_| "evicted".to_string())
                     }
-                }),
-        )
+                    Err(e) => Err(e),
+                };
+                (p, v, result)
+            }
+        }))
         .await;
         line.finish();
         results
@@ -463,16 +419,7 @@ async fn drain(
             failures.push(s.message.clone());
         }
     }
-    let succeeded = failures.is_empty();
-    let message = if succeeded {
-        format!("drained {}", nodes.join(", "))
-    } else {
-        format!(
-            "the drain stopped: {}. The node(s) stay cordoned. Fix what is named and run the same command again to resume (it plans from what it finds), or `kubectl uncordon {}` to give up",
-            failures.join("; "),
-            nodes.join(" ")
-        )
-    };
+    let (succeeded, message) = verdict(nodes, &failures);
     let report = DrainReport {
         api_version: API_VERSION,
         kind: "DrainReport",
@@ -495,9 +442,8 @@ async fn drain(
     }
 }
 
-/// The end of a drain, checked as a user would: the nodes' pods are listed again, and a
-/// cluster reported drained whose member is still on a drained node (a pod deleted with
-/// `--cascade=orphan`, a controller that put it back) is reported stopped instead.
+/// The end of a drain, checked as a user would: the nodes' pods listed again
+/// (`drain::check_nothing_left` decides).
 async fn check_nothing_left(
     client: &kube::Client,
     nodes: &[String],
@@ -520,33 +466,18 @@ async fn check_nothing_left(
             )
         })
         .collect();
-    for s in summaries
-        .iter_mut()
-        .filter(|s| s.result == ClusterResult::Drained)
-    {
-        let members: BTreeSet<String> = found
-            .first
-            .observations
-            .iter()
-            .filter(|o| o.target.namespace == s.namespace && o.target.name == s.name)
-            .flat_map(|o| o.target.pods.iter().map(|p| p.name_any()))
-            .collect();
-        let left: Vec<String> = still
-            .iter()
-            .filter(|(ns, pod, _)| *ns == s.namespace && members.contains(pod))
-            .map(|(_, pod, node)| format!("{pod} on {node}"))
-            .collect();
-        if !left.is_empty() {
-            s.result = ClusterResult::Stopped;
-            s.left = left.clone();
-            s.message = format!(
-                "{}/{}: {} still on the drained node(s) after the drain (a pod deleted with --cascade=orphan, or a controller that put it back)",
-                s.namespace,
-                s.name,
-                left.join(", ")
-            );
-        }
-    }
+    let members = found
+        .first
+        .observations
+        .iter()
+        .map(|o| {
+            (
+                (o.target.namespace.clone(), o.target.name.clone()),
+                o.target.pods.iter().map(|p| p.name_any()).collect(),
+            )
+        })
+        .collect();
+    crate::drain::check_nothing_left(summaries, &still, &members);
     Ok(())
 }
 
@@ -598,14 +529,13 @@ async fn dry_run(
     evictor: &Evictor,
     args: &DrainArgs,
     nodes: &[String],
-    ordinary: &[(Pod, PodVerdict)],
-    refused: &[String],
+    ordinary: &Ordinary,
     found: &Found<'_>,
     opts: &DrainOptions,
     out: &mut dyn Write,
 ) -> Result<()> {
     let mut pods = vec![];
-    for (p, v) in ordinary {
+    for (p, v) in &ordinary.pods {
         let result = match v {
             PodVerdict::Evict(_) => evictor.dry_run(p).await,
             PodVerdict::Skip(_) => "stays".into(),
@@ -673,7 +603,8 @@ async fn dry_run(
         c.plan = plan;
         summaries.push(c);
     }
-    let blockers: Vec<String> = refused
+    let blockers: Vec<String> = ordinary
+        .refused
         .iter()
         .cloned()
         .chain(

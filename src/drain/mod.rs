@@ -232,6 +232,56 @@ fn empty_plan(ns: &str, name: &str) -> ClusterPlan {
 }
 
 /// The members still on the drained nodes ("pod on node") or still to be restarted.
+/// The end of a drain, checked as a user would: `still` are the pods on the drained nodes now
+/// (namespace, pod, node), `members` each cluster's members (by namespace and name). A cluster
+/// reported drained whose member is still there (a pod deleted with `--cascade=orphan`, a
+/// controller that put it back) is reported stopped instead.
+pub fn check_nothing_left(
+    summaries: &mut [ClusterSummary],
+    still: &[(String, String, String)],
+    members: &BTreeMap<(String, String), BTreeSet<String>>,
+) {
+    for s in summaries
+        .iter_mut()
+        .filter(|s| s.result == ClusterResult::Drained)
+    {
+        let Some(mine) = members.get(&(s.namespace.clone(), s.name.clone())) else {
+            continue;
+        };
+        let left: Vec<String> = still
+            .iter()
+            .filter(|(ns, pod, _)| *ns == s.namespace && mine.contains(pod))
+            .map(|(_, pod, node)| format!("{pod} on {node}"))
+            .collect();
+        if !left.is_empty() {
+            s.result = ClusterResult::Stopped;
+            s.left = left.clone();
+            s.message = format!(
+                "{}/{}: {} still on the drained node(s) after the drain (a pod deleted with --cascade=orphan, or a controller that put it back)",
+                s.namespace,
+                s.name,
+                left.join(", ")
+            );
+        }
+    }
+}
+
+/// A whole drain's verdict: drained, or where it stopped and how to go on (`failures`: each
+/// ordinary pod's and each stopped cluster's message).
+pub fn verdict(nodes: &[String], failures: &[String]) -> (bool, String) {
+    if failures.is_empty() {
+        return (true, format!("drained {}", nodes.join(", ")));
+    }
+    (
+        false,
+        format!(
+            "the drain stopped: {}. The node(s) stay cordoned. Fix what is named and run the same command again to resume (it plans from what it finds), or `kubectl uncordon {}` to give up",
+            failures.join("; "),
+            nodes.join(" ")
+        ),
+    )
+}
+
 pub fn left_on(input: &ClusterInput, nodes: &BTreeSet<String>) -> Vec<String> {
     input
         .report

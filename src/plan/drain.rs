@@ -471,11 +471,18 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
                 .filter(|y| !sim.contains(y.pod.as_str()) && y.pod != x.pod)
                 .filter_map(|y| healthy_voter(y, Some(leader), opts.max_lag).err())
                 .collect();
+            // Voters the configuration lists beyond the pods (a member scaled away without
+            // being removed, or one run elsewhere): counted in the quorum, never healthy here.
+            let voter_pods = replicas.iter().filter(|y| y.raft.role.is_voter()).count() as u32;
+            let ghosts = match r.summary.voters.saturating_sub(voter_pods) {
+                0 => String::new(),
+                n => format!("; {n} of the {} voter(s) {} configures run in no pod of this StatefulSet (a member scaled away without being removed, or one running elsewhere): they count towards the quorum and never answer here", r.summary.voters, r.system),
+            };
             plan.blocker = block(
                 BlockReason::QuorumAtRisk,
                 Some(&x.pod),
                 format!(
-                    "{cluster}: evicting {} would leave {during} healthy voter(s) where {quorum} are needed{}; waiting for the others to be healthy",
+                    "{cluster}: evicting {} would leave {during} healthy voter(s) where {quorum} are needed{}{ghosts}; waiting for the others to be healthy",
                     x.pod,
                     if unhealthy.is_empty() { String::new() } else { format!(" ({})", unhealthy.join("; ")) }
                 ),
@@ -563,6 +570,8 @@ fn role_word(x: &ReplicaReport) -> &'static str {
         _ => "member",
     }
 }
+
+pub mod nodes;
 
 #[cfg(test)]
 mod tests;

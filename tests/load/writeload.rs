@@ -18,6 +18,7 @@
 //! itself answers as leader (followers go on naming a crashed leader until they time out).
 //!
 //! NATS JetStream instead: writeload --nats nats://IP:4222,... --monitors http://IP:8222,...
+//!                                    [--monitors-file FILE] (read again, as --endpoints-file)
 //!                                    --stream BENCH [--subject BENCH.w]
 //!                                    [--user U --password P]
 //! publishes to the stream (each publish waits for the stream leader's acknowledgement; one
@@ -164,7 +165,14 @@ async fn main() {
 /// The JetStream mode: one client for every server, the stream's leader watched on the
 /// monitor ports.
 async fn nats_main(args: &[String], servers: Vec<String>) {
-    let monitors = parse_endpoints(&arg(args, "--monitors").expect("--monitors URL[,URL...]"));
+    // --monitors-file: read again as --endpoints-file is, so servers replaced at new addresses
+    // (a restart) are watched.
+    let monitors_file = arg(args, "--monitors-file");
+    let monitors = match (arg(args, "--monitors"), &monitors_file) {
+        (Some(m), _) => parse_endpoints(&m),
+        (None, Some(f)) => parse_endpoints(&std::fs::read_to_string(f).unwrap_or_default()),
+        (None, None) => panic!("--monitors URL[,URL...] or --monitors-file FILE"),
+    };
     let stream = arg(args, "--stream").expect("--stream NAME");
     let subject = arg(args, "--subject").unwrap_or_else(|| format!("{stream}.w"));
     let user = arg(args, "--user").unwrap_or_default();
@@ -181,7 +189,7 @@ async fn nats_main(args: &[String], servers: Vec<String>) {
         http,
         Sampler::NatsStream(stream),
         monitors,
-        None,
+        monitors_file,
     ));
     // The writer's "endpoint" is only a label here: the client picks its server.
     run(

@@ -336,6 +336,22 @@ fn five_configured_voters_on_three_pods_allow_no_eviction() {
         "{}",
         b.message
     );
+    assert!(
+        b.message.contains("2 of the 5 voter(s)") && b.message.contains("run in no pod"),
+        "the voters without a pod are named as the reason: {}",
+        b.message
+    );
+}
+
+#[test]
+fn a_quorum_wait_without_voters_beyond_the_pods_says_nothing_of_them() {
+    let mut ms = three();
+    ms[2].health = CheckState::Unreachable;
+    let b = plan_cluster(&input("etcd", &ms, true), &opts(&[1]))
+        .blocker
+        .expect("refused");
+    assert_eq!(b.reason, BlockReason::QuorumAtRisk);
+    assert!(!b.message.contains("run in no pod"), "{}", b.message);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Rendering: tables for people, JSON and YAML for programs.
 
 use std::io::Write;
+use std::time::Duration;
 
 use anyhow::Result;
 use comfy_table::presets::NOTHING;
@@ -9,7 +10,11 @@ use comfy_table::{ContentArrangement, Table};
 use std::borrow::Cow;
 
 use crate::cli::Output;
-use crate::report::{ClusterReport, ReplicaReport, StatusReport};
+use crate::model::human_duration;
+use crate::plan::drain::{Action, PodVerdict};
+use crate::report::{
+    ClusterReport, ClusterSummary, DrainReport, ReplicaReport, RestartReport, StatusReport,
+};
 
 /// Whether a character could steer a terminal: C0 controls but newline and tab, DEL, and C1
 /// controls (U+0080..U+009F; U+009B is a CSI on some terminals).
@@ -368,4 +373,152 @@ mod mark_tests {
         assert!(row.contains("follower*"), "{text}");
         assert_eq!(text.matches('*').count(), 1, "{text}");
     }
+}
+
+// --- drain and restart -------------------------------------------------------------------
+
+/// `drain`'s summary: `-o json|yaml` the documented report, else the plan (dry run) or what
+/// was done, per cluster.
+pub fn drain_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result<()> {
+    if structured(r, output, out)? {
+        return Ok(());
+    }
+    if r.dry_run {
+        for n in &r.nodes {
+            writeln!(out, "node/{n} would be cordoned")?;
+        }
+        for p in &r.pods {
+            let what = match &p.verdict {
+                PodVerdict::Evict(None) => format!("evict ({})", p.result),
+                PodVerdict::Evict(Some(w)) => format!("evict ({}); {w}", p.result),
+                PodVerdict::Skip(why) => format!("skip: {why}"),
+                PodVerdict::Refuse(why) => format!("BLOCKED: {why}"),
+            };
+            writeln!(out, "pod {}/{}: {what}", p.namespace, p.name)?;
+        }
+    }
+    for c in &r.clusters {
+        let p = &c.plan;
+        write_cluster_line(c, out)?;
+        if r.dry_run {
+            for (i, s) in p.steps.iter().enumerate() {
+                let what = match s.action {
+                    Action::Evict => format!("evict {}", s.pod),
+                    Action::TransferThenEvict => format!(
+                        "hand leadership to {}, then evict {}",
+                        s.target.as_deref().unwrap_or("a replaced follower"),
+                        s.pod
+                    ),
+                    Action::EvictLeader => format!("evict the leader {} (an election)", s.pod),
+                };
+                writeln!(
+                    out,
+                    "  {}. {what} on {}: {}; meanwhile {} healthy voter(s), {} needed, fault tolerance {}; PDB: {}",
+                    i + 1,
+                    s.node,
+                    s.why,
+                    s.healthy_voters_during,
+                    s.quorum,
+                    s.fault_tolerance_during,
+                    c.pdb_answers.get(&s.pod).map_or("-", String::as_str)
+                )?;
+                if let Some(d) = &s.degraded {
+                    writeln!(out, "     its replacement cannot start until {} is back ({d}): the cluster runs a member short", s.node)?;
+                }
+                if let Some(groups) = c.groups_to_move.get(&s.pod) {
+                    writeln!(
+                        out,
+                        "     first, the leaders it holds move off it: {}",
+                        groups.join(", ")
+                    )?;
+                }
+            }
+            if let Some(b) = &p.blocker {
+                writeln!(out, "  BLOCKED: {}", b.message)?;
+            }
+            if p.steps.is_empty() && p.blocker.is_none() {
+                writeln!(out, "  nothing to do")?;
+            }
+        } else {
+            write_done(c, &format!("{}: ", c.result.as_str()), "eviction(s)", out)?;
+        }
+    }
+    writeln!(out, "{}", r.message)?;
+    Ok(())
+}
+
+/// A cluster's first line in a summary: its voters, quorum and leader as first planned.
+pub fn write_cluster_line(c: &ClusterSummary, out: &mut dyn Write) -> Result<()> {
+    let p = &c.plan;
+    writeln!(
+        out,
+        "{} ({}): {} voters, {} healthy, quorum {}, leader {}{}",
+        p.cluster(),
+        c.system,
+        p.voters,
+        p.healthy_voters,
+        p.quorum,
+        p.leader.as_deref().unwrap_or("none"),
+        p.term.map_or(String::new(), |t| format!(" (term {t})"))
+    )?;
+    Ok(())
+}
+
+/// What was done, a line each, then the counts (`what`: "eviction(s)", "restart(s)").
+pub fn write_done(c: &ClusterSummary, prefix: &str, what: &str, out: &mut dyn Write) -> Result<()> {
+    for d in &c.done {
+        writeln!(out, "  {d}")?;
+    }
+    let window = c
+        .longest_leaderless_ms
+        .map_or("none observed".to_string(), |m| format!("{m:.0}ms"));
+    writeln!(
+        out,
+        "  {prefix}{} {what}, {} transfer(s), {} election(s), longest leaderless window {window}, {}",
+        c.evictions,
+        c.transfers,
+        c.elections,
+        human_duration(Duration::from_secs_f64(c.duration_ms / 1000.0))
+    )?;
+    Ok(())
+}
+
+/// `restart`'s summary: `-o json|yaml` the documented report, else the order (dry run) or what
+/// was done.
+pub fn restart_summary(r: &RestartReport, output: Output, out: &mut dyn Write) -> Result<()> {
+    if structured(r, output, out)? {
+        return Ok(());
+    }
+    let c = &r.cluster;
+    let p = &c.plan;
+    write_cluster_line(c, out)?;
+    if r.dry_run {
+        for (i, s) in p.steps.iter().enumerate() {
+            let what = match s.action {
+                Action::Evict => format!("restart {}", s.pod),
+                Action::TransferThenEvict => format!(
+                    "hand leadership to {}, then restart {}",
+                    s.target.as_deref().unwrap_or("a restarted member"),
+                    s.pod
+                ),
+                Action::EvictLeader => format!("restart the leader {} (an election)", s.pod),
+            };
+            writeln!(
+                out,
+                "  {}. {what}: {}; meanwhile {} healthy voter(s), {} needed, fault tolerance {}",
+                i + 1,
+                s.why,
+                s.healthy_voters_during,
+                s.quorum,
+                s.fault_tolerance_during,
+            )?;
+        }
+        if let Some(b) = &p.blocker {
+            writeln!(out, "  BLOCKED: {}", b.message)?;
+        }
+    } else {
+        write_done(c, "", "restart(s)", out)?;
+    }
+    writeln!(out, "{}", r.message)?;
+    Ok(())
 }

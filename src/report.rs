@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::model::{OwnerKind, Role};
+use crate::plan::drain::{ClusterPlan, PodVerdict};
+use crate::plan::restart::Restart;
 
 pub const API_VERSION: &str = "kubectl-raft/v1alpha1";
 
@@ -293,4 +295,155 @@ mod tests {
             );
         }
     }
+}
+
+// --- drain's and restart's reports -------------------------------------------------------
+
+/// How a cluster's drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterResult {
+    /// Every member moved off the nodes.
+    Drained,
+    /// Nothing of it was on the nodes (or it no longer exists).
+    Unchanged,
+    /// It stopped before the end; `message` says why, what was done and what is left.
+    Stopped,
+    /// A dry run: the plan only.
+    Planned,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSummary {
+    pub namespace: String,
+    pub name: String,
+    pub system: String,
+    /// The plan as first made (the dry run prints it; a real drain re-plans before each step).
+    pub plan: ClusterPlan,
+    /// What each step answered in a dry run: the PDB's verdict for each planned eviction.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pdb_answers: BTreeMap<String, String>,
+    /// In a dry run: the other Raft groups (NATS streams, consumers) each evicted member leads,
+    /// moved off it first.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups_to_move: BTreeMap<String, Vec<String>>,
+    /// What was done, in order.
+    pub done: Vec<String>,
+    /// Members still on the drained nodes ("pod on node"), as last seen.
+    pub left: Vec<String>,
+    pub evictions: u32,
+    pub transfers: u32,
+    /// Term increments a transfer does not explain.
+    pub elections: u64,
+    /// Leaders of other Raft groups (NATS streams and consumers) moved off servers before
+    /// their eviction.
+    pub group_leaders_moved: u32,
+    pub longest_leaderless_ms: Option<f64>,
+    pub term_before: Option<u64>,
+    pub term_after: Option<u64>,
+    pub duration_ms: f64,
+    pub result: ClusterResult,
+    pub message: String,
+}
+
+impl ClusterResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClusterResult::Drained => "drained",
+            ClusterResult::Unchanged => "unchanged",
+            ClusterResult::Stopped => "stopped",
+            ClusterResult::Planned => "planned",
+        }
+    }
+}
+
+impl ClusterSummary {
+    pub fn new(ns: &str, name: &str, result: ClusterResult) -> Self {
+        ClusterSummary {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            system: String::new(),
+            plan: empty_plan(ns, name),
+            pdb_answers: BTreeMap::new(),
+            groups_to_move: BTreeMap::new(),
+            done: vec![],
+            left: vec![],
+            evictions: 0,
+            transfers: 0,
+            elections: 0,
+            group_leaders_moved: 0,
+            longest_leaderless_ms: None,
+            term_before: None,
+            term_after: None,
+            duration_ms: 0.0,
+            result,
+            message: String::new(),
+        }
+    }
+
+    /// Keeps the longest leaderless window seen.
+    pub fn record_window(&mut self, ms: Option<f64>) {
+        if let Some(ms) = ms {
+            self.longest_leaderless_ms = Some(self.longest_leaderless_ms.map_or(ms, |x| x.max(ms)));
+        }
+    }
+}
+
+fn empty_plan(ns: &str, name: &str) -> ClusterPlan {
+    ClusterPlan {
+        namespace: ns.into(),
+        name: name.into(),
+        system: String::new(),
+        leader: None,
+        term: None,
+        voters: 0,
+        healthy_voters: 0,
+        quorum: 0,
+        steps: vec![],
+        blocker: None,
+    }
+}
+
+/// The documented `-o json|yaml` result (docs/drain.md).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainReport {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub nodes: Vec<String>,
+    pub dry_run: bool,
+    pub succeeded: bool,
+    pub pods: Vec<PodReport>,
+    pub clusters: Vec<ClusterSummary>,
+    /// Why it stopped, and how to go on, when it did.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodReport {
+    pub namespace: String,
+    pub name: String,
+    pub verdict: PodVerdict,
+    /// What was done ("evicted", "already gone", ...) or, in a dry run, what the PDB answers.
+    pub result: String,
+}
+
+/// The documented `-o json|yaml` result (docs/restart.md).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartReport {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub dry_run: bool,
+    /// What was replaced: the members (by pod UID) there were when it was asked for, or those
+    /// not at the update revision.
+    pub restart: Restart,
+    pub succeeded: bool,
+    pub cluster: ClusterSummary,
+    pub message: String,
+    /// What changed under it and how it followed (a newer template during a driven update).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub followed: Vec<String>,
 }

@@ -13,54 +13,27 @@ pub(crate) mod real;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{DrainArgs, GlobalArgs, Output, SelectArgs};
+use crate::cli::{DrainArgs, GlobalArgs, SelectArgs};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, verdict, ClusterResult, ClusterSummary, Evicted, Settings};
 use crate::errors::{api_context, is_forbidden, Reported};
-use crate::model::{human_duration, ClusterObservation, Selection};
+use crate::model::{ClusterObservation, Selection};
 use crate::plan::drain::nodes::{arrived_member, ordinary_pods, Ordinary};
-use crate::plan::drain::{plan_drain, Action, ClusterInput, DrainOptions, PodRules, PodVerdict};
+use crate::plan::drain::{plan_drain, ClusterInput, DrainOptions, PodRules, PodVerdict};
 use crate::plan::groups::moves_off;
 use crate::preflight::{self, Need};
-use crate::report::API_VERSION;
+use crate::report::{DrainReport, PodReport, API_VERSION};
 use crate::survey::Surveyor;
 use evict::Evictor;
 use real::{cluster_input, Real};
-
-/// The documented `-o json|yaml` result (docs/drain.md).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DrainReport {
-    pub api_version: &'static str,
-    pub kind: &'static str,
-    pub nodes: Vec<String>,
-    pub dry_run: bool,
-    pub succeeded: bool,
-    pub pods: Vec<PodReport>,
-    pub clusters: Vec<ClusterSummary>,
-    /// Why it stopped, and how to go on, when it did.
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodReport {
-    pub namespace: String,
-    pub name: String,
-    pub verdict: PodVerdict,
-    /// What was done ("evicted", "already gone", ...) or, in a dry run, what the PDB answers.
-    pub result: String,
-}
 
 pub async fn run(
     g: &GlobalArgs,
@@ -430,7 +403,7 @@ async fn drain(
         clusters: summaries,
         message,
     };
-    print_summary(&report, args.output, out)?;
+    crate::render::drain_summary(&report, args.output, out)?;
     if succeeded {
         for n in nodes {
             writeln!(err, "node/{n} drained")?;
@@ -634,119 +607,10 @@ async fn dry_run(
             )
         },
     };
-    print_summary(&report, args.output, out)?;
+    crate::render::drain_summary(&report, args.output, out)?;
     if succeeded {
         Ok(())
     } else {
         Err(Reported.into())
     }
-}
-
-fn print_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result<()> {
-    if crate::render::structured(r, output, out)? {
-        return Ok(());
-    }
-    if r.dry_run {
-        for n in &r.nodes {
-            writeln!(out, "node/{n} would be cordoned")?;
-        }
-        for p in &r.pods {
-            let what = match &p.verdict {
-                PodVerdict::Evict(None) => format!("evict ({})", p.result),
-                PodVerdict::Evict(Some(w)) => format!("evict ({}); {w}", p.result),
-                PodVerdict::Skip(why) => format!("skip: {why}"),
-                PodVerdict::Refuse(why) => format!("BLOCKED: {why}"),
-            };
-            writeln!(out, "pod {}/{}: {what}", p.namespace, p.name)?;
-        }
-    }
-    for c in &r.clusters {
-        let p = &c.plan;
-        write_cluster_line(c, out)?;
-        if r.dry_run {
-            for (i, s) in p.steps.iter().enumerate() {
-                let what = match s.action {
-                    Action::Evict => format!("evict {}", s.pod),
-                    Action::TransferThenEvict => format!(
-                        "hand leadership to {}, then evict {}",
-                        s.target.as_deref().unwrap_or("a replaced follower"),
-                        s.pod
-                    ),
-                    Action::EvictLeader => format!("evict the leader {} (an election)", s.pod),
-                };
-                writeln!(
-                    out,
-                    "  {}. {what} on {}: {}; meanwhile {} healthy voter(s), {} needed, fault tolerance {}; PDB: {}",
-                    i + 1,
-                    s.node,
-                    s.why,
-                    s.healthy_voters_during,
-                    s.quorum,
-                    s.fault_tolerance_during,
-                    c.pdb_answers.get(&s.pod).map_or("-", String::as_str)
-                )?;
-                if let Some(d) = &s.degraded {
-                    writeln!(out, "     its replacement cannot start until {} is back ({d}): the cluster runs a member short", s.node)?;
-                }
-                if let Some(groups) = c.groups_to_move.get(&s.pod) {
-                    writeln!(
-                        out,
-                        "     first, the leaders it holds move off it: {}",
-                        groups.join(", ")
-                    )?;
-                }
-            }
-            if let Some(b) = &p.blocker {
-                writeln!(out, "  BLOCKED: {}", b.message)?;
-            }
-            if p.steps.is_empty() && p.blocker.is_none() {
-                writeln!(out, "  nothing to do")?;
-            }
-        } else {
-            write_done(c, &format!("{}: ", c.result.as_str()), "eviction(s)", out)?;
-        }
-    }
-    writeln!(out, "{}", r.message)?;
-    Ok(())
-}
-
-/// A cluster's first line in a summary: its voters, quorum and leader as first planned.
-pub(crate) fn write_cluster_line(c: &ClusterSummary, out: &mut dyn Write) -> Result<()> {
-    let p = &c.plan;
-    writeln!(
-        out,
-        "{} ({}): {} voters, {} healthy, quorum {}, leader {}{}",
-        p.cluster(),
-        c.system,
-        p.voters,
-        p.healthy_voters,
-        p.quorum,
-        p.leader.as_deref().unwrap_or("none"),
-        p.term.map_or(String::new(), |t| format!(" (term {t})"))
-    )?;
-    Ok(())
-}
-
-/// What was done, a line each, then the counts (`what`: "eviction(s)", "restart(s)").
-pub(crate) fn write_done(
-    c: &ClusterSummary,
-    prefix: &str,
-    what: &str,
-    out: &mut dyn Write,
-) -> Result<()> {
-    for d in &c.done {
-        writeln!(out, "  {d}")?;
-    }
-    let window = c
-        .longest_leaderless_ms
-        .map_or("none observed".to_string(), |m| format!("{m:.0}ms"));
-    writeln!(
-        out,
-        "  {prefix}{} {what}, {} transfer(s), {} election(s), longest leaderless window {window}, {}",
-        c.evictions,
-        c.transfers,
-        c.elections,
-        human_duration(Duration::from_secs_f64(c.duration_ms / 1000.0))
-    )?;
-    Ok(())
 }

@@ -24,38 +24,19 @@ use crate::cli::{GlobalArgs, Output, RestartArgs, SelectArgs};
 use crate::commands::drain::evict::Evictor;
 use crate::commands::drain::lock;
 use crate::commands::drain::real::{cluster_input, Following, Real};
-use crate::commands::drain::{write_cluster_line, write_done};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Settings};
 use crate::errors::{api_context, Reported};
 use crate::model::Selection;
-use crate::plan::drain::{plan_cluster, Action, DrainOptions};
+use crate::plan::drain::{plan_cluster, DrainOptions};
 use crate::plan::restart::{
     from_annotation, mode, pending, restart_all, saved_strategy, to_annotation, Mode, Restart,
     RESTART_PENDING, SAVED_STRATEGY,
 };
 use crate::preflight::{self, Need};
-use crate::report::API_VERSION;
+use crate::report::{RestartReport, API_VERSION};
 use crate::select::NotRecognised;
 use crate::survey::Surveyor;
-
-/// The documented `-o json|yaml` result (docs/restart.md).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RestartReport {
-    pub api_version: &'static str,
-    pub kind: &'static str,
-    pub dry_run: bool,
-    /// What was replaced: the members (by pod UID) there were when it was asked for, or those
-    /// not at the update revision.
-    pub restart: Restart,
-    pub succeeded: bool,
-    pub cluster: ClusterSummary,
-    pub message: String,
-    /// What changed under it and how it followed (a newer template during a driven update).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub followed: Vec<String>,
-}
 
 /// How one StatefulSet's restart ended.
 enum Done {
@@ -140,7 +121,7 @@ pub async fn run(
         return match restart_one(&surveyor, args, ns, name, err).await? {
             Done::Line(l) => Ok(writeln!(out, "{l}")?),
             Done::Report(r) => {
-                print(&r, args.output, out)?;
+                crate::render::restart_summary(&r, args.output, out)?;
                 finish(&r, err)
             }
         };
@@ -170,7 +151,7 @@ pub async fn run(
             }
             Ok(Done::Report(r)) => {
                 if !structured {
-                    print(&r, args.output, out)?;
+                    crate::render::restart_summary(&r, args.output, out)?;
                 }
                 let ok = r.succeeded;
                 let message = r.message.clone();
@@ -617,43 +598,5 @@ async fn annotate(api: &Api<StatefulSet>, name: &str, before: Option<&str>) -> R
         .await
         .map_err(|e| api_context(e, "patch", "statefulsets", ""))
         .with_context(|| format!("marking statefulset {name} with {RESTART_PENDING}"))?;
-    Ok(())
-}
-
-fn print(r: &RestartReport, output: Output, out: &mut dyn Write) -> Result<()> {
-    if crate::render::structured(r, output, out)? {
-        return Ok(());
-    }
-    let c = &r.cluster;
-    let p = &c.plan;
-    write_cluster_line(c, out)?;
-    if r.dry_run {
-        for (i, s) in p.steps.iter().enumerate() {
-            let what = match s.action {
-                Action::Evict => format!("restart {}", s.pod),
-                Action::TransferThenEvict => format!(
-                    "hand leadership to {}, then restart {}",
-                    s.target.as_deref().unwrap_or("a restarted member"),
-                    s.pod
-                ),
-                Action::EvictLeader => format!("restart the leader {} (an election)", s.pod),
-            };
-            writeln!(
-                out,
-                "  {}. {what}: {}; meanwhile {} healthy voter(s), {} needed, fault tolerance {}",
-                i + 1,
-                s.why,
-                s.healthy_voters_during,
-                s.quorum,
-                s.fault_tolerance_during,
-            )?;
-        }
-        if let Some(b) = &p.blocker {
-            writeln!(out, "  BLOCKED: {}", b.message)?;
-        }
-    } else {
-        write_done(c, "", "restart(s)", out)?;
-    }
-    writeln!(out, "{}", r.message)?;
     Ok(())
 }

@@ -20,7 +20,7 @@ use crate::preflight::{self, Need};
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
 
-/// The documented `-o json|yaml` result (docs/yield-schema.md).
+/// The documented `-o json|yaml` result (docs/yield.md).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct YieldReport {

@@ -17,14 +17,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::model::{human_duration, ClusterObservation, OwnerKind};
 use crate::plan::drain::{
-    healthy_voter, plan_cluster, Action, ClusterInput, ClusterPlan, DrainOptions, DrainStep,
+    healthy_voter, plan_cluster, Action, ClusterInput, DrainOptions, DrainStep,
 };
 use crate::report::{CheckState, ReplicaReport};
+pub use crate::report::{ClusterResult, ClusterSummary};
 
 /// How often a blocked cluster is surveyed again.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
@@ -124,111 +124,6 @@ pub trait Events {
 pub struct Settings {
     /// The longest wait for any one thing (a blocker, a PDB, a replacement).
     pub timeout: Duration,
-}
-
-/// How a cluster's drain ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ClusterResult {
-    /// Every member moved off the nodes.
-    Drained,
-    /// Nothing of it was on the nodes (or it no longer exists).
-    Unchanged,
-    /// It stopped before the end; `message` says why, what was done and what is left.
-    Stopped,
-    /// A dry run: the plan only.
-    Planned,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterSummary {
-    pub namespace: String,
-    pub name: String,
-    pub system: String,
-    /// The plan as first made (the dry run prints it; a real drain re-plans before each step).
-    pub plan: ClusterPlan,
-    /// What each step answered in a dry run: the PDB's verdict for each planned eviction.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub pdb_answers: BTreeMap<String, String>,
-    /// In a dry run: the other Raft groups (NATS streams, consumers) each evicted member leads,
-    /// moved off it first.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub groups_to_move: BTreeMap<String, Vec<String>>,
-    /// What was done, in order.
-    pub done: Vec<String>,
-    /// Members still on the drained nodes ("pod on node"), as last seen.
-    pub left: Vec<String>,
-    pub evictions: u32,
-    pub transfers: u32,
-    /// Term increments a transfer does not explain.
-    pub elections: u64,
-    /// Leaders of other Raft groups (NATS streams and consumers) moved off servers before
-    /// their eviction.
-    pub group_leaders_moved: u32,
-    pub longest_leaderless_ms: Option<f64>,
-    pub term_before: Option<u64>,
-    pub term_after: Option<u64>,
-    pub duration_ms: f64,
-    pub result: ClusterResult,
-    pub message: String,
-}
-
-impl ClusterResult {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClusterResult::Drained => "drained",
-            ClusterResult::Unchanged => "unchanged",
-            ClusterResult::Stopped => "stopped",
-            ClusterResult::Planned => "planned",
-        }
-    }
-}
-
-impl ClusterSummary {
-    pub fn new(ns: &str, name: &str, result: ClusterResult) -> Self {
-        ClusterSummary {
-            namespace: ns.to_string(),
-            name: name.to_string(),
-            system: String::new(),
-            plan: empty_plan(ns, name),
-            pdb_answers: BTreeMap::new(),
-            groups_to_move: BTreeMap::new(),
-            done: vec![],
-            left: vec![],
-            evictions: 0,
-            transfers: 0,
-            elections: 0,
-            group_leaders_moved: 0,
-            longest_leaderless_ms: None,
-            term_before: None,
-            term_after: None,
-            duration_ms: 0.0,
-            result,
-            message: String::new(),
-        }
-    }
-
-    fn record_window(&mut self, ms: Option<f64>) {
-        if let Some(ms) = ms {
-            self.longest_leaderless_ms = Some(self.longest_leaderless_ms.map_or(ms, |x| x.max(ms)));
-        }
-    }
-}
-
-fn empty_plan(ns: &str, name: &str) -> ClusterPlan {
-    ClusterPlan {
-        namespace: ns.into(),
-        name: name.into(),
-        system: String::new(),
-        leader: None,
-        term: None,
-        voters: 0,
-        healthy_voters: 0,
-        quorum: 0,
-        steps: vec![],
-        blocker: None,
-    }
 }
 
 /// The members still on the drained nodes ("pod on node") or still to be restarted.

@@ -178,8 +178,12 @@ async fn nats_main(args: &[String], servers: Vec<String>) {
     let user = arg(args, "--user").unwrap_or_default();
     let password = arg(args, "--password").unwrap_or_default();
     let timeout = duration(&arg(args, "--timeout").unwrap_or_else(|| "1s".into()));
+    // A connection attempt gets as long as a publish: a server replaced at a new address
+    // leaves its old one behind, which does not answer (as a deleted pod's IP does not), and
+    // the client's default of 5 s per attempt on it would be the stall measured.
     let nats = async_nats::ConnectOptions::with_user_and_password(user, password)
         .request_timeout(Some(timeout))
+        .connection_timeout(timeout)
         .retry_on_initial_connect()
         .connect(servers.as_slice())
         .await

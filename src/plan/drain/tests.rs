@@ -903,3 +903,43 @@ fn plan_at_scale() {
         times[4].as_secs_f64() * 1000.0
     );
 }
+
+/// `drain -o json` is a promise (docs/drain.md): a fixed dry-run report renders to the same
+/// bytes as `tests/golden/drain-dry-run.json`. To change it on purpose, run the test with
+/// UPDATE_GOLDEN=1 and review the diff.
+#[test]
+fn the_drain_report_matches_the_golden_file() {
+    use crate::report::{ClusterResult, ClusterSummary, DrainReport, PodReport, API_VERSION};
+    let plan = plan_cluster(&input("etcd", &three(), true), &opts(&[2]));
+    let mut c = ClusterSummary::new("db", "etcd", ClusterResult::Planned);
+    c.system = "etcd".into();
+    c.term_before = plan.term;
+    c.pdb_answers
+        .insert("etcd-1".into(), "allowed now (1 disruption(s))".into());
+    c.plan = plan;
+    let report = DrainReport {
+        api_version: API_VERSION,
+        kind: "DrainReport",
+        nodes: vec!["n2".into()],
+        dry_run: true,
+        succeeded: true,
+        pods: vec![PodReport {
+            namespace: "web".into(),
+            name: "web-7d9f".into(),
+            verdict: PodVerdict::Evict(None),
+            result: "allowed now (no PodDisruptionBudget)".into(),
+        }],
+        clusters: vec![c],
+        message: "dry run: nothing blocks draining n2; nothing was changed".into(),
+    };
+    let mut out = vec![];
+    crate::render::drain_summary(&report, crate::cli::Output::Json, &mut out).unwrap();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/drain-dry-run.json");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &out).unwrap();
+    }
+    let golden = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (create it with UPDATE_GOLDEN=1)", path.display()));
+    assert_eq!(String::from_utf8(out).unwrap(), golden);
+}

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use crate::cli::Output;
 use crate::model::human_duration;
-use crate::plan::drain::{Action, PodVerdict};
+use crate::plan::drain::{Action, DrainStep, PodVerdict};
 use crate::report::{
     ClusterReport, ClusterSummary, DrainReport, ReplicaReport, RestartReport, StatusReport,
 };
@@ -377,6 +377,19 @@ mod mark_tests {
 
 // --- drain and restart -------------------------------------------------------------------
 
+/// A planned step in words: "evict etcd-0", "hand leadership to etcd-2, then restart etcd-1".
+fn step_what(s: &DrainStep, verb: &str, any_target: &str) -> String {
+    match s.action {
+        Action::Evict => format!("{verb} {}", s.pod),
+        Action::TransferThenEvict => format!(
+            "hand leadership to {}, then {verb} {}",
+            s.target.as_deref().unwrap_or(any_target),
+            s.pod
+        ),
+        Action::EvictLeader => format!("{verb} the leader {} (an election)", s.pod),
+    }
+}
+
 /// `drain`'s summary: `-o json|yaml` the documented report, else the plan (dry run) or what
 /// was done, per cluster.
 pub fn drain_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result<()> {
@@ -402,15 +415,7 @@ pub fn drain_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Re
         write_cluster_line(c, out)?;
         if r.dry_run {
             for (i, s) in p.steps.iter().enumerate() {
-                let what = match s.action {
-                    Action::Evict => format!("evict {}", s.pod),
-                    Action::TransferThenEvict => format!(
-                        "hand leadership to {}, then evict {}",
-                        s.target.as_deref().unwrap_or("a replaced follower"),
-                        s.pod
-                    ),
-                    Action::EvictLeader => format!("evict the leader {} (an election)", s.pod),
-                };
+                let what = step_what(s, "evict", "a replaced follower");
                 writeln!(
                     out,
                     "  {}. {what} on {}: {}; meanwhile {} healthy voter(s), {} needed, fault tolerance {}; PDB: {}",
@@ -494,15 +499,7 @@ pub fn restart_summary(r: &RestartReport, output: Output, out: &mut dyn Write) -
     write_cluster_line(c, out)?;
     if r.dry_run {
         for (i, s) in p.steps.iter().enumerate() {
-            let what = match s.action {
-                Action::Evict => format!("restart {}", s.pod),
-                Action::TransferThenEvict => format!(
-                    "hand leadership to {}, then restart {}",
-                    s.target.as_deref().unwrap_or("a restarted member"),
-                    s.pod
-                ),
-                Action::EvictLeader => format!("restart the leader {} (an election)", s.pod),
-            };
+            let what = step_what(s, "restart", "a restarted member");
             writeln!(
                 out,
                 "  {}. {what}: {}; meanwhile {} healthy voter(s), {} needed, fault tolerance {}",

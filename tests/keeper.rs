@@ -295,6 +295,17 @@ fn a_disallowed_ydld_is_named_with_the_allow_list() {
     assert_eq!(state(&dir)["leader"], "keeper-0", "nothing moved");
 }
 
+/// Deletes keeper-0 (the leader), waits for its replacement and returns what its preStop
+/// hook wrote to `prestop-keeper-0.log` in the state directory.
+fn delete_the_leader_and_read_its_hook_log(ns: &str, dir: &Path) -> String {
+    let uid = pod_json(ns, "keeper-0")["metadata"]["uid"].clone();
+    kubectl_ok(&["delete", "pod", "keeper-0", "-n", ns, "--wait=false"]);
+    wait_in(ns, Duration::from_secs(60), "keeper-0 replaced", || {
+        pod_json_opt(ns, "keeper-0").is_some_and(|p| p["metadata"]["uid"] != uid)
+    });
+    std::fs::read_to_string(dir.join("prestop-keeper-0.log")).unwrap_or_default()
+}
+
 /// docs/yield.md's pattern with the release image: an init container runs the image's binary
 /// (`copy-to /raft`, the image has no shell and no cp), and the preStop hook runs the copy.
 #[test]
@@ -312,15 +323,7 @@ fn the_images_binary_copied_by_an_init_container_runs_the_prestop_hook() {
             ..Default::default()
         },
     );
-    let uid = pod_json(&ns.name, "keeper-0")["metadata"]["uid"].clone();
-    kubectl_ok(&["delete", "pod", "keeper-0", "-n", &ns.name, "--wait=false"]);
-    wait_in(
-        &ns.name,
-        Duration::from_secs(60),
-        "keeper-0 replaced",
-        || pod_json_opt(&ns.name, "keeper-0").is_some_and(|p| p["metadata"]["uid"] != uid),
-    );
-    let log = std::fs::read_to_string(dir.join("prestop-keeper-0.log")).unwrap_or_default();
+    let log = delete_the_leader_and_read_its_hook_log(&ns.name, &dir);
     assert!(
         log.contains("handed leadership over"),
         "the copied binary's line: {log:?}\nevents:\n{}",
@@ -348,15 +351,7 @@ fn yield_local_in_a_prestop_hook_hands_keepers_leadership_over_without_an_electi
             ..Default::default()
         },
     );
-    let uid = pod_json(&ns.name, "keeper-0")["metadata"]["uid"].clone();
-    kubectl_ok(&["delete", "pod", "keeper-0", "-n", &ns.name, "--wait=false"]);
-    wait_in(
-        &ns.name,
-        Duration::from_secs(60),
-        "keeper-0 replaced",
-        || pod_json_opt(&ns.name, "keeper-0").is_some_and(|p| p["metadata"]["uid"] != uid),
-    );
-    let log = std::fs::read_to_string(dir.join("prestop-keeper-0.log")).unwrap_or_default();
+    let log = delete_the_leader_and_read_its_hook_log(&ns.name, &dir);
     assert!(
         log.contains("handed leadership over"),
         "the hook's line: {log:?}\nevents:\n{}",

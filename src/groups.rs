@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use serde::Serialize;
 
 use crate::model::ClusterTarget;
 use crate::nats::{self, Who};
@@ -15,49 +14,10 @@ use crate::observe::{endpoint, read_groups};
 use crate::plan::groups::{still_led, GroupCall, GroupMoves, GroupSkip};
 use crate::transport::{dial, Transport};
 
+pub use crate::report::GroupsMoved;
+
 /// How often the server is asked again while the groups elect their new leaders.
 const POLL_EVERY: Duration = Duration::from_millis(200);
-
-/// What moving a server's groups did (`groups` in yield's and drain's `-o json`).
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GroupsMoved {
-    pub server: String,
-    /// Groups whose stepdown was accepted.
-    pub moved: Vec<String>,
-    /// Groups not moved: "streams APP/ORDERS: <why>".
-    pub failed: Vec<String>,
-    /// Of the moved groups, those the server still led when the wait ended.
-    pub still_led: Vec<String>,
-    pub elapsed_ms: f64,
-}
-
-impl GroupsMoved {
-    pub fn succeeded(&self) -> bool {
-        self.failed.is_empty() && self.still_led.is_empty()
-    }
-
-    /// One line for the user.
-    pub fn summary(&self) -> String {
-        let mut s = if self.moved.is_empty() && self.failed.is_empty() {
-            format!("{} leads no streams or consumers", self.server)
-        } else {
-            format!(
-                "{} group leader(s) moved off {} in {:.0}ms",
-                self.moved.len() - self.still_led.len(),
-                self.server,
-                self.elapsed_ms
-            )
-        };
-        if !self.still_led.is_empty() {
-            s.push_str(&format!("; still led there: {}", self.still_led.join(", ")));
-        }
-        if !self.failed.is_empty() {
-            s.push_str(&format!("; not moved: {}", self.failed.join("; ")));
-        }
-        s
-    }
-}
 
 /// The planned moves sent (one connection per account), then the server's own list of groups
 /// read again until it leads none of them, or `timeout`.

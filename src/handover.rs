@@ -8,14 +8,13 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::model::{ClusterTarget, HttpAnswer};
 use futures::StreamExt;
 
 use crate::observe::{endpoint, poll_view};
 use crate::plan::{judge, judge_with_history, Done, Expect, ReplicaView, TransferCall};
 use crate::report::ClusterReport;
+pub use crate::report::{Outcome, Waited};
 use crate::transport::Transport;
 
 /// How long replicas are still watched after the request failed.
@@ -25,45 +24,6 @@ pub struct WaitOptions {
     pub timeout: Duration,
     /// The limit of one request in one round of polling.
     pub probe_limit: Duration,
-}
-
-/// How the wait ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Outcome {
-    /// The old leader follows and the target (or, untargeted, another member) leads.
-    Transferred,
-    /// A new leader, but not the one asked for.
-    WentElsewhere,
-    /// The old leader stepped down and was chosen again: leadership did not move.
-    Returned,
-    /// The request was refused or failed.
-    Failed,
-    /// No handover within the time limit.
-    TimedOut,
-}
-
-/// What the waiting saw.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Waited {
-    pub outcome: Outcome,
-    /// The leader all replicas agreed on at the end.
-    pub new_leader: Option<String>,
-    pub term_after: Option<u64>,
-    /// First round without an agreed leader to the first round with the new one; None when
-    /// no round lacked a leader (the gap, if any, was shorter than a round).
-    pub leaderless_window_ms: Option<f64>,
-    /// The request's own time (or the deletion's), and the whole wait.
-    pub action_ms: Option<f64>,
-    pub total_ms: f64,
-    /// Answers received, from all replicas together.
-    pub rounds: usize,
-    /// Mean time between two answers of one replica: the resolution of the window.
-    pub round_ms: f64,
-    /// The request's failure, when it failed.
-    pub error: Option<String>,
-    /// Each replica in the last round (printed on failure and timeout).
-    pub last_round: Vec<ReplicaView>,
 }
 
 fn ms(d: Duration) -> f64 {

@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use crate::model::{OwnerKind, Role};
 use crate::plan::drain::{ClusterPlan, PodVerdict};
+use crate::plan::groups::GroupCall;
 use crate::plan::restart::Restart;
+use crate::plan::{ReplicaView, TransferCall};
 
 pub const API_VERSION: &str = "kubectl-raft/v1alpha1";
 
@@ -274,6 +276,78 @@ impl WarningCode {
 mod tests {
     use super::*;
 
+    /// `yield -o json` is a promise (docs/yield.md): a fixed report renders to the same bytes
+    /// as `tests/golden/yield.json`. To change it on purpose, run the test with UPDATE_GOLDEN=1
+    /// and review the diff.
+    #[test]
+    fn the_yield_report_matches_the_golden_file() {
+        let view = |pod: &str, role: Role| ReplicaView {
+            pod: pod.into(),
+            role: Some(role),
+            leader: Some("etcd-2".into()),
+            has_leader: Some(true),
+            term: Some(8),
+            error: None,
+        };
+        let report = YieldReport {
+            api_version: API_VERSION,
+            kind: "YieldReport",
+            namespace: "db".into(),
+            name: "etcd".into(),
+            system: "etcd".into(),
+            mode: "transfer",
+            dry_run: false,
+            leader: "etcd-1".into(),
+            term_before: Some(7),
+            target: Some("etcd-2".into()),
+            targeted: true,
+            why: "the healthy voter with the least lag".into(),
+            request: Some(TransferCall {
+                pod: "etcd-1".into(),
+                method: "POST".into(),
+                path: "/v3/maintenance/transfer-leadership".into(),
+                body: Some(r#"{"targetID":"123"}"#.into()),
+                headers: BTreeMap::new(),
+                ok_status: vec![200],
+                error_json: None,
+                hints: BTreeMap::new(),
+                synchronous: true,
+                nats_port: None,
+                tcp_fallback: None,
+            }),
+            overridden: vec![],
+            succeeded: true,
+            message: "etcd-1 handed leadership to etcd-2 in 212ms (term 7 → 8)".into(),
+            waited: Some(Waited {
+                outcome: Outcome::Transferred,
+                new_leader: Some("etcd-2".into()),
+                term_after: Some(8),
+                leaderless_window_ms: Some(25.0),
+                action_ms: Some(180.5),
+                total_ms: 212.0,
+                rounds: 40,
+                round_ms: 25.0,
+                error: None,
+                last_round: vec![
+                    view("etcd-0", Role::Follower),
+                    view("etcd-1", Role::Follower),
+                    view("etcd-2", Role::Leader),
+                ],
+            }),
+            groups_planned: vec![],
+            groups: None,
+        };
+        let mut out = vec![];
+        crate::render::structured(&report, crate::cli::Output::Json, &mut out).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/yield.json");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, &out).unwrap();
+        }
+        let golden = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (create it with UPDATE_GOLDEN=1)", path.display()));
+        assert_eq!(String::from_utf8(out).unwrap(), golden);
+    }
+
     /// docs/status-schema.md lists every warning code, and nothing else.
     #[test]
     fn the_documented_warning_codes_are_the_codes() {
@@ -446,4 +520,117 @@ pub struct RestartReport {
     /// What changed under it and how it followed (a newer template during a driven update).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub followed: Vec<String>,
+}
+
+// --- yield's report ------------------------------------------------------------------------
+
+/// How the wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Outcome {
+    /// The old leader follows and the target (or, untargeted, another member) leads.
+    Transferred,
+    /// A new leader, but not the one asked for.
+    WentElsewhere,
+    /// The old leader stepped down and was chosen again: leadership did not move.
+    Returned,
+    /// The request was refused or failed.
+    Failed,
+    /// No handover within the time limit.
+    TimedOut,
+}
+
+/// What the waiting saw.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waited {
+    pub outcome: Outcome,
+    /// The leader all replicas agreed on at the end.
+    pub new_leader: Option<String>,
+    pub term_after: Option<u64>,
+    /// First round without an agreed leader to the first round with the new one; None when
+    /// no round lacked a leader (the gap, if any, was shorter than a round).
+    pub leaderless_window_ms: Option<f64>,
+    /// The request's own time (or the deletion's), and the whole wait.
+    pub action_ms: Option<f64>,
+    pub total_ms: f64,
+    /// Answers received, from all replicas together.
+    pub rounds: usize,
+    /// Mean time between two answers of one replica: the resolution of the window.
+    pub round_ms: f64,
+    /// The request's failure, when it failed.
+    pub error: Option<String>,
+    /// Each replica in the last round (printed on failure and timeout).
+    pub last_round: Vec<ReplicaView>,
+}
+
+/// What moving a server's groups did (`groups` in yield's and drain's `-o json`).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupsMoved {
+    pub server: String,
+    /// Groups whose stepdown was accepted.
+    pub moved: Vec<String>,
+    /// Groups not moved: "streams APP/ORDERS: <why>".
+    pub failed: Vec<String>,
+    /// Of the moved groups, those the server still led when the wait ended.
+    pub still_led: Vec<String>,
+    pub elapsed_ms: f64,
+}
+
+impl GroupsMoved {
+    pub fn succeeded(&self) -> bool {
+        self.failed.is_empty() && self.still_led.is_empty()
+    }
+
+    /// One line for the user.
+    pub fn summary(&self) -> String {
+        let mut s = if self.moved.is_empty() && self.failed.is_empty() {
+            format!("{} leads no streams or consumers", self.server)
+        } else {
+            format!(
+                "{} group leader(s) moved off {} in {:.0}ms",
+                self.moved.len() - self.still_led.len(),
+                self.server,
+                self.elapsed_ms
+            )
+        };
+        if !self.still_led.is_empty() {
+            s.push_str(&format!("; still led there: {}", self.still_led.join(", ")));
+        }
+        if !self.failed.is_empty() {
+            s.push_str(&format!("; not moved: {}", self.failed.join("; ")));
+        }
+        s
+    }
+}
+
+/// The documented `-o json|yaml` result (docs/yield.md).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct YieldReport {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub system: String,
+    /// "transfer", or "election" with --allow-election.
+    pub mode: &'static str,
+    pub dry_run: bool,
+    pub leader: String,
+    pub term_before: Option<u64>,
+    pub target: Option<String>,
+    pub targeted: bool,
+    pub why: String,
+    pub request: Option<TransferCall>,
+    pub overridden: Vec<String>,
+    pub succeeded: bool,
+    pub message: String,
+    #[serde(flatten)]
+    pub waited: Option<Waited>,
+    /// With --streams: the stepdowns of the old leader's other groups (a dry run: planned).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups_planned: Vec<GroupCall>,
+    /// With --streams: what moving them did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<GroupsMoved>,
 }

@@ -2,54 +2,22 @@
 
 use std::io::{IsTerminal, Write};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::wait::{await_condition, conditions};
-use serde::Serialize;
 
 use crate::cli::{GlobalArgs, Output, YieldArgs};
 use crate::errors::{api_context, Reported};
-use crate::groups::{move_off, GroupsMoved};
+use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
 use crate::model::{human_duration, ClusterObservation, Selection};
-use crate::plan::groups::{moves_off, GroupCall, GroupMoves};
-use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, TransferCall, YieldOptions};
+use crate::plan::groups::{moves_off, GroupMoves};
+use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, YieldOptions};
 use crate::preflight::{self, Need};
-use crate::report::{ClusterReport, API_VERSION};
+use crate::report::{ClusterReport, YieldReport, API_VERSION};
 use crate::survey::Surveyor;
-
-/// The documented `-o json|yaml` result (docs/yield.md).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct YieldReport {
-    pub api_version: &'static str,
-    pub kind: &'static str,
-    pub namespace: String,
-    pub name: String,
-    pub system: String,
-    /// "transfer", or "election" with --allow-election.
-    pub mode: &'static str,
-    pub dry_run: bool,
-    pub leader: String,
-    pub term_before: Option<u64>,
-    pub target: Option<String>,
-    pub targeted: bool,
-    pub why: String,
-    pub request: Option<TransferCall>,
-    pub overridden: Vec<String>,
-    pub succeeded: bool,
-    pub message: String,
-    #[serde(flatten)]
-    pub waited: Option<Waited>,
-    /// With --streams: the stepdowns of the old leader's other groups (a dry run: planned).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub groups_planned: Vec<GroupCall>,
-    /// With --streams: what moving them did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub groups: Option<GroupsMoved>,
-}
 
 pub async fn run(
     g: &GlobalArgs,
@@ -401,77 +369,71 @@ fn conclude(y: &mut YieldReport, w: Waited, cluster: &str) {
 }
 
 fn print(y: &YieldReport, output: Output, via: &str, out: &mut dyn Write) -> Result<()> {
-    match output {
-        Output::Json => {
-            serde_json::to_writer_pretty(&mut *out, y)?;
-            writeln!(out)?;
-        }
-        Output::Yaml => write!(
-            out,
-            "{}",
-            serde_saphyr::to_string(y).map_err(|e| anyhow!("{e}"))?
-        )?,
-        Output::Table | Output::Wide => {
-            let cluster = format!("{}/{}", y.namespace, y.name);
-            if y.dry_run {
-                let term = y
-                    .term_before
-                    .map_or(String::new(), |t| format!(" (term {t})"));
-                writeln!(out, "{cluster} ({}): leader {}{term}", y.system, y.leader)?;
-                match &y.request {
-                    Some(r) => {
-                        writeln!(
-                            out,
-                            "target: {} ({})",
-                            y.target.as_deref().unwrap_or("-"),
-                            y.why
-                        )?;
-                        if !y.targeted {
-                            writeln!(out, "  {} picks the successor itself; any other healthy member is a success", y.system)?;
-                        }
-                        writeln!(
-                            out,
-                            "request: {} {}{} to {} (through {via})",
-                            r.method,
-                            r.path,
-                            r.body
-                                .as_deref()
-                                .map(|b| format!(" {b}"))
-                                .unwrap_or_default(),
-                            r.pod
-                        )?;
-                    }
-                    None => writeln!(
-                        out,
-                        "election: {}; pod {} would be deleted",
-                        y.why, y.leader
-                    )?,
-                }
-                for c in &y.groups_planned {
+    if crate::render::structured(y, output, out)? {
+        return Ok(());
+    }
+    let cluster = format!("{}/{}", y.namespace, y.name);
+    if y.dry_run {
+        let term = y
+            .term_before
+            .map_or(String::new(), |t| format!(" (term {t})"));
+        writeln!(out, "{cluster} ({}): leader {}{term}", y.system, y.leader)?;
+        match &y.request {
+            Some(r) => {
+                writeln!(
+                    out,
+                    "target: {} ({})",
+                    y.target.as_deref().unwrap_or("-"),
+                    y.why
+                )?;
+                if !y.targeted {
                     writeln!(
                         out,
-                        "then: {} → NATS request {}{}",
-                        c.group,
-                        c.subject,
-                        c.account
-                            .as_deref()
-                            .map(|a| format!(" as account {a}"))
-                            .unwrap_or_default()
+                        "  {} picks the successor itself; any other healthy member is a success",
+                        y.system
                     )?;
                 }
-                writeln!(out, "{}", y.message)?;
-                return Ok(());
+                writeln!(
+                    out,
+                    "request: {} {}{} to {} (through {via})",
+                    r.method,
+                    r.path,
+                    r.body
+                        .as_deref()
+                        .map(|b| format!(" {b}"))
+                        .unwrap_or_default(),
+                    r.pod
+                )?;
             }
-            if let Some(w) = &y.waited {
-                // The replicas' last answers explain a failed handover (not a failed --streams).
-                if !y.succeeded && y.groups.is_none() {
-                    last_round(&w.last_round, out)?;
-                }
-            }
-            if y.succeeded {
-                writeln!(out, "{}", y.message)?;
-            }
+            None => writeln!(
+                out,
+                "election: {}; pod {} would be deleted",
+                y.why, y.leader
+            )?,
         }
+        for c in &y.groups_planned {
+            writeln!(
+                out,
+                "then: {} → NATS request {}{}",
+                c.group,
+                c.subject,
+                c.account
+                    .as_deref()
+                    .map(|a| format!(" as account {a}"))
+                    .unwrap_or_default()
+            )?;
+        }
+        writeln!(out, "{}", y.message)?;
+        return Ok(());
+    }
+    if let Some(w) = &y.waited {
+        // The replicas' last answers explain a failed handover (not a failed --streams).
+        if !y.succeeded && y.groups.is_none() {
+            last_round(&w.last_round, out)?;
+        }
+    }
+    if y.succeeded {
+        writeln!(out, "{}", y.message)?;
     }
     Ok(())
 }

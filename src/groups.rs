@@ -14,7 +14,7 @@ use crate::observe::{endpoint, read_groups};
 use crate::plan::groups::{still_led, GroupCall, GroupMoves, GroupSkip};
 use crate::transport::{dial, Transport};
 
-pub use crate::report::GroupsMoved;
+pub use crate::actions::GroupsMoved;
 
 /// How often the server is asked again while the groups elect their new leaders.
 const POLL_EVERY: Duration = Duration::from_millis(200);

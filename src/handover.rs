@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use crate::model::{ClusterTarget, HttpAnswer};
 use futures::StreamExt;
 
+pub use crate::actions::{Outcome, Waited};
 use crate::observe::{endpoint, poll_view};
 use crate::plan::{judge, judge_with_history, Done, Expect, ReplicaView, TransferCall};
 use crate::report::ClusterReport;
-pub use crate::report::{Outcome, Waited};
 use crate::transport::Transport;
 
 /// How long replicas are still watched after the request failed.

@@ -13,6 +13,7 @@
 //!   ports);
 //! - [`commands`]: the verbs, [`cli`] their flags (one place for every flag).
 
+pub mod actions;
 pub mod assess;
 pub mod cli;
 pub mod commands;

@@ -9,12 +9,11 @@ use comfy_table::{ContentArrangement, Table};
 
 use std::borrow::Cow;
 
+use crate::actions::{ClusterSummary, DrainReport, RestartReport};
 use crate::cli::Output;
 use crate::model::human_duration;
 use crate::plan::drain::{Action, DrainStep, PodVerdict};
-use crate::report::{
-    ClusterReport, ClusterSummary, DrainReport, ReplicaReport, RestartReport, StatusReport,
-};
+use crate::report::{ClusterReport, ReplicaReport, StatusReport};
 
 /// Whether a character could steer a terminal: C0 controls but newline and tab, DEL, and C1
 /// controls (U+0080..U+009F; U+009B is a CSI on some terminals).

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// Modules that must stay pure, by their path under src/.
 const PURE: &[&str] = &[
-    "model", "select", "assess", "plan", "report", "render", "profile", "watch",
+    "model", "select", "assess", "plan", "report", "actions", "render", "profile", "watch",
 ];
 /// Modules that do I/O.
 const IO: &[&str] = &[

@@ -21,6 +21,7 @@ use kube::api::{Api, ListParams};
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::actions::{DrainReport, PodReport};
 use crate::cli::{DrainArgs, GlobalArgs, SelectArgs};
 use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, verdict, ClusterResult, ClusterSummary, Evicted, Settings};
@@ -30,7 +31,7 @@ use crate::plan::drain::nodes::{arrived_member, ordinary_pods, Ordinary};
 use crate::plan::drain::{plan_drain, ClusterInput, DrainOptions, PodRules, PodVerdict};
 use crate::plan::groups::moves_off;
 use crate::preflight::{self, Need};
-use crate::report::{DrainReport, PodReport, API_VERSION};
+use crate::report::API_VERSION;
 use crate::survey::Surveyor;
 use evict::Evictor;
 use real::{cluster_input, Real};

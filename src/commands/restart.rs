@@ -20,6 +20,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::actions::RestartReport;
 use crate::cli::{GlobalArgs, Output, RestartArgs, SelectArgs};
 use crate::commands::drain::evict::Evictor;
 use crate::commands::drain::lock;
@@ -34,7 +35,7 @@ use crate::plan::restart::{
     RESTART_PENDING, SAVED_STRATEGY,
 };
 use crate::preflight::{self, Need};
-use crate::report::{RestartReport, API_VERSION};
+use crate::report::API_VERSION;
 use crate::select::NotRecognised;
 use crate::survey::Surveyor;
 

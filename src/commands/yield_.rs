@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::wait::{await_condition, conditions};
 
+use crate::actions::YieldReport;
 use crate::cli::{GlobalArgs, Output, YieldArgs};
 use crate::errors::{api_context, Reported};
 use crate::groups::move_off;
@@ -16,7 +17,7 @@ use crate::model::{human_duration, ClusterObservation, Selection};
 use crate::plan::groups::{moves_off, GroupMoves};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, YieldOptions};
 use crate::preflight::{self, Need};
-use crate::report::{ClusterReport, YieldReport, API_VERSION};
+use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
 
 pub async fn run(

@@ -19,12 +19,12 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use tokio::time::Instant;
 
+pub use crate::actions::{ClusterResult, ClusterSummary};
 use crate::model::{human_duration, ClusterObservation, OwnerKind};
 use crate::plan::drain::{
     healthy_voter, plan_cluster, Action, ClusterInput, DrainOptions, DrainStep,
 };
 use crate::report::{CheckState, ReplicaReport};
-pub use crate::report::{ClusterResult, ClusterSummary};
 
 /// How often a blocked cluster is surveyed again.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(2);

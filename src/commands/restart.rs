@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actions::RestartReport;
 use crate::cli::{GlobalArgs, Output, RestartArgs, SelectArgs};
-use crate::commands::drain::evict::Evictor;
+use crate::commands::drain::evict::{stop_on_ctrl_c, Evictor};
 use crate::commands::drain::lock;
 use crate::commands::drain::real::{cluster_input, Following, Real};
 use crate::commands::progress::Progress;
@@ -450,18 +450,7 @@ async fn restart_locked(
         timeout: args.steps.timeout,
         cancel: CancellationToken::new(),
     };
-    let cancel = evictor.cancel.clone();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel.cancel();
-            eprintln!(
-                "interrupted: stopping after the current step (Ctrl-C again to exit at once)"
-            );
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        }
-    });
+    let ctrl_c = stop_on_ctrl_c(evictor.cancel.clone());
     let real = Real {
         surveyor,
         evictor: &evictor,

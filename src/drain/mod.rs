@@ -26,6 +26,8 @@ use crate::plan::drain::{
 };
 use crate::report::{CheckState, ReplicaReport};
 
+pub mod nodes;
+
 /// How often a blocked cluster is surveyed again.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
 /// How long after a PDB's refusal the cluster is surveyed and planned again (kubectl drain
@@ -117,6 +119,8 @@ pub trait ClusterOps {
 pub trait Events {
     fn doing(&self, msg: &str);
     fn did(&self, msg: &str);
+    /// The task is over (its live line goes).
+    fn finish(&self) {}
 }
 
 /// The executor's limits, from the command's flags.
@@ -569,4 +573,4 @@ fn rejoined(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: u64) -> 
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -20,33 +20,33 @@ type Change = Box<dyn Fn(&mut ClusterReport)>;
 
 /// A 3-member etcd (etcd-0 on n1, the leader etcd-1 on n2, etcd-2 on n3) whose state the
 /// test scripts.
-struct Scripted {
-    report: RefCell<ClusterReport>,
+pub(super) struct Scripted {
+    pub(super) report: RefCell<ClusterReport>,
     /// Evictions a PDB refuses before it allows one.
-    pdb_refusals: Cell<u32>,
+    pub(super) pdb_refusals: Cell<u32>,
     /// Applied when a PDB refuses: what happens meanwhile.
-    while_refused: RefCell<Option<Change>>,
+    pub(super) while_refused: RefCell<Option<Change>>,
     /// A transfer's failure, instead of a transfer.
-    transfer_fails: RefCell<Option<String>>,
+    pub(super) transfer_fails: RefCell<Option<String>>,
     /// Moving other Raft groups' leaders off a server fails (a NATS stream stepdown).
-    groups_fail: Cell<bool>,
+    pub(super) groups_fail: Cell<bool>,
     /// Lock checks that pass before the lock is found lost.
-    lock_checks_left: Cell<u32>,
+    pub(super) lock_checks_left: Cell<u32>,
     /// The evicted member's replacement comes back this far behind.
-    replacement_lag: Cell<u64>,
+    pub(super) replacement_lag: Cell<u64>,
     /// Interrupted (Ctrl-C) after this many pauses.
-    interrupt_after_pauses: Cell<Option<u32>>,
+    pub(super) interrupt_after_pauses: Cell<Option<u32>>,
     /// The lock found lost by its renewal after this many pauses.
-    lost_after_pauses: Cell<Option<u32>>,
-    pauses: Cell<u32>,
+    pub(super) lost_after_pauses: Cell<Option<u32>>,
+    pub(super) pauses: Cell<u32>,
     /// A restart: every member is to be replaced once, wherever it runs.
-    restart: Cell<bool>,
-    restarted: RefCell<BTreeSet<String>>,
+    pub(super) restart: Cell<bool>,
+    pub(super) restarted: RefCell<BTreeSet<String>>,
     /// Applied after the first eviction: what happens while its replacement starts.
-    after_first_eviction: RefCell<Option<Change>>,
+    pub(super) after_first_eviction: RefCell<Option<Change>>,
     /// Everything done to the cluster, in order.
-    actions: RefCell<Vec<String>>,
-    next_node: Cell<u32>,
+    pub(super) actions: RefCell<Vec<String>>,
+    pub(super) next_node: Cell<u32>,
 }
 
 fn etcd3() -> ClusterReport {
@@ -66,7 +66,7 @@ fn etcd3() -> ClusterReport {
 }
 
 impl Scripted {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Scripted {
             report: RefCell::new(etcd3()),
             pdb_refusals: Cell::new(0),
@@ -86,11 +86,11 @@ impl Scripted {
         }
     }
 
-    fn did(&self, what: String) {
+    pub(super) fn did(&self, what: String) {
         self.actions.borrow_mut().push(what);
     }
 
-    fn actions(&self) -> Vec<String> {
+    pub(super) fn actions(&self) -> Vec<String> {
         self.actions.borrow().clone()
     }
 
@@ -282,9 +282,49 @@ impl ClusterOps for Scripted {
     }
 }
 
+/// The node-level drain's handle on the scripted cluster.
+impl ClusterOps for &Scripted {
+    async fn look(&self) -> Result<Option<Look>> {
+        (**self).look().await
+    }
+    async fn check_lock(&self) -> Result<()> {
+        (**self).check_lock().await
+    }
+    fn lock_lost(&self) -> Option<String> {
+        (**self).lock_lost()
+    }
+    async fn transfer(&self, look: &Look, step: &DrainStep) -> Result<Handover> {
+        (**self).transfer(look, step).await
+    }
+    async fn move_groups_off(&self, look: &Look, pod: &str) -> Result<Option<GroupsMoved>> {
+        (**self).move_groups_off(look, pod).await
+    }
+    async fn refused_now(&self, look: &Look, pod: &str) -> Option<String> {
+        (**self).refused_now(look, pod).await
+    }
+    async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt> {
+        (**self).evict(look, pod).await
+    }
+    async fn wait_gone(&self, look: &Look, pod: &str) -> Result<()> {
+        (**self).wait_gone(look, pod).await
+    }
+    async fn evict_leader(&self, look: &Look, step: &DrainStep) -> Result<Election> {
+        (**self).evict_leader(look, step).await
+    }
+    async fn wait_replacement_ready(&self, look: &Look, pod: &str) -> Result<()> {
+        (**self).wait_replacement_ready(look, pod).await
+    }
+    async fn pause(&self, d: Duration) -> bool {
+        (**self).pause(d).await
+    }
+    fn interrupted(&self) -> bool {
+        (**self).interrupted()
+    }
+}
+
 /// Events as a test reads them.
 #[derive(Default)]
-struct Said(RefCell<Vec<String>>);
+pub(super) struct Said(RefCell<Vec<String>>);
 
 impl Events for Said {
     fn doing(&self, msg: &str) {
@@ -295,7 +335,7 @@ impl Events for Said {
     }
 }
 
-fn opts(nodes: &[&str]) -> DrainOptions {
+pub(super) fn opts(nodes: &[&str]) -> DrainOptions {
     DrainOptions {
         nodes: nodes.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>(),
         max_lag: 100,

@@ -3,7 +3,7 @@
 //! named with its numbers, and a UID precondition so that a pod recreated under the same
 //! name is never evicted in its predecessor's place.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use k8s_openapi::api::core::v1::Pod;
@@ -13,7 +13,6 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::progress::Line;
 use crate::errors::{anyhow_chain, api_context, status_of};
 use crate::select::selector_matches;
 
@@ -27,7 +26,21 @@ pub struct Evictor {
     pub cancel: CancellationToken,
 }
 
-pub use crate::drain::{Attempt, Evicted, RETRY_EVERY};
+pub use crate::drain::{Attempt, Evicted};
+
+/// Ctrl-C cancels `cancel` (the verb stops after its current step, saying so); a second one
+/// exits at once. Abort the handle when the verb is done.
+pub fn stop_on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            eprintln!("interrupted: stopping after the current step (Ctrl-C again to exit at once; a transfer in flight is then not reported)");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    })
+}
 
 /// Sleeps `d`, or less if `cancel` fires; true when it fired.
 pub async fn sleep_or_cancel(cancel: &CancellationToken, d: Duration) -> bool {
@@ -91,33 +104,6 @@ impl Evictor {
                 };
                 Err(api_context(e, api_verb, resource, "")
                     .context(format!("{doing} pod {}", key(p))))
-            }
-        }
-    }
-
-    /// Evicts an ordinary pod, retrying every 5 s while a PDB refuses, until `timeout` or
-    /// Ctrl-C.
-    pub async fn evict(&self, p: &Pod, line: &Line) -> Result<Evicted> {
-        let start = Instant::now();
-        loop {
-            let why = match self.attempt(p).await? {
-                Attempt::Done(done) => return Ok(done),
-                Attempt::Refused(why) => why,
-            };
-            if start.elapsed() >= self.timeout {
-                bail!(
-                    "cannot evict pod {} within {}: {why}",
-                    key(p),
-                    crate::model::human_duration(self.timeout)
-                );
-            }
-            line.set(&format!(
-                "cannot evict {} yet: {why}; retrying every {}s",
-                p.name_any(),
-                RETRY_EVERY.as_secs()
-            ));
-            if sleep_or_cancel(&self.cancel, RETRY_EVERY).await {
-                bail!("interrupted before pod {} could be evicted ({why})", key(p));
             }
         }
     }

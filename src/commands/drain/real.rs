@@ -422,6 +422,10 @@ impl Events for Line {
     fn did(&self, msg: &str) {
         self.note(msg);
     }
+
+    fn finish(&self) {
+        Line::finish(self);
+    }
 }
 
 /// Why a pod is not running, in a few words: phase, and the scheduler's or kubelet's reason.

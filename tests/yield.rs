@@ -372,6 +372,129 @@ fn yield_local_gives_up_within_the_pods_grace_period() {
     );
 }
 
+/// etcd-3.yaml whose members run as the ServiceAccount `raft-hook` (`bound`: to docs/rbac.yaml's
+/// kubectl-raft-prestop role), with its token mounted; a member's preStop hook keeps it running
+/// (Terminating) for 30 s.
+fn deploy_etcd_seeing_its_pods(ns: &str, bound: bool) {
+    kubectl_ok(&["create", "serviceaccount", "raft-hook", "-n", ns]);
+    if bound {
+        kubectl_ok(&[
+            "create",
+            "rolebinding",
+            "raft-hook",
+            "-n",
+            ns,
+            "--clusterrole=kubectl-raft-prestop",
+            &format!("--serviceaccount={ns}:raft-hook"),
+        ]);
+    }
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    let changed = manifest
+        .replace(
+            "automountServiceAccountToken: false",
+            "automountServiceAccountToken: true\n      serviceAccountName: raft-hook",
+        )
+        .replace(
+            r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
+            r#"command: [/bin/sh, -c, "sleep 30"]"#,
+        )
+        .replace(
+            "terminationGracePeriodSeconds: 10",
+            "terminationGracePeriodSeconds: 40",
+        );
+    assert_eq!(
+        changed.matches("raft-hook").count(),
+        1,
+        "the manifest changed"
+    );
+    assert!(
+        changed.contains("sleep 30"),
+        "the manifest's preStop hook was replaced"
+    );
+    let f = tempfile(&changed);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_etcd_ready(ns, 3);
+}
+
+/// A peer that is itself stopping never takes over: its pod is Terminating (its preStop hook
+/// keeps etcd running, a healthy, caught-up follower), and the in-pod handover, which sees
+/// that through the pod's ServiceAccount, hands over to the other follower. Among followers
+/// equally caught up the lowest name would be chosen, so the terminating one is that one.
+#[test]
+fn yield_local_never_hands_over_to_a_peer_whose_pod_is_terminating() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-local-term");
+    deploy_etcd_seeing_its_pods(&ns.name, true);
+    let (leader, stopping, stays) = stop_the_first_follower(&ns.name);
+    let (out, said, err) = yield_local_in(&ns.name, &leader);
+    assert!(out.status.success(), "{said}\n{err}");
+    assert!(
+        err.contains(&format!("{stopping}'s pod is terminating")),
+        "{err}"
+    );
+    assert!(
+        said.contains(&format!("handed leadership to {stays}")),
+        "{said}\n{err}"
+    );
+    assert_eq!(leader_pod(&ns.name), stays);
+}
+
+/// The leader, the follower whose deletion was started (the first by name: the one chosen
+/// among equals) and the other follower.
+fn stop_the_first_follower(ns: &str) -> (String, String, String) {
+    let leader = leader_pod(ns);
+    let mut followers = others_than(&leader, "etcd", 3);
+    followers.sort();
+    let (stopping, stays) = (followers[0].clone(), followers[1].clone());
+    kubectl_ok(&["delete", "pod", &stopping, "-n", ns, "--wait=false"]);
+    wait_in(
+        ns,
+        Duration::from_secs(10),
+        "the pod to be Terminating",
+        || !pod_json(ns, &stopping)["metadata"]["deletionTimestamp"].is_null(),
+    );
+    (leader, stopping, stays)
+}
+
+/// `yield --local` run in the leader's container: (output, stdout, stderr).
+fn yield_local_in(ns: &str, leader: &str) -> (std::process::Output, String, String) {
+    let bin = env!("CARGO_BIN_EXE_kubectl-raft");
+    let out = kubectl(&[
+        "exec",
+        leader,
+        "-n",
+        ns,
+        "--",
+        bin,
+        "yield",
+        "--local",
+        "--system",
+        "etcd",
+        "--pod-grace-period",
+        "40",
+    ]);
+    let (said, err) = (stdout(&out), stderr(&out));
+    (out, said, err)
+}
+
+/// Without the right to read its peers' pods the hook still hands over, and says what it
+/// could not see.
+#[test]
+fn yield_local_without_the_right_to_read_pods_says_it_cannot_see_terminating_peers() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-local-norbac");
+    deploy_etcd_seeing_its_pods(&ns.name, false);
+    let (leader, _, _) = stop_the_first_follower(&ns.name);
+    let (out, said, err) = yield_local_in(&ns.name, &leader);
+    assert!(out.status.success(), "{said}\n{err}");
+    assert!(
+        err.contains("cannot see whether the peers' pods are terminating")
+            && err.contains("forbidden"),
+        "{err}"
+    );
+    assert!(said.contains("handed leadership to"), "{said}\n{err}");
+}
+
 #[test]
 fn yield_local_on_a_follower_exits_at_once_saying_so() {
     let _nodes = shared_nodes();

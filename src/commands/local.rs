@@ -1,7 +1,8 @@
-//! `kubectl-raft yield --local`: the in-pod handover for a preStop hook. No Kubernetes API:
-//! this replica on localhost, its peers at the URLs its member list gives. If this replica
-//! leads, hand over and wait exactly as `yield` does; otherwise exit 0 at once. One line
-//! says what it did.
+//! `kubectl-raft yield --local`: the in-pod handover for a preStop hook. This replica on
+//! localhost, its peers at the URLs its member list gives; the Kubernetes API only to see
+//! whether a peer's pod is itself terminating, where this pod may (its ServiceAccount). If
+//! this replica leads, hand over and wait exactly as `yield` does; otherwise exit 0 at once.
+//! One line says what it did.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -9,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodCondition, PodSpec, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::Api;
 
-use crate::cli::YieldArgs;
+use crate::cli::{GlobalArgs, YieldArgs};
 use crate::errors::Reported;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
 use crate::model::{human_duration, ClusterTarget, OwnerKind, Role, Snapshot};
@@ -29,14 +31,19 @@ pub fn hook_budget(timeout: Duration, grace_period: Duration) -> Duration {
     timeout.min(grace_period * 2 / 3)
 }
 
-pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<()> {
+pub async fn run(
+    g: &GlobalArgs,
+    args: &YieldArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
     let grace = Duration::from_secs(args.pod_grace_period.into());
     let budget = hook_budget(args.timeout, grace);
     let within = YieldArgs {
         timeout: budget,
         ..args.clone()
     };
-    match tokio::time::timeout(budget, run_within(&within, out, err)).await {
+    match tokio::time::timeout(budget, run_within(g, &within, out, err)).await {
         Ok(r) => r,
         Err(_) => {
             writeln!(
@@ -52,7 +59,12 @@ pub async fn run(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     }
 }
 
-async fn run_within(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<()> {
+async fn run_within(
+    g: &GlobalArgs,
+    args: &YieldArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
     let catalog = load_catalog(args.select.profiles.as_deref())?;
     let system = args
         .select
@@ -75,7 +87,7 @@ async fn run_within(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) 
     };
     let limit = args.probe.probe_timeout;
     if args.probe.credentials_secret.is_some() {
-        bail!("--local reads no Secrets (it needs no Kubernetes API): mount the Secret and pass --credentials-file");
+        bail!("--local reads no Secrets (it runs with the pod's own rights, which need none): mount the Secret and pass --credentials-file");
     }
     // In its own pod, the environment is the pod's: read it (the file's values first).
     let vars = match &args.probe.credentials_file {
@@ -181,6 +193,32 @@ async fn run_within(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) 
         follower_line(out)?;
         return Ok(());
     }
+    // A peer whose own pod is stopping never takes over: its pod's deletion, where this pod
+    // may see it, marks the peer terminating (not a healthy voter, so never a target).
+    let mut target = target;
+    let peers: Vec<String> = target
+        .pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .filter(|n| Some(n) != my_name.as_ref())
+        .collect();
+    // A quarter of the hook's time at most (never less than one probe timeout).
+    let within = (args.timeout / 4).max(limit);
+    match terminating_peers(g, &peers, within).await {
+        Ok(stopping) => {
+            for p in target.pods.iter_mut() {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                if let Some(at) = stopping.get(&name) {
+                    writeln!(err, "{ME}: {name}'s pod is terminating: it is not a target")?;
+                    p.metadata.deletion_timestamp = Some(at.clone());
+                }
+            }
+        }
+        Err(why) => writeln!(
+            err,
+            "{ME}: cannot see whether the peers' pods are terminating ({why}); a peer that is itself stopping may be chosen"
+        )?,
+    }
     let obs = observe_cluster(&transport, target, limit).await;
     let report = crate::assess::assess(&obs, &Snapshot::default());
     // Only the sole claimant hands over: with two replicas claiming leadership, a transfer
@@ -254,6 +292,48 @@ async fn run_within(args: &YieldArgs, out: &mut dyn Write, err: &mut dyn Write) 
             )?;
             Err(Reported.into())
         }
+    }
+}
+
+/// Which of `peers` (members named as their pods) have pods that are terminating, read through
+/// the Kubernetes API as this pod may: in a pod, with its ServiceAccount's token (it needs
+/// `get` on `pods` in its namespace); or as --kubeconfig says. Each peer's pod by name in the
+/// namespace (-n, or the pod's own); a name no pod has is not terminating. Err: why it could
+/// not look within `limit`.
+async fn terminating_peers(
+    g: &GlobalArgs,
+    peers: &[String],
+    limit: Duration,
+) -> Result<BTreeMap<String, Time>, String> {
+    let look = async {
+        let conn = crate::connect::connect(g)
+            .await
+            .map_err(|e| crate::errors::anyhow_chain(&e))?;
+        let ns = g.namespace.clone().unwrap_or(conn.default_namespace);
+        let api: Api<Pod> = Api::namespaced(conn.probe_client, &ns);
+        let got = futures::future::join_all(peers.iter().map(|p| api.get_opt(p))).await;
+        let mut stopping = BTreeMap::new();
+        for (name, r) in peers.iter().zip(got) {
+            let pod = r.map_err(|e| {
+                crate::errors::anyhow_chain(&crate::errors::api_context(
+                    e,
+                    "get",
+                    "pods",
+                    &format!("in namespace {ns}"),
+                ))
+            })?;
+            if let Some(at) = pod.and_then(|p| p.metadata.deletion_timestamp) {
+                stopping.insert(name.clone(), at);
+            }
+        }
+        Ok(stopping)
+    };
+    match tokio::time::timeout(limit, look).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "the API server did not answer within {}",
+            human_duration(limit)
+        )),
     }
 }
 

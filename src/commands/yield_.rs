@@ -27,7 +27,7 @@ pub async fn run(
     err: &mut dyn Write,
 ) -> Result<()> {
     if args.local {
-        return crate::commands::local::run(args, out, err).await;
+        return crate::commands::local::run(g, args, out, err).await;
     }
     let surveyor = Surveyor::new(g, &args.select, &args.probe).await?;
     let (obs, report) = find_cluster(&surveyor, args).await?;

@@ -82,6 +82,9 @@ func cmdAgent(args []string) error {
 	if err := a.serveDNS(); err != nil {
 		return fmt.Errorf("DNS server on %s:53: %w", bridgeIP, err)
 	}
+	if err := serveAPIForPods(); err != nil {
+		return fmt.Errorf("the API server for pods on %s:%d: %w", bridgeIP, apiPort, err)
+	}
 
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	podInf := factory.Core().V1().Pods().Informer()

@@ -219,6 +219,12 @@ func (c *containerRunner) start() (chan struct{}, error) {
 		}
 		binds = append(binds, [2]string{src, m.MountPath})
 	}
+	if dir, ok := c.volumes[serviceAccountVolume]; ok {
+		if err := ensureMountpoint(c.w.a.l, serviceAccountPath); err != nil {
+			return nil, fmt.Errorf("mount point %s: %v", serviceAccountPath, err)
+		}
+		binds = append(binds, [2]string{dir, serviceAccountPath})
+	}
 	c.w.mu.Lock()
 	pn := c.w.net
 	c.w.mu.Unlock()
@@ -592,6 +598,10 @@ func (w *podWorker) containerEnv(p *corev1.Pod, c corev1.Container) ([]string, f
 	vals["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	vals["HOME"] = "/root"
 	vals["HOSTNAME"] = p.Name
+	// The API server, as the kubelet names it to every container (see incluster.go).
+	order = append(order, "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+	vals["KUBERNETES_SERVICE_HOST"] = bridgeIP
+	vals["KUBERNETES_SERVICE_PORT"] = strconv.Itoa(apiPort)
 	lookup := func(k string) (string, bool) { v, ok := vals[k]; return v, ok }
 	set := func(k, v string) {
 		if _, ok := vals[k]; !ok {

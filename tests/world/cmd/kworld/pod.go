@@ -376,6 +376,13 @@ func (w *podWorker) prepareVolumes(ctx context.Context) (map[string]string, erro
 			dirs[v.Name] = local
 		}
 	}
+	if wantsToken(p) {
+		dir, err := w.serviceAccountFiles(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		dirs[serviceAccountVolume] = dir
+	}
 	return dirs, nil
 }
 

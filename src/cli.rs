@@ -250,6 +250,12 @@ pub struct DrainArgs {
     #[arg(long, help_heading = PODS_AS_KUBECTL)]
     pub force: bool,
 
+    /// Seconds each ordinary pod is given to stop (default: the pod's own
+    /// terminationGracePeriodSeconds). Raft members always get their own: their preStop hook
+    /// and shutdown are part of a safe handover.
+    #[arg(long, value_name = "SECONDS")]
+    pub grace_period: Option<u32>,
+
     /// Print the plan: ordered steps and why, quorum and fault tolerance during each, what each
     /// PDB answers (a server-side dry-run eviction) and every blocker; change nothing.
     #[arg(long)]
@@ -359,10 +365,6 @@ pub struct StepArgs {
     /// member comes back empty and must catch up as a new member.
     #[arg(long)]
     pub delete_emptydir_data: bool,
-
-    /// Seconds each pod is given to stop (default: the pod's own terminationGracePeriodSeconds).
-    #[arg(long, value_name = "SECONDS")]
-    pub grace_period: Option<u32>,
 
     /// Delete pods instead of evicting them: PodDisruptionBudgets are not consulted
     /// (Raft clusters are still protected by their own checks).

@@ -732,6 +732,101 @@ fn disable_eviction_deletes_past_a_pdb_with_the_grace_period_given() {
     assert!(!uids(&ns.name).contains_key(&web), "{web} is still there");
 }
 
+/// A Deployment's pod on NODE whose preStop hook takes 3 s, then marks MARK/done.
+const SLOW_TO_STOP: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: slow}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: slow}}
+  template:
+    metadata: {labels: {app: slow, drain-test: "ID"}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: NODE}
+      terminationGracePeriodSeconds: 10
+      volumes: [{name: mark, hostPath: {path: MARK}}]
+      containers:
+      - name: slow
+        image: busybox
+        command: [/bin/sleep, "3600"]
+        volumeMounts: [{name: mark, mountPath: /mark}]
+        lifecycle: {preStop: {exec: {command: [/bin/sh, -c, "sleep 3; date > /mark/done"]}}}
+"#;
+
+/// `--grace-period` reaches the API server with the eviction: an ordinary pod given 1 s has
+/// its 3 s preStop hook cut (kube's own eviction request spelled the options so that the API
+/// server ignored them, and the pod got its full 10 s).
+#[test]
+fn an_ordinary_pod_is_evicted_with_the_grace_period_given() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-grace-pod");
+    let node = format!("kworld-{}", common::NODES);
+    let mark = scratch_dir(&ns.name);
+    let text = SLOW_TO_STOP
+        .replace("NODE", &node)
+        .replace("ID", &ns.name)
+        .replace("MARK", mark.to_str().unwrap());
+    let f = tempfile(&text);
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
+    wait_in(&ns.name, Duration::from_secs(60), "the pod running", || {
+        kubectl_json(&["get", "pods", "-n", &ns.name, "-l", "app=slow"])["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["status"]["phase"] == "Running")
+    });
+    let _c = Cordoned(vec![node.clone()]);
+    let selector = format!("app=slow,drain-test={}", ns.name);
+    let (code, report, err) = drain(&[
+        &node,
+        "--pod-selector",
+        &selector,
+        "--grace-period",
+        "1",
+        "--timeout",
+        "60s",
+    ]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    assert_eq!(report["pods"][0]["result"], "evicted", "{report:#}");
+    assert!(
+        !mark.join("done").exists(),
+        "the preStop hook ran its 3 s: the pod was not given 1 s"
+    );
+}
+
+/// `--grace-period` is for ordinary pods: a member keeps its own, so its preStop hook (here 3 s
+/// of work, then a mark on its volume) is not cut by a grace period of 1 s.
+#[test]
+fn a_members_own_grace_period_is_kept_when_grace_period_is_given() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-grace");
+    deploy_etcd_variant(&ns.name, |t| {
+        let hooked = t.replace(
+            r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
+            r#"command: [/bin/sh, -c, "sleep 3; date +%s > /var/lib/etcd/prestop-done"]"#,
+        );
+        assert_ne!(hooked, t, "the preStop hook was replaced");
+        hooked
+    });
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = follower_of(&ns.name, &leader);
+    let node = node_of(&ns.name, &follower);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let (code, report, err) = drain(&[&node, "--grace-period", "1", "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let pvc = kubectl_json(&["get", "pvc", &format!("data-{follower}"), "-n", &ns.name]);
+    let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);
+    let mark =
+        std::path::Path::new(pv["spec"]["hostPath"]["path"].as_str().unwrap()).join("prestop-done");
+    assert!(
+        mark.exists(),
+        "{follower}'s preStop hook was cut short: no {}",
+        mark.display()
+    );
+}
+
 #[test]
 fn two_clusters_drain_side_by_side_with_parallel_clusters() {
     let _nodes = exclusive_nodes();

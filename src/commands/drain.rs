@@ -66,7 +66,7 @@ pub async fn run(
     };
     let evictor = Evictor {
         client: surveyor.conn.probe_client.clone(),
-        grace_period: args.steps.grace_period,
+        grace_period: args.grace_period,
         disable_eviction: args.steps.disable_eviction,
         timeout: args.steps.timeout,
         cancel: CancellationToken::new(),

@@ -445,7 +445,7 @@ async fn restart_locked(
     }
     let evictor = Evictor {
         client: surveyor.conn.probe_client.clone(),
-        grace_period: args.steps.grace_period,
+        grace_period: None,
         disable_eviction: args.steps.disable_eviction,
         timeout: args.steps.timeout,
         cancel: CancellationToken::new(),

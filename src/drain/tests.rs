@@ -534,6 +534,28 @@ async fn a_blocker_that_never_clears_stops_after_the_timeout() {
     );
 }
 
+/// A 1-member cluster: no wait can make its eviction safe, so it stops at once instead of
+/// waiting the whole timeout for members that cannot exist.
+#[tokio::test(start_paused = true)]
+async fn a_cluster_too_small_to_lose_a_member_stops_without_waiting() {
+    let c = Scripted::new();
+    {
+        let mut r = c.report.borrow_mut();
+        r.replicas.retain(|x| x.pod == "etcd-1");
+        r.summary.voters = 1;
+        r.summary.quorum = 1;
+    }
+    let s = run(&c, &["n2"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped);
+    assert!(c.actions().is_empty());
+    assert_eq!(c.pauses.get(), 0, "it waited: {}", s.message);
+    assert!(
+        s.message.contains("however long this waits"),
+        "{}",
+        s.message
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lock_lost_while_waiting_stops_the_wait_and_acts_no_more() {
     let c = Scripted::new();

@@ -239,6 +239,9 @@ pub enum BlockReason {
     /// Another actor took over what this run replaces (restart: the StatefulSet's controller
     /// now rolls members itself): going on would interleave two rollouts.
     RolloutConflict,
+    /// The cluster has too few voters to lose one: even with every other configured voter
+    /// healthy, the eviction leaves no quorum (a 1- or 2-voter cluster). Waiting cannot help.
+    TooFewVoters,
 }
 
 impl BlockReason {
@@ -461,6 +464,18 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
                 BlockReason::Pinned,
                 Some(&x.pod),
                 format!("{cluster}: {} cannot be replaced while node {node} is drained: {why}; evicting it leaves the cluster a member short until the node is back (--allow-degraded to do it anyway)", x.pod),
+            );
+            break;
+        }
+        let votes = x.raft.role.is_voter() && !x.raft.learner;
+        if votes && r.summary.voters.saturating_sub(1) < quorum {
+            plan.blocker = block(
+                BlockReason::TooFewVoters,
+                Some(&x.pod),
+                format!(
+                    "{cluster}: evicting {} loses the quorum however long this waits: {} has {} voter(s) and needs {quorum}, so no member can go while it serves. Add members first (3 voters survive one eviction), or accept the outage and evict it with kubectl",
+                    x.pod, r.system, r.summary.voters
+                ),
             );
             break;
         }

@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, EvictParams, Preconditions};
+use k8s_openapi::api::policy::v1::{Eviction, PodDisruptionBudget};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    DeleteOptions, ObjectMeta, Preconditions as K8sPreconditions,
+};
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -16,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::errors::{anyhow_chain, api_context, status_of};
 use crate::select::selector_matches;
 
+#[derive(Clone)]
 pub struct Evictor {
     /// A client that does not retry 429s by itself: a PDB's refusal is ours to explain.
     pub client: Client,
@@ -50,6 +54,26 @@ pub async fn sleep_or_cancel(cancel: &CancellationToken, d: Duration) -> bool {
     }
 }
 
+/// The Eviction of this pod (its UID: never a successor under the same name), with the grace
+/// period when one is given.
+fn eviction(p: &Pod, grace_period: Option<u32>) -> Eviction {
+    Eviction {
+        metadata: ObjectMeta {
+            name: p.metadata.name.clone(),
+            namespace: p.metadata.namespace.clone(),
+            ..Default::default()
+        },
+        delete_options: Some(DeleteOptions {
+            grace_period_seconds: grace_period.map(i64::from),
+            preconditions: Some(K8sPreconditions {
+                uid: p.uid(),
+                resource_version: None,
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
 fn key(p: &Pod) -> String {
     format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
 }
@@ -70,18 +94,21 @@ impl Evictor {
     async fn once(&self, p: &Pod, dry_run: bool) -> Result<(), kube::Error> {
         let api: Api<Pod> =
             Api::namespaced(self.client.clone(), &p.namespace().unwrap_or_default());
-        let dp = self.params(p, dry_run);
         if self.disable_eviction {
+            let dp = self.params(p, dry_run);
             api.delete(&p.name_any(), &dp).await.map(|_| ())
         } else {
-            let ep = EvictParams {
-                delete_options: Some(dp),
-                post_options: kube::api::PostParams {
-                    dry_run,
-                    field_manager: None,
-                },
+            // Not kube's `Api::evict`: its body names the options `delete_options` (kube-core
+            // 5.0), a field the API server ignores, so neither the grace period nor the UID
+            // precondition reached it. The Eviction as Kubernetes spells it instead.
+            let pp = kube::api::PostParams {
+                dry_run,
+                field_manager: None,
             };
-            api.evict(&p.name_any(), &ep).await.map(|_| ())
+            let body = eviction(p, self.grace_period);
+            api.create_subresource::<_, serde_json::Value>("eviction", &p.name_any(), &pp, &body)
+                .await
+                .map(|_| ())
         }
     }
 
@@ -186,5 +213,44 @@ impl Evictor {
                 p.namespace().unwrap_or_default()
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("etcd-0".into()),
+                namespace: Some("db".into()),
+                uid: Some("u-1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// The API server reads `deleteOptions`; a body that spells it otherwise (kube-core 5.0's
+    /// `delete_options`) loses the grace period and the UID precondition without an error.
+    #[test]
+    fn an_eviction_carries_its_grace_period_and_uid_where_the_api_server_reads_them() {
+        let body = serde_json::to_value(eviction(&pod(), Some(1))).unwrap();
+        assert_eq!(body["deleteOptions"]["gracePeriodSeconds"], 1, "{body}");
+        assert_eq!(
+            body["deleteOptions"]["preconditions"]["uid"], "u-1",
+            "{body}"
+        );
+        assert_eq!(body["metadata"]["name"], "etcd-0");
+    }
+
+    #[test]
+    fn an_eviction_without_a_grace_period_leaves_the_pods_own() {
+        let body = serde_json::to_value(eviction(&pod(), None)).unwrap();
+        assert!(
+            body["deleteOptions"].get("gracePeriodSeconds").is_none(),
+            "{body}"
+        );
     }
 }

@@ -25,7 +25,11 @@ use crate::survey::Surveyor;
 /// A real cluster's nodes, as the drain's flags name them.
 pub(crate) struct RealNodes {
     pub surveyor: Arc<Surveyor>,
+    /// For ordinary pods: with --grace-period.
     pub evictor: Evictor,
+    /// For Raft members: each with its own grace period (its preStop hook and shutdown are
+    /// part of a safe handover; --grace-period does not cut them).
+    pub members: Evictor,
     pub nodes: Vec<String>,
     pub pod_selector: Option<String>,
     pub lock_namespace: String,
@@ -52,9 +56,14 @@ impl RealNodes {
         probe_limit: Duration,
     ) -> Self {
         let holder = lock::holder_identity(&format!("drain {}", nodes.join(" ")));
+        let members = Evictor {
+            grace_period: None,
+            ..evictor.clone()
+        };
         RealNodes {
             surveyor,
             evictor,
+            members,
             nodes,
             pod_selector,
             lock_namespace,
@@ -213,7 +222,7 @@ impl NodeOps for RealNodes {
     fn cluster<'a>(&'a self, ns: &'a str, name: &'a str, lock: Option<&'a lock::Held>) -> Real<'a> {
         Real {
             surveyor: &self.surveyor,
-            evictor: &self.evictor,
+            evictor: &self.members,
             pvs: self.pvs(),
             timeout: self.evictor.timeout,
             probe_limit: self.probe_limit,

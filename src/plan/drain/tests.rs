@@ -223,6 +223,28 @@ fn one_member_down_on_five_still_allows_one_eviction() {
 }
 
 #[test]
+fn a_single_voter_cannot_go_and_waiting_would_not_help() {
+    let p = plan_cluster(&input("etcd", &[m(Role::Leader, 1)], true), &opts(&[1]));
+    let b = p.blocker.expect("refused");
+    assert_eq!(b.reason, BlockReason::TooFewVoters);
+    assert!(!b.reason.waitable());
+    assert!(p.steps.is_empty());
+}
+
+#[test]
+fn neither_of_two_voters_can_go_and_waiting_would_not_help() {
+    let two = [m(Role::Leader, 1), m(Role::Follower, 2)];
+    let p = plan_cluster(&input("etcd", &two, true), &opts(&[2]));
+    let b = p.blocker.expect("refused");
+    assert_eq!(b.reason, BlockReason::TooFewVoters);
+    assert!(
+        b.message.contains("has 2 voter(s) and needs 2"),
+        "{}",
+        b.message
+    );
+}
+
+#[test]
 fn no_leader_means_wait() {
     let ms = vec![
         m(Role::Follower, 1),

@@ -386,6 +386,7 @@ mod tests {
                 quorum: 2,
                 fault_tolerance_during: 0,
                 degraded: None,
+                new_revision: None,
             }],
             blocker: None,
         };

@@ -426,6 +426,9 @@ pub fn drain_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Re
                     s.fault_tolerance_during,
                     c.pdb_answers.get(&s.pod).map_or("-", String::as_str)
                 )?;
+                if let Some(rev) = &s.new_revision {
+                    writeln!(out, "     its replacement starts from the update revision {rev} (the StatefulSet is OnDelete with a pending update): this drain rolls the new template onto it")?;
+                }
                 if let Some(d) = &s.degraded {
                     writeln!(out, "     its replacement cannot start until {} is back ({d}): the cluster runs a member short", s.node)?;
                 }

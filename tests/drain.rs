@@ -680,6 +680,66 @@ fn a_replacement_that_never_becomes_ready_stops_the_drain_and_a_rerun_resumes() 
     }
 }
 
+/// An OnDelete StatefulSet with a pending template change: the evicted member's replacement
+/// starts from the new template, which the drain says (dry run and report) rather than doing
+/// it silently.
+#[test]
+fn a_drain_says_when_a_members_replacement_takes_a_pending_update() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("dr-ondelete");
+    deploy_etcd_variant(&ns.name, |t| {
+        t.replace(
+            "  podManagementPolicy: Parallel\n",
+            "  podManagementPolicy: Parallel\n  updateStrategy: {type: OnDelete}\n",
+        )
+    });
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = follower_of(&ns.name, &leader);
+    let node = node_of(&ns.name, &follower);
+    wait_node_alone(&node, &ns.name);
+    kubectl_ok(&[
+        "patch",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"template":{"metadata":{"annotations":{"test/revision":"2"}}}}}"#,
+    ]);
+    let mut update = String::new();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "a pending update",
+        || {
+            let s = kubectl_json(&["get", "sts", "etcd", "-n", &ns.name]);
+            update = s["status"]["updateRevision"].as_str().unwrap_or("").into();
+            !update.is_empty() && s["status"]["currentRevision"] != update.as_str()
+        },
+    );
+    let _c = Cordoned(vec![node.clone()]);
+    let (code, report, err) = drain(&[&node, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    assert_eq!(
+        c["plan"]["steps"][0]["newRevision"],
+        update.as_str(),
+        "{c:#}"
+    );
+    let said = c["done"].to_string();
+    assert!(
+        said.contains(&format!("update revision {update}")),
+        "not said: {c:#}"
+    );
+    let now = pod_json(&ns.name, &follower);
+    assert_eq!(
+        now["metadata"]["labels"]["controller-revision-hash"],
+        update.as_str(),
+        "the replacement runs another revision than said"
+    );
+}
+
 #[test]
 fn zookeepers_leader_goes_last_in_an_election_that_is_counted() {
     let _nodes = exclusive_nodes();

@@ -474,6 +474,12 @@ async fn evict_member<O: ClusterOps, E: Events>(
             }
         }
     }
+    if let Some(rev) = &step.new_revision {
+        let msg = format!(
+            "{pod}'s replacement starts from the StatefulSet's update revision {rev} (OnDelete with a pending update): this drain rolled the new template onto it"
+        );
+        said(events, s, msg);
+    }
     if let Some(why) = &step.degraded {
         let msg = format!(
             "{} runs a member short until node {} is back ({why}); its fault tolerance is reduced meanwhile",

@@ -157,6 +157,7 @@ impl ClusterOps for Scripted {
                 placement_unknown: None,
                 replace: self.replace(),
                 conflict: None,
+                comes_back_at: Default::default(),
             },
         }))
     }

@@ -178,6 +178,9 @@ pub struct ClusterInput {
     /// Why no member may be replaced by this run any more (`plan::restart::follow`'s
     /// conflict): the plan stops with it before any step.
     pub conflict: Option<String>,
+    /// Per pod, the revision its replacement would start from when that is not its own
+    /// (`plan::restart::comes_back_at`).
+    pub comes_back_at: BTreeMap<String, String>,
 }
 
 /// The names of a pod's emptyDir volumes, kubectl drain's "local storage".
@@ -217,6 +220,10 @@ pub struct DrainStep {
     pub fault_tolerance_during: u32,
     /// Why no replacement can start until the node is back (only with --allow-degraded).
     pub degraded: Option<String>,
+    /// The revision its replacement starts from when that is not the one it runs (an OnDelete
+    /// StatefulSet with a pending update): the drain rolls the new template onto it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_revision: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -565,6 +572,7 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
             quorum,
             fault_tolerance_during: during - quorum,
             degraded: stuck.cloned(),
+            new_revision: c.comes_back_at.get(&x.pod).cloned(),
         });
         if stuck.is_some() {
             degraded = true;

@@ -74,6 +74,20 @@ fn revision(p: &Pod) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// The revision a deleted `pod` of `sts` comes back at, when that is not the one it runs: an
+/// OnDelete StatefulSet with a pending update recreates every deleted pod from its update
+/// revision, so a drain that evicts the member rolls the new template onto it.
+pub fn comes_back_at(sts: &StatefulSet, pod: &Pod) -> Option<String> {
+    let on_delete = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.type_.as_deref())
+        == Some("OnDelete");
+    let update = sts.status.as_ref()?.update_revision.clone()?;
+    (on_delete && !update.is_empty() && revision(pod) != Some(update.as_str())).then_some(update)
+}
+
 pub fn mode(sts: &StatefulSet, pods: &[Pod]) -> Mode {
     let status = sts.status.clone().unwrap_or_default();
     let update = status.update_revision.unwrap_or_default();
@@ -246,6 +260,22 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_member_behind_an_on_delete_update_comes_back_at_the_update_revision() {
+        let s = sts("OnDelete", "r1", "r2");
+        assert_eq!(
+            comes_back_at(&s, &pod("etcd-0", "r1", T0)).as_deref(),
+            Some("r2")
+        );
+        assert_eq!(comes_back_at(&s, &pod("etcd-1", "r2", T1)), None);
+    }
+
+    #[test]
+    fn a_rolling_update_member_comes_back_as_the_controller_decides_not_said() {
+        let s = sts("RollingUpdate", "r1", "r2");
+        assert_eq!(comes_back_at(&s, &pod("etcd-0", "r1", T0)), None);
     }
 
     const T0: &str = "uid-a";

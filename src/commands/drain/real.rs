@@ -21,11 +21,11 @@ use crate::commands::progress::Line;
 use crate::drain::{Attempt, ClusterOps, Election, Events, Evicted, GroupsMoved, Handover, Look};
 use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
-use crate::model::{human_duration, pod_ready, ClusterObservation, Selection};
+use crate::model::{human_duration, pod_ready, ClusterObservation, OwnerKind, Selection};
 use crate::plan::drain::{emptydir_volumes, ClusterInput, DrainOptions, DrainStep};
 use crate::plan::groups::moves_off;
 use crate::plan::placement::stuck_members;
-use crate::plan::restart::{follow, pending, Followed, Restart};
+use crate::plan::restart::{comes_back_at, follow, pending, Followed, Restart};
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::ClusterReport;
 use crate::survey::Surveyor;
@@ -69,6 +69,22 @@ pub(crate) fn cluster_input(
         .map(|p| (p.name_any(), emptydir_volumes(p)))
         .filter(|(_, d)| !d.is_empty())
         .collect();
+    // A drain's eviction of an OnDelete StatefulSet's member with a pending update rolls the
+    // new template onto it (restart drives such updates on purpose: it is not said there).
+    let sts = snapshot
+        .statefulsets
+        .iter()
+        .find(|s| {
+            s.metadata.namespace.as_deref() == Some(obs.target.namespace.as_str())
+                && s.metadata.name.as_deref() == Some(obs.target.name.as_str())
+        })
+        .filter(|_| !drained.is_empty() && obs.target.owner_kind == OwnerKind::StatefulSet);
+    let comes_back_at = obs
+        .target
+        .pods
+        .iter()
+        .filter_map(|p| Some((p.name_any(), comes_back_at(sts?, p)?)))
+        .collect();
     ClusterInput {
         report,
         can_transfer: obs.target.profile.transfer.is_some(),
@@ -78,6 +94,7 @@ pub(crate) fn cluster_input(
         placement_unknown,
         replace,
         conflict: None,
+        comes_back_at,
     }
 }
 

@@ -62,6 +62,7 @@ fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
         placement_unknown: None,
         replace: Default::default(),
         conflict: None,
+        comes_back_at: Default::default(),
     }
 }
 
@@ -242,6 +243,15 @@ fn neither_of_two_voters_can_go_and_waiting_would_not_help() {
         "{}",
         b.message
     );
+}
+
+#[test]
+fn a_member_that_comes_back_at_a_newer_revision_says_so_in_its_step() {
+    let mut c = input("etcd", &three(), true);
+    c.comes_back_at.insert("etcd-0".into(), "etcd-7d9".into());
+    let p = plan_cluster(&c, &opts(&[1]));
+    assert_eq!(p.steps[0].pod, "etcd-0");
+    assert_eq!(p.steps[0].new_revision.as_deref(), Some("etcd-7d9"));
 }
 
 #[test]

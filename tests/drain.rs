@@ -52,6 +52,15 @@ fn follower_of(ns: &str, leader: &str) -> String {
     followers(ns, leader).remove(0)
 }
 
+/// A follower of the etcd in `ns`, and its node once nothing else runs there.
+fn a_followers_node(ns: &str) -> (String, String) {
+    let (leader, _) = etcd_leader(ns).expect("a leader");
+    let follower = follower_of(ns, &leader);
+    let node = node_of(ns, &follower);
+    wait_node_alone(&node, ns);
+    (follower, node)
+}
+
 /// etcd-3.yaml with `edit` applied, deployed and Ready.
 fn deploy_etcd_variant(ns: &str, edit: impl Fn(String) -> String) {
     deploy_etcd_n_variant(ns, 3, edit)
@@ -693,10 +702,7 @@ fn a_drain_says_when_a_members_replacement_takes_a_pending_update() {
             "  podManagementPolicy: Parallel\n  updateStrategy: {type: OnDelete}\n",
         )
     });
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let follower = follower_of(&ns.name, &leader);
-    let node = node_of(&ns.name, &follower);
-    wait_node_alone(&node, &ns.name);
+    let (follower, node) = a_followers_node(&ns.name);
     kubectl_ok(&[
         "patch",
         "sts",
@@ -869,10 +875,7 @@ fn a_members_own_grace_period_is_kept_when_grace_period_is_given() {
         assert_ne!(hooked, t, "the preStop hook was replaced");
         hooked
     });
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let follower = follower_of(&ns.name, &leader);
-    let node = node_of(&ns.name, &follower);
-    wait_node_alone(&node, &ns.name);
+    let (follower, node) = a_followers_node(&ns.name);
     let _c = Cordoned(vec![node.clone()]);
     let (code, report, err) = drain(&[&node, "--grace-period", "1", "--timeout", "90s"]);
     assert_eq!(code, Some(0), "{err}\n{report:#}");

@@ -219,6 +219,16 @@ async fn run(n: &Nodes) -> Result<DrainReport> {
     drain_nodes(n, &Said::default(), &n.drain()).await
 }
 
+/// The lock was given back, and nothing was done after that.
+fn released_last(n: &Nodes) {
+    let a = n.actions();
+    assert_eq!(
+        a.last().map(String::as_str),
+        Some("release db/etcd"),
+        "{a:?}"
+    );
+}
+
 fn position(actions: &[String], what: &str) -> usize {
     actions
         .iter()
@@ -250,12 +260,7 @@ async fn the_nodes_are_cordoned_after_every_lock_and_before_any_eviction() {
 async fn the_locks_are_given_back_after_the_last_action() {
     let n = Nodes::new(&["n1"]);
     run(&n).await.unwrap();
-    let a = n.actions();
-    assert_eq!(
-        a.last().map(String::as_str),
-        Some("release db/etcd"),
-        "{a:?}"
-    );
+    released_last(&n);
 }
 
 #[tokio::test(start_paused = true)]
@@ -265,12 +270,7 @@ async fn the_locks_are_given_back_when_a_cluster_stops() {
     let r = run(&n).await.unwrap();
     assert!(!r.succeeded);
     assert_eq!(r.clusters[0].result, ClusterResult::Stopped);
-    let a = n.actions();
-    assert_eq!(
-        a.last().map(String::as_str),
-        Some("release db/etcd"),
-        "{a:?}"
-    );
+    released_last(&n);
 }
 
 #[tokio::test(start_paused = true)]

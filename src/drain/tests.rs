@@ -557,6 +557,27 @@ async fn a_cluster_too_small_to_lose_a_member_stops_without_waiting() {
     );
 }
 
+/// A learner on the drained node rejoins by a learner's test (healthy, Ready, knowing the
+/// leader), not a voter's: its drain does not stall waiting for it to vote.
+#[tokio::test(start_paused = true)]
+async fn a_learner_on_the_node_rejoins_as_a_learner_and_the_drain_goes_on() {
+    let c = Scripted::new();
+    {
+        let mut r = c.report.borrow_mut();
+        let x = Scripted::replica(&mut r, "etcd-0");
+        x.raft.role = Role::Learner;
+        x.raft.learner = true;
+    }
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    assert_eq!(c.actions(), ["evict etcd-0"]);
+    assert!(
+        s.done.iter().any(|d| d.starts_with("etcd-0 rejoined")),
+        "{:?}",
+        s.done
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lock_lost_while_waiting_stops_the_wait_and_acts_no_more() {
     let c = Scripted::new();

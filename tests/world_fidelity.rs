@@ -826,3 +826,42 @@ fn kubectl_port_forward_reaches_a_pods_port() {
     let _ = pf.kill();
     let _ = pf.wait();
 }
+
+/// A pod that sets `automountServiceAccountToken: true` gets its ServiceAccount's token, the
+/// cluster CA and its namespace where the kubelet puts them, and reaches the API server at
+/// `KUBERNETES_SERVICE_HOST:PORT` as that ServiceAccount (which may do nothing here: the API
+/// server names it in its refusal).
+#[test]
+fn a_pod_that_asks_for_its_token_reaches_the_api_server_as_its_service_account() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-token");
+    apply(
+        &ns.name,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: tok}\nspec:\n  automountServiceAccountToken: true\n  containers:\n  - {name: main, image: example/shell, command: [/bin/sleep, '600']}\n",
+    );
+    wait_in(&ns.name, Duration::from_secs(30), "the pod running", || {
+        pod_json(&ns.name, "tok")["status"]["phase"] == "Running"
+    });
+    let dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let said = kubectl_ok(&[
+        "exec",
+        "tok",
+        "-n",
+        &ns.name,
+        "--",
+        "cat",
+        &format!("{dir}/namespace"),
+    ]);
+    assert_eq!(said.trim(), ns.name);
+    // The world's own kubectl, in the pod, with no kubeconfig: in-cluster configuration.
+    let ask = format!(
+        "{} get pods 2>&1 || true",
+        world_dir().join("bin/kubectl").display()
+    );
+    let answer = kubectl_ok(&["exec", "tok", "-n", &ns.name, "--", "/bin/sh", "-c", &ask]);
+    assert!(
+        answer.contains(&format!("system:serviceaccount:{}:default", ns.name))
+            && answer.contains("Forbidden"),
+        "{answer}"
+    );
+}

@@ -75,11 +75,9 @@ pub async fn run(
     let real = RealNodes::new(
         surveyor.clone(),
         evictor,
-        nodes.clone(),
+        d.opts.clone(),
         args.pod_selector.clone(),
         args.steps.lock_namespace.clone(),
-        args.allow_degraded,
-        d.opts.clone(),
         args.probe.probe_timeout,
     );
     let report = drain_nodes(&real, &Stderr(Progress::new()), &d).await;

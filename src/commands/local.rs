@@ -306,11 +306,16 @@ async fn terminating_peers(
     limit: Duration,
 ) -> Result<BTreeMap<String, Time>, String> {
     let look = async {
-        let conn = crate::connect::connect(g)
+        // One client: the hook makes a handful of reads, not a survey.
+        let config = crate::connect::config(g, false)
             .await
             .map_err(|e| crate::errors::anyhow_chain(&e))?;
-        let ns = g.namespace.clone().unwrap_or(conn.default_namespace);
-        let api: Api<Pod> = Api::namespaced(conn.probe_client, &ns);
+        let ns = g
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+        let api: Api<Pod> = Api::namespaced(client, &ns);
         let got = futures::future::join_all(peers.iter().map(|p| api.get_opt(p))).await;
         let mut stopping = BTreeMap::new();
         for (name, r) in peers.iter().zip(got) {

@@ -330,10 +330,23 @@ fn refused(d: &NodeDrain, ordinary: &Ordinary) -> DrainReport {
         nodes: d.nodes.clone(),
         dry_run: false,
         succeeded: false,
-        pods: pod_reports(ordinary, |v| match v {
-            PodVerdict::Refuse(_) => "blocks the drain".into(),
-            _ => "not evicted".into(),
-        }),
+        pods: ordinary
+            .pods
+            .iter()
+            .map(|(p, v)| {
+                let (namespace, name) = key(p);
+                let result = match v {
+                    PodVerdict::Refuse(_) => "blocks the drain",
+                    _ => "not evicted",
+                };
+                PodReport {
+                    namespace,
+                    name,
+                    verdict: v.clone(),
+                    result: result.into(),
+                }
+            })
+            .collect(),
         clusters: vec![],
         message: format!(
             "cannot drain {}: these pods cannot be moved: {}. Nothing was evicted; the node(s) stay cordoned (`kubectl uncordon {}` to undo)",
@@ -342,22 +355,6 @@ fn refused(d: &NodeDrain, ordinary: &Ordinary) -> DrainReport {
             d.nodes.join(" ")
         ),
     }
-}
-
-fn pod_reports(ordinary: &Ordinary, result: impl Fn(&PodVerdict) -> String) -> Vec<PodReport> {
-    ordinary
-        .pods
-        .iter()
-        .map(|(p, v)| {
-            let (namespace, name) = key(p);
-            PodReport {
-                namespace,
-                name,
-                verdict: v.clone(),
-                result: result(v),
-            }
-        })
-        .collect()
 }
 
 /// Evicts an ordinary pod as kubectl drain does: a PDB's refusal retried every 5 s until the
@@ -405,15 +402,20 @@ async fn dry_run<O: NodeOps>(
     ordinary: &Ordinary,
     clusters: &[&Look],
 ) -> DrainReport {
-    let mut pods = pod_reports(ordinary, |v| match v {
-        PodVerdict::Skip(_) => "stays".into(),
-        PodVerdict::Refuse(_) => "blocks the drain".into(),
-        PodVerdict::Evict(_) => String::new(),
-    });
-    for ((p, v), r) in ordinary.pods.iter().zip(pods.iter_mut()) {
-        if matches!(v, PodVerdict::Evict(_)) {
-            r.result = ops.pdb_answer(p).await;
-        }
+    let mut pods = vec![];
+    for (p, v) in &ordinary.pods {
+        let (namespace, name) = key(p);
+        let result = match v {
+            PodVerdict::Evict(_) => ops.pdb_answer(p).await,
+            PodVerdict::Skip(_) => "stays".into(),
+            PodVerdict::Refuse(_) => "blocks the drain".into(),
+        };
+        pods.push(PodReport {
+            namespace,
+            name,
+            verdict: v.clone(),
+            result,
+        });
     }
     let inputs: Vec<ClusterInput> = clusters.iter().map(|l| l.input.clone()).collect();
     let mut summaries = vec![];

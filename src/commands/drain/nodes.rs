@@ -22,7 +22,7 @@ use crate::plan::drain::DrainOptions;
 use crate::preflight::{self, Need};
 use crate::survey::Surveyor;
 
-/// A real cluster's nodes, as the drain's flags name them.
+/// A real cluster's nodes, as the drain's flags name them (the nodes are `opts.nodes`).
 pub(crate) struct RealNodes {
     pub surveyor: Arc<Surveyor>,
     /// For ordinary pods: with --grace-period.
@@ -30,10 +30,8 @@ pub(crate) struct RealNodes {
     /// For Raft members: each with its own grace period (its preStop hook and shutdown are
     /// part of a safe handover; --grace-period does not cut them).
     pub members: Evictor,
-    pub nodes: Vec<String>,
     pub pod_selector: Option<String>,
     pub lock_namespace: String,
-    pub allow_degraded: bool,
     /// The holder identity its locks carry.
     pub holder: String,
     pub opts: DrainOptions,
@@ -44,17 +42,15 @@ pub(crate) struct RealNodes {
 }
 
 impl RealNodes {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         surveyor: Arc<Surveyor>,
         evictor: Evictor,
-        nodes: Vec<String>,
+        opts: DrainOptions,
         pod_selector: Option<String>,
         lock_namespace: String,
-        allow_degraded: bool,
-        opts: DrainOptions,
         probe_limit: Duration,
     ) -> Self {
+        let nodes: Vec<&str> = opts.nodes.iter().map(String::as_str).collect();
         let holder = lock::holder_identity(&format!("drain {}", nodes.join(" ")));
         let members = Evictor {
             grace_period: None,
@@ -64,10 +60,8 @@ impl RealNodes {
             surveyor,
             evictor,
             members,
-            nodes,
             pod_selector,
             lock_namespace,
-            allow_degraded,
             holder,
             opts,
             probe_limit,
@@ -108,7 +102,7 @@ impl NodeOps for RealNodes {
             .survey_in(
                 None,
                 &Selection {
-                    nodes: self.nodes.clone(),
+                    nodes: self.opts.nodes.iter().cloned().collect(),
                     ..Default::default()
                 },
             )
@@ -139,7 +133,7 @@ impl NodeOps for RealNodes {
 
     async fn pods_on(&self, selected_only: bool) -> Result<Vec<Pod>> {
         let mut out = vec![];
-        for n in &self.nodes {
+        for n in &self.opts.nodes {
             let mut lp = ListParams::default().fields(&format!("spec.nodeName={n}"));
             if let Some(s) = self.pod_selector.as_deref().filter(|_| selected_only) {
                 lp = lp.labels(s);
@@ -160,7 +154,7 @@ impl NodeOps for RealNodes {
             self.evictor.disable_eviction,
             &self.lock_namespace,
         ));
-        if !self.allow_degraded {
+        if !self.opts.allow_degraded {
             for resource in ["nodes", "persistentvolumes"] {
                 needs.push(Need::new(
                     "list",

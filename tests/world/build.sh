@@ -77,6 +77,19 @@ fi
 # Where the manifests (tests/manifests/nats-*.yaml) run it from, as Debian's etcd runs from /usr/bin.
 cmp -s "$bin/nats-server" /usr/local/bin/nats-server 2>/dev/null || install -m 0755 "$bin/nats-server" /usr/local/bin/nats-server
 
+# The Consul stand-in (tests/standin/hraft: hashicorp/raft behind Consul's HTTP API shapes;
+# Consul's licence keeps Consul itself out). Its own go.mod, so built from its directory;
+# rebuilt when its module files or sources change. Installed where tests/manifests/hraft-*.yaml
+# run it from.
+hraft_dir="$here/../standin/hraft"
+hraft_stamp=$(cd "$hraft_dir" && cat go.mod go.sum $(ls *.go | grep -v '_test\.go$') | sha256sum | cut -c1-16)
+if [ "$(cat "$bin/.hraft.stamp" 2>/dev/null)" != "$hraft_stamp" ] || [ ! -x "$bin/hraft-standin" ]; then
+  echo "build.sh: building hraft-standin (the Consul stand-in)" >&2
+  (cd "$hraft_dir" && go build -o "$bin/hraft-standin" .)
+  echo "$hraft_stamp" > "$bin/.hraft.stamp"
+fi
+cmp -s "$bin/hraft-standin" /usr/local/bin/hraft-standin 2>/dev/null || install -m 0755 "$bin/hraft-standin" /usr/local/bin/hraft-standin
+
 # Spur's spurctld (openraft), built from source: SPUR_SRC (a source directory or a .tar.gz of
 # one), else the snapshot in the workplace's shared/third_party (ROCm/spur at 4cc3da8), else a
 # clone of the upstream repository at that commit where the machine reaches GitHub. Where none

@@ -204,6 +204,48 @@ pub struct Waited {
     pub last_round: Vec<ReplicaView>,
 }
 
+/// Why a handover is not a success: the one verdict yield, drain, restart and the in-pod
+/// hook give the same wait (`Waited::verdict`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandoverFailure {
+    /// Another member took over (an election?).
+    WentElsewhere { to: String },
+    /// The old leader stepped down and was chosen again.
+    Returned,
+    /// Leadership reached the target, but the term moved by more than a transfer moves it:
+    /// an election happened besides it.
+    TermJumped { to: String, by: u64 },
+    /// The request was refused or failed.
+    Failed(String),
+    /// No completed handover in time.
+    TimedOut,
+}
+
+impl Waited {
+    /// Whether the handover this wait watched succeeded, `term_before` being the leader's
+    /// term when it was asked for and `targeted` whether a member was named: the old leader
+    /// follows, the target (or, untargeted, another member) leads, and a targeted transfer
+    /// moved the term by at most one.
+    pub fn verdict(&self, term_before: Option<u64>, targeted: bool) -> Result<(), HandoverFailure> {
+        let to = self.new_leader.clone().unwrap_or_else(|| "?".into());
+        match self.outcome {
+            Outcome::Transferred => match (term_before, self.term_after) {
+                // Checked: replicas' terms may be anything up to u64::MAX.
+                (Some(a), Some(b)) if targeted && b.saturating_sub(a) > 1 => {
+                    Err(HandoverFailure::TermJumped { to, by: b - a })
+                }
+                _ => Ok(()),
+            },
+            Outcome::WentElsewhere => Err(HandoverFailure::WentElsewhere { to }),
+            Outcome::Returned => Err(HandoverFailure::Returned),
+            Outcome::Failed => Err(HandoverFailure::Failed(
+                self.error.clone().unwrap_or_default(),
+            )),
+            Outcome::TimedOut => Err(HandoverFailure::TimedOut),
+        }
+    }
+}
+
 /// What moving a server's groups did (`groups` in yield's and drain's `-o json`).
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -2,7 +2,7 @@
 //! (quorum, fault tolerance, leader) and a warning for every contradiction. Pure: no I/O,
 //! so every rule has unit tests and the arithmetic has property tests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod, Probe, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::model::profile::GroupKind;
 use crate::model::{
-    count_led, labels, pod_node, pod_ready, CheckOutcome, ClusterObservation, ProbeError,
+    count_led, labels, pod_node, pod_ready, CheckOutcome, ClusterObservation, Member, ProbeError,
     ReplicaObservation, Role, Snapshot,
 };
 use crate::report::*;
@@ -47,19 +47,29 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
         .filter(|s| t.pods.iter().any(|p| service_selects(s, p)))
         .collect();
 
+    // A member id two replicas both report belongs to neither: it cannot be told which one
+    // the configuration (or a follower naming its leader) means.
+    let mut claims: BTreeMap<&str, u32> = BTreeMap::new();
+    for id in obs
+        .replicas
+        .iter()
+        .filter_map(|r| r.facts.member_id.as_deref())
+    {
+        *claims.entry(id).or_default() += 1;
+    }
+    let claimed: BTreeSet<String> = claims.keys().map(|id| id.to_string()).collect();
+    let duplicated: BTreeSet<String> = claims
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(id, _)| id.to_string())
+        .collect();
     // member id -> pod, from the replicas themselves and from the member list's names.
     let mut pod_of_member: BTreeMap<String, String> = BTreeMap::new();
     let pod_names: Vec<String> = obs.replicas.iter().map(|r| pod_name(&r.pod)).collect();
-    if let Some(Ok(members)) = &obs.members {
-        for m in members {
-            // A name or host name whose first label is a pod's name (zk-0.zk.ns.svc:2888).
-            let first = m
-                .name
-                .as_deref()
-                .map(|n| n.split(['.', ':']).next().unwrap_or(n));
-            if let Some(n) = first.filter(|n| pod_names.iter().any(|p| p == n)) {
-                pod_of_member.insert(m.id.clone(), n.to_string());
-            }
+    let listed = listed_members(obs);
+    for m in listed.unwrap_or_default() {
+        if let Some(n) = member_pod(m).filter(|n| pod_names.iter().any(|p| p == n)) {
+            pod_of_member.insert(m.id.clone(), n.to_string());
         }
     }
     for r in &obs.replicas {
@@ -67,19 +77,26 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
             pod_of_member.insert(id.clone(), pod_name(&r.pod));
         }
     }
+    for id in &duplicated {
+        pod_of_member.remove(id);
+    }
 
     let mut replicas: Vec<ReplicaReport> = obs
         .replicas
         .iter()
         .map(|r| {
-            replica_report(
+            let mut x = replica_report(
                 r,
                 &nodes,
                 &services,
                 &snap.slices,
                 &pod_of_member,
                 t.profile.groups.as_ref().map(|g| &g.kinds),
-            )
+            );
+            let (configured, member) = configured(r, &x.pod, listed, &claimed, &duplicated);
+            x.raft.configured = configured;
+            x.raft.current = current(&x, r, member, &t.profile);
+            x
         })
         .collect();
 
@@ -120,13 +137,24 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
             (
                 members,
                 members.saturating_sub(non_voters),
-                VotersFrom::Pods,
+                if t.profile.membership.is_some() {
+                    VotersFrom::Unreadable
+                } else {
+                    VotersFrom::Pods
+                },
             )
         }
     };
+    // With a single leader, the one definition of a healthy voter (`voter`: what drain and
+    // yield count). Without one, nobody can be checked against a leader: the voters whose
+    // own check passes and whom the configuration lets vote (the NoLeader warning says why
+    // a drain would wait).
     let healthy_voters = replicas
         .iter()
-        .filter(|r| r.raft.health.state == CheckState::Ok && r.raft.role.is_voter())
+        .filter(|r| match &leader {
+            Some(l) => voter::voter_health(r, Some(l), voter::DEFAULT_MAX_LAG).is_ok(),
+            None => r.raft.health.state == CheckState::Ok && voter::counts_as_voter(r),
+        })
         .count() as u32;
     let healthy_voters = healthy_voters.min(voters);
     let tolerance = fault_tolerance(voters, healthy_voters);
@@ -188,6 +216,98 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
 
 fn pod_name(p: &Pod) -> String {
     p.metadata.name.clone().unwrap_or_default()
+}
+
+/// The members the system lists by id, when it lists them (not when it gives only a count,
+/// and not when the list could not be read).
+fn listed_members(obs: &ClusterObservation) -> Option<&[Member]> {
+    match &obs.members {
+        Some(Ok(ms)) if !ms.is_empty() && !ms.iter().any(|m| m.counted) => Some(ms),
+        _ => None,
+    }
+}
+
+/// The pod a member's name names: a name or host name whose first label is the pod's name
+/// (zk-0.zk.ns.svc:2888).
+fn member_pod(m: &Member) -> Option<&str> {
+    m.name
+        .as_deref()
+        .map(|n| n.split(['.', ':']).next().unwrap_or(n))
+}
+
+/// What the configuration says of one replica, and its entry: found by the member id it
+/// reports, or, when it reports none, by its pod's name in a member's name. A replica that
+/// reports an id the list lacks is not listed, even if a member bears its pod's name (a
+/// server that came back under a new id while the old entry stays).
+fn configured<'m>(
+    r: &ReplicaObservation,
+    pod: &str,
+    listed: Option<&'m [Member]>,
+    claimed: &BTreeSet<String>,
+    duplicated: &BTreeSet<String>,
+) -> (Configured, Option<&'m Member>) {
+    // Two replicas with one id: neither is counted, list or no list.
+    if r.facts
+        .member_id
+        .as_ref()
+        .is_some_and(|id| duplicated.contains(id))
+    {
+        return (Configured::DuplicateId, None);
+    }
+    let Some(members) = listed else {
+        return (Configured::Unknown, None);
+    };
+    let found = match &r.facts.member_id {
+        Some(id) => members.iter().find(|m| &m.id == id),
+        // By its pod's name only an entry no replica claims by id: one member, one replica.
+        None => members
+            .iter()
+            .find(|m| member_pod(m) == Some(pod) && !claimed.contains(&m.id)),
+    };
+    match found {
+        Some(m) if m.learner => (Configured::NonVoter, Some(m)),
+        Some(m) => (Configured::Voter, Some(m)),
+        None => (Configured::NotListed, None),
+    }
+}
+
+/// A follower whose last contact with its leader is older than this is not live
+/// (hashicorp/raft's followers hear from their leader every tenth of a heartbeat timeout).
+pub const MAX_LAST_CONTACT_MS: u64 = 2000;
+
+/// Whether the replica is live now, by the best evidence its system gives for it (the
+/// leader's view of it, its last contact with its leader, its own sync state, a health check
+/// that needs the leader); None where the system gives none. Evidence the profile reads but
+/// this replica's answer lacks counts against it. The leader is live by its own claim (its
+/// health is checked apart).
+fn current(
+    x: &ReplicaReport,
+    r: &ReplicaObservation,
+    member: Option<&Member>,
+    profile: &crate::profile::Profile,
+) -> Option<bool> {
+    if x.raft.role == Role::Leader {
+        return Some(true);
+    }
+    if let Some(live) = member.and_then(|m| m.live) {
+        return Some(live);
+    }
+    let reads = |f| profile.requests.iter().any(|q| q.fields.contains_key(&f));
+    use crate::profile::Fact;
+    if reads(Fact::LastContact) {
+        return Some(
+            r.facts
+                .last_contact_ms
+                .is_some_and(|ms| ms <= MAX_LAST_CONTACT_MS),
+        );
+    }
+    if reads(Fact::Current) {
+        return Some(r.facts.current == Some(true));
+    }
+    if profile.health_needs_leader {
+        return Some(x.raft.health.state == CheckState::Ok);
+    }
+    None
 }
 
 fn replica_report(
@@ -293,6 +413,9 @@ fn replica_report(
             applied_index: f.applied_index,
             lag: None,
             learner: f.learner.unwrap_or(false) || role == Role::Learner,
+            configured: Configured::Unknown,
+            last_contact_ms: if unreachable { None } else { f.last_contact_ms },
+            current: None,
             version: f.version.clone(),
             leads: match (&r.groups, &f.member_id, group_kinds) {
                 (Some(Ok(groups)), Some(id), Some(kinds)) if !unreachable => {
@@ -664,6 +787,8 @@ fn credentials_unreadable(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Wa
         None => vec![],
     }
 }
+
+pub mod voter;
 
 #[cfg(test)]
 mod tests;

@@ -143,7 +143,7 @@ pub struct YieldArgs {
     pub to: Option<String>,
 
     /// A target may be at most this many log entries behind the leader.
-    #[arg(long, value_name = "ENTRIES", default_value_t = 1000)]
+    #[arg(long, value_name = "ENTRIES", default_value_t = crate::assess::voter::DEFAULT_MAX_LAG)]
     pub max_lag: u64,
 
     /// Go ahead despite a refusal that can be overridden (several claimants, fault tolerance
@@ -163,6 +163,12 @@ pub struct YieldArgs {
     /// grace period) and wait for a new leader, reporting the leaderless window.
     #[arg(long)]
     pub allow_election: bool,
+
+    /// The namespace of the locks drain and restart keep (one Lease per cluster): yield takes
+    /// the cluster's while it acts, so that it never moves leadership under a drain or a
+    /// restart, nor they under it. Not used with --local (the hook runs inside a drain).
+    #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_LOCK_NAMESPACE)]
+    pub lock_namespace: String,
 
     /// Also move the leaders of the old leader's other Raft groups off it (NATS: its streams
     /// and consumers, each asked in its own account: NATS_<ACCOUNT>_USER/_PASSWORD or
@@ -351,20 +357,33 @@ pub struct StepArgs {
 
     /// A member more log entries than this behind the leader is not counted healthy, and a
     /// replacement is not rejoined until it is within it.
-    #[arg(long, value_name = "ENTRIES", default_value_t = 1000)]
+    #[arg(long, value_name = "ENTRIES", default_value_t = crate::assess::voter::DEFAULT_MAX_LAG)]
     pub max_lag: u64,
 
     /// Act on clusters whose voters could only be counted from their pods (the system's own
     /// configuration could not be read: ClickHouse Keeper, spurctld, a member list that did
-    /// not answer). Check the membership first: a server that is configured but not running
+    /// not answer): every cluster of the run, or only those named (NAMESPACE/NAME, comma
+    /// separated). Check the membership first: a server that is configured but not running
     /// makes that count, and so the quorum check, wrong.
-    #[arg(long)]
-    pub assume_voters_are_pods: bool,
+    #[arg(long, value_name = "NS/NAME", num_args = 0.., value_delimiter = ',', require_equals = true)]
+    pub assume_voters_are_pods: Option<Vec<String>>,
+
+    /// Act on clusters whose system says nothing that tells a follower still hears from its
+    /// leader (spurctld; a profile without such a fact: `kubectl raft systems`): every
+    /// cluster of the run, or only those named (NAMESPACE/NAME, comma separated). Check the
+    /// followers first: one cut off from its leader can say "follower" for a while.
+    #[arg(long, value_name = "NS/NAME", num_args = 0.., value_delimiter = ',', require_equals = true)]
+    pub assume_followers_current: Option<Vec<String>>,
 
     /// Evict pods (members included) that use emptyDir volumes; their local data is lost: a
     /// member comes back empty and must catch up as a new member.
     #[arg(long)]
     pub delete_emptydir_data: bool,
+
+    /// Evict members whose data is in a hostPath volume: it stays on the drained node, and
+    /// each replacement on another node starts without it and must catch up as a new member.
+    #[arg(long)]
+    pub allow_hostpath_data: bool,
 
     /// Delete pods instead of evicting them: PodDisruptionBudgets are not consulted
     /// (Raft clusters are still protected by their own checks).
@@ -486,8 +505,9 @@ pub struct ProbeArgs {
 
     /// A Secret in each cluster's namespace whose keys are the variables the system's
     /// credentials are read from (NATS_USER, NATS_PASSWORD, NATS_CREDS, CONSUL_HTTP_TOKEN,
-    /// NOMAD_TOKEN, VAULT_TOKEN), over the environment. Without it, the Secret the
-    /// annotation kubectl-raft.io/credentials-secret names. Values are never printed.
+    /// NOMAD_TOKEN, VAULT_TOKEN). Without it, the Secret the annotation
+    /// kubectl-raft.io/credentials-secret names, if that Secret is labelled
+    /// kubectl-raft.io/credentials=true. Values are never printed.
     #[arg(
         long,
         value_name = "NAME",
@@ -497,14 +517,16 @@ pub struct ProbeArgs {
     pub credentials_secret: Option<String>,
 
     /// The same variables from a file of KEY=VALUE lines (the format of `kubectl create
-    /// secret --from-env-file`); in a pod, a mounted Secret.
+    /// secret --from-env-file`); in a pod, a mounted Secret. Your own, like the environment:
+    /// sent only to clusters you name, or to all with --credentials-from-env.
     #[arg(long, value_name = "PATH", help_heading = "Credentials")]
     pub credentials_file: Option<std::path::PathBuf>,
 
-    /// Send credentials from your environment (CONSUL_HTTP_TOKEN, NATS_USER, ...) to every
-    /// cluster surveyed, not only to those you name: by default a cluster you did not name
-    /// (`status -A`, `drain`) gets only what its own namespace's Secret holds, so a tenant's
-    /// StatefulSet that claims to be Consul cannot collect your token (docs/security.md).
+    /// Send your own credentials (the environment's CONSUL_HTTP_TOKEN, NATS_USER, ..., and
+    /// --credentials-file) to every cluster surveyed, not only to those you name: by default
+    /// a cluster you did not name (`status -A`, `drain`, `restart -l`) gets only what a
+    /// Secret in its own namespace holds, so a tenant's StatefulSet that claims to be Consul
+    /// cannot collect your token (docs/security.md).
     #[arg(long, help_heading = "Credentials")]
     pub credentials_from_env: bool,
 }

@@ -6,7 +6,7 @@
 //! --from-env-file`). Values are sent to the system, never printed: `Vars` has no Debug or
 //! Display that shows them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -18,17 +18,18 @@ use tokio::sync::OnceCell;
 use crate::errors::api_context;
 use crate::model::ClusterTarget;
 
-/// Variables from a Secret or a file, over the environment where that is allowed: `get`
-/// asks them first. The environment is read only for clusters the user named or with
+/// Variables from a Secret and/or a file, over the environment where that is allowed: `get`
+/// asks them in that order. The user's own credentials (the environment and
+/// `--credentials-file`) are read only for clusters the user named or with
 /// `--credentials-from-env` (docs/security.md): a tenant's StatefulSet must not receive the
 /// admin's tokens because it claims to be Consul.
 #[derive(Clone, Default)]
 pub struct Vars {
     values: BTreeMap<String, String>,
-    /// Where `values` came from ("Secret db/nats-ops"), for messages.
+    /// Where `values` came from ("Secret db/nats-ops over file ops.env"), for messages.
     pub source: Option<String>,
-    /// Whether `values` came from a Secret (whose writer may not be the user).
-    from_secret: bool,
+    /// The names whose values came from a Secret (whose writer may not be the user).
+    from_secret: BTreeSet<String>,
     /// Whether the process environment is read for what `values` lacks.
     pub env: bool,
 }
@@ -48,7 +49,7 @@ impl Vars {
         Vars {
             values,
             source: Some(source.into()),
-            from_secret: false,
+            from_secret: BTreeSet::new(),
             env: false,
         }
     }
@@ -67,6 +68,24 @@ impl Vars {
         self
     }
 
+    /// These values over `under`'s (a Secret's over a file's): each name from the first that
+    /// has it; the environment as `self` says.
+    pub fn over(mut self, under: &Vars) -> Self {
+        for (k, v) in &under.values {
+            if !self.values.contains_key(k) {
+                self.values.insert(k.clone(), v.clone());
+                if under.from_secret.contains(k) {
+                    self.from_secret.insert(k.clone());
+                }
+            }
+        }
+        self.source = match (self.source.take(), &under.source) {
+            (Some(a), Some(b)) => Some(format!("{a} over {b}")),
+            (a, b) => a.or_else(|| b.clone()),
+        };
+        self
+    }
+
     /// The variable's value from the Secret or file, else (where allowed) from the
     /// environment; empty is unset.
     pub fn get(&self, name: &str) -> Option<String> {
@@ -80,7 +99,7 @@ impl Vars {
     /// Whether `name`'s value came from a Secret: content to use, never a path to open (a
     /// Secret's writer could name the admin's own files).
     pub fn is_from_secret(&self, name: &str) -> bool {
-        self.from_secret && self.values.get(name).is_some_and(|v| !v.is_empty())
+        self.from_secret.contains(name) && self.values.get(name).is_some_and(|v| !v.is_empty())
     }
 
     /// "the environment", "Secret db/nats-ops (over the environment)", "Secret db/nats-ops",
@@ -88,7 +107,7 @@ impl Vars {
     pub fn describe(&self) -> String {
         match (&self.source, self.env) {
             (None, true) => "the environment".into(),
-            (None, false) => "nowhere (the environment is read only for clusters you name, or with --credentials-from-env)".into(),
+            (None, false) => "nowhere (your environment and --credentials-file are read only for clusters you name, or with --credentials-from-env)".into(),
             (Some(s), true) => format!("{s} (over the environment)"),
             (Some(s), false) => s.clone(),
         }
@@ -149,23 +168,36 @@ pub fn read_file(path: &Path) -> Result<Vars> {
     Ok(Vars::new(values, format!("file {}", path.display())))
 }
 
+/// The label a Secret must carry for a StatefulSet's annotation to make the plugin use it:
+/// the Secret's own writer agrees to its keys being sent to the systems that name it. (The
+/// annotation's writer, a tenant, could otherwise name a Secret of their namespace they may
+/// not read themselves, and have the admin read it and send it to their pod.)
+pub const SECRET_LABEL: &str = "kubectl-raft.io/credentials";
+
 /// Where a cluster's credentials come from, set up once from the flags; Secrets are read
 /// once each and kept for the run.
 pub struct CredentialSource {
     client: kube::Client,
     /// --credentials-secret: the Secret of that name in each cluster's namespace.
     secret_flag: Option<String>,
-    /// --credentials-file, read at start.
+    /// --credentials-file, read at start: the user's own, like the environment.
     file: Option<Vars>,
-    /// --credentials-from-env: the environment for every cluster, named or not.
+    /// --credentials-from-env: the user's own credentials (the environment and the file) for
+    /// every cluster, named or not.
     from_env: bool,
     /// One cell per (namespace, Secret): surveys of clusters that name the same Secret wait
     /// for one read; a failed read leaves the cell empty, so the next asks again.
-    cache: Mutex<HashMap<SecretKey, Arc<OnceCell<Arc<Vars>>>>>,
+    cache: Mutex<HashMap<SecretKey, Arc<OnceCell<Arc<ReadSecret>>>>>,
 }
 
 /// A Secret by namespace and name.
 type SecretKey = (String, String);
+
+/// A Secret as read: its variables, and whether it carries [`SECRET_LABEL`].
+struct ReadSecret {
+    vars: Vars,
+    labelled: bool,
+}
 
 impl CredentialSource {
     pub fn new(
@@ -184,15 +216,19 @@ impl CredentialSource {
         })
     }
 
-    /// The cluster's credentials: the flag's file or Secret, else the Secret its annotation
-    /// names, else the environment alone.
+    /// The cluster's credentials, first to last: the Secret `--credentials-secret` names, or
+    /// (without it) the Secret its annotation names when that Secret is labelled
+    /// [`SECRET_LABEL`]; then, for a cluster the user named or with --credentials-from-env,
+    /// the user's own: `--credentials-file`, then the environment.
     pub async fn for_cluster(&self, target: &ClusterTarget) -> Result<Arc<Vars>> {
-        let env = self.from_env || target.named;
-        if let Some(f) = &self.file {
-            return Ok(Arc::new(f.clone().with_env(env)));
+        let own = self.from_env || target.named;
+        let mine = match (&self.file, own) {
+            (Some(f), true) => f.clone(),
+            _ => Vars::default(),
         }
-        let (name, why) = match (&self.secret_flag, &target.credentials_secret) {
-            (Some(n), _) => (n.clone(), "--credentials-secret".to_string()),
+        .with_env(own);
+        let (name, why, from_annotation) = match (&self.secret_flag, &target.credentials_secret) {
+            (Some(n), _) => (n.clone(), "--credentials-secret".to_string(), false),
             (None, Some(n)) => (
                 n.clone(),
                 format!(
@@ -201,8 +237,9 @@ impl CredentialSource {
                     target.namespace,
                     target.name
                 ),
+                true,
             ),
-            (None, None) => return Ok(Arc::new(Vars::default().with_env(env))),
+            (None, None) => return Ok(Arc::new(mine)),
         };
         if !is_object_name(&name) {
             anyhow::bail!(
@@ -217,13 +254,20 @@ impl CredentialSource {
             .entry(key)
             .or_default()
             .clone();
-        let vars = cell
+        let read = cell
             .get_or_try_init(|| self.read_secret(&target.namespace, &name, &why))
             .await?;
-        Ok(Arc::new(Vars::clone(vars).with_env(env)))
+        if from_annotation && !read.labelled {
+            anyhow::bail!(
+                "the Secret {}/{name} (named by {why}) is not labelled {SECRET_LABEL}=true, so it was not used: a StatefulSet's annotation may name only a Secret whose own writer agreed to its use (`kubectl label secret {name} -n {} {SECRET_LABEL}=true`), or name it yourself with --credentials-secret",
+                target.namespace,
+                target.namespace
+            );
+        }
+        Ok(Arc::new(read.vars.clone().with_env(own).over(&mine)))
     }
 
-    async fn read_secret(&self, namespace: &str, name: &str, why: &str) -> Result<Arc<Vars>> {
+    async fn read_secret(&self, namespace: &str, name: &str, why: &str) -> Result<Arc<ReadSecret>> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
         let secret = api.get(name).await.map_err(|e| {
             api_context(
@@ -234,6 +278,12 @@ impl CredentialSource {
             )
             .context(format!("reading the credentials Secret {name:?}"))
         })?;
+        let labelled = secret
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SECRET_LABEL))
+            .is_some_and(|v| v == "true");
         let mut values = BTreeMap::new();
         for (k, v) in secret.data.unwrap_or_default() {
             let text = String::from_utf8(v.0).map_err(|_| {
@@ -242,8 +292,8 @@ impl CredentialSource {
             values.insert(k, text);
         }
         let mut vars = Vars::new(values, format!("Secret {namespace}/{name}"));
-        vars.from_secret = true;
-        Ok(Arc::new(vars))
+        vars.from_secret = vars.values.keys().cloned().collect();
+        Ok(Arc::new(ReadSecret { vars, labelled }))
     }
 }
 
@@ -307,6 +357,34 @@ mod tests {
         ] {
             assert!(!is_object_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_secret_over_a_file_each_name_from_the_first_that_has_it() {
+        let mut secret = Vars::new(
+            BTreeMap::from([("NATS_CREDS".to_string(), "jwt".to_string())]),
+            "Secret db/ops",
+        );
+        secret.from_secret.insert("NATS_CREDS".into());
+        let file = Vars::new(
+            BTreeMap::from([
+                (
+                    "NATS_CREDS".to_string(),
+                    "/home/admin/sys.creds".to_string(),
+                ),
+                ("VAULT_TOKEN".to_string(), "s.file".to_string()),
+            ]),
+            "file ops.env",
+        );
+        let v = secret.over(&file);
+        assert_eq!(v.get("NATS_CREDS").as_deref(), Some("jwt"));
+        assert!(v.is_from_secret("NATS_CREDS"));
+        assert_eq!(v.get("VAULT_TOKEN").as_deref(), Some("s.file"));
+        assert!(
+            !v.is_from_secret("VAULT_TOKEN"),
+            "the file's value is the user's own"
+        );
+        assert_eq!(v.describe(), "Secret db/ops over file ops.env");
     }
 
     #[test]

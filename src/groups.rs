@@ -20,7 +20,9 @@ pub use crate::actions::GroupsMoved;
 const POLL_EVERY: Duration = Duration::from_millis(200);
 
 /// The planned moves sent (one connection per account), then the server's own list of groups
-/// read again until it leads none of them, or `timeout`.
+/// read again until it leads none of them. All of it within `timeout`: a server that lists
+/// thousands of groups, or answers each stepdown slowly, gets what fits and the rest is
+/// reported not sent.
 pub async fn move_off(
     transport: &Transport,
     target: &ClusterTarget,
@@ -44,10 +46,11 @@ pub async fn move_off(
     for c in &moves.calls {
         by_account.entry(c.account.clone()).or_default().push(c);
     }
+    let deadline = started + timeout;
     let mut sent = vec![];
     for (account, calls) in by_account {
         let who = account.map_or(Who::System, Who::Account);
-        match send_all(transport, target, pod, &who, &calls, limit).await {
+        match send_all(transport, target, pod, &who, &calls, limit, deadline).await {
             Ok(results) => {
                 for (c, r) in calls.iter().zip(results) {
                     match r {
@@ -66,7 +69,6 @@ pub async fn move_off(
     }
     // Wait until the server's own list shows the groups led elsewhere (only that list is
     // read: the member id is known).
-    let deadline = started + timeout;
     loop {
         out.still_led = match read_groups(transport, &target.profile, pod, limit).await {
             Some(Ok(listed)) => still_led(&listed, &moves.member, &sent),
@@ -90,7 +92,11 @@ async fn send_all(
     who: &Who,
     calls: &[&GroupCall],
     limit: Duration,
+    deadline: Instant,
 ) -> Result<Vec<Result<(), String>>, String> {
+    if Instant::now() >= deadline {
+        return Err("not sent: the time for moving the groups ran out".into());
+    }
     let port = &calls[0].port;
     let ep = endpoint(&target.profile, pod, Some(port)).map_err(|e| e.to_string())?;
     let (host, port, bridge) = dial(transport, ep).await?;
@@ -98,12 +104,19 @@ async fn send_all(
         let client = nats::connect(&host, port, limit, transport.vars(), who).await?;
         let mut results = vec![];
         for c in calls {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                results.push(Err(
+                    "not sent: the time for moving the groups (--timeout) ran out".to_string(),
+                ));
+                continue;
+            }
             results.push(
                 nats::ask(
                     &client,
                     &c.subject,
                     c.body.as_deref(),
-                    limit,
+                    limit.min(left),
                     transport.vars(),
                     who,
                 )

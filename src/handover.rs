@@ -281,7 +281,7 @@ pub fn refusal_message(ans: &HttpAnswer, pointer: Option<&str>) -> String {
                 .ok()?
                 .pointer(p)?
                 .as_str()
-                .map(str::to_string)
+                .map(crate::model::text::message)
         })
         .unwrap_or_else(|| ans.snippet())
 }

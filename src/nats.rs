@@ -11,6 +11,7 @@ use async_nats::ConnectOptions;
 use serde_json::Value;
 
 use crate::credentials::Vars;
+use crate::model::text::message;
 
 /// Whose credentials a request is sent with: the system account's (the meta leader), or an
 /// account's own (its streams and consumers: NATS answers those only in their account).
@@ -86,7 +87,9 @@ pub async fn ask(
     who: &Who,
 ) -> Result<(), String> {
     let payload = body.unwrap_or_default().to_string().into_bytes().into();
-    let answer = client.request(subject.to_string(), payload).await;
+    let answer = tokio::time::timeout(limit, client.request(subject.to_string(), payload))
+        .await
+        .unwrap_or_else(|_| Err(async_nats::RequestErrorKind::TimedOut.into()));
     let msg = answer.map_err(|e| match (e.kind(), who) {
         (async_nats::RequestErrorKind::TimedOut, Who::System) => format!(
             "no reply to {subject} within {limit:?}: only users of the system account may move the meta leader (NATS_USER and NATS_PASSWORD, or NATS_CREDS, from {}, must name a system-account user)", vars.describe()
@@ -108,7 +111,7 @@ pub fn judge_reply(payload: &[u8]) -> Result<(), String> {
     let v: Value = serde_json::from_slice(payload).map_err(|_| {
         format!(
             "the reply is not JSON: {}",
-            String::from_utf8_lossy(&payload[..payload.len().min(200)])
+            message(&String::from_utf8_lossy(&payload[..payload.len().min(400)]))
         )
     })?;
     if v.pointer("/success") == Some(&Value::Bool(true)) {
@@ -117,12 +120,14 @@ pub fn judge_reply(payload: &[u8]) -> Result<(), String> {
     match v.pointer("/error") {
         Some(e) => Err(format!(
             "refused the transfer: {} (err_code {})",
-            e.pointer("/description")
-                .and_then(Value::as_str)
-                .unwrap_or("refused"),
-            e.pointer("/err_code").map_or("?".into(), Value::to_string)
+            message(
+                e.pointer("/description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("refused")
+            ),
+            message(&e.pointer("/err_code").map_or("?".into(), Value::to_string))
         )),
-        None => Err(format!("an unexpected reply: {v}")),
+        None => Err(format!("an unexpected reply: {}", message(&v.to_string()))),
     }
 }
 

@@ -157,10 +157,18 @@ pub async fn read_groups(
         Ok(ep) => ep,
         Err(e) => return Some(Err(e.to_string())),
     };
-    Some(match transport.call(&ep, &spec.request, limit).await {
-        Ok(ans) => extract::parse_groups(spec, &ans),
-        Err(e) => Err(format!("{}: {e}", spec.request.path)),
-    })
+    // Parsed while its bound on large answers is held: no more listings in memory at once.
+    Some(
+        match transport
+            .call_then(&ep, &spec.request, limit, |ans| {
+                extract::parse_groups(spec, &ans)
+            })
+            .await
+        {
+            Ok(parsed) => parsed,
+            Err(e) => Err(format!("{}: {e}", spec.request.path)),
+        },
+    )
 }
 
 /// What the fact requests of one replica gave.
@@ -181,9 +189,11 @@ pub async fn read_facts(
     pod: &Pod,
     limit: Duration,
 ) -> FactsRead {
+    // Each answer is read as it arrives and dropped: only the values it held are kept.
     let answers = join_all(profile.requests.iter().map(|r| async move {
         let ep = endpoint(profile, pod, r.port.as_ref())?;
-        transport.call(&ep, &r.request, limit).await
+        let ans = transport.call(&ep, &r.request, limit).await?;
+        Ok::<_, ProbeError>(extract::read_values(r, &ans))
     }))
     .await;
     let mut facts = RaftFacts::default();
@@ -196,7 +206,8 @@ pub async fn read_facts(
         }
         let result = answer
             .map_err(|e| format!("{}: {e}", spec.request.path))
-            .and_then(|ans| extract::extract(spec, &ans, &mut facts));
+            .and_then(|values| values)
+            .and_then(|values| extract::apply(spec, values, &mut facts));
         if let Err(e) = result {
             if !spec.optional {
                 errors.push(e);

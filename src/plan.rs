@@ -10,12 +10,12 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::assess::voter::{self, voter_health};
 use crate::model::Role;
 use crate::profile::{
     HttpRequest, PortSpec, Profile, SendTo, TcpWord, TransferRequest, TransferSpec,
 };
 use crate::report::{ClusterReport, ReplicaReport};
-use voter::voter_health;
 
 /// What the user asked of `yield`.
 #[derive(Debug, Clone, Default)]
@@ -55,6 +55,9 @@ pub enum RefusalReason {
     TargetLagging,
     NotTargeted,
     NoCandidate,
+    /// The request rendered with the target's member id would leave the replica's port or
+    /// change its meaning (`render_call`): nothing is sent.
+    UnsafeRequest,
 }
 
 impl RefusalReason {
@@ -180,7 +183,7 @@ fn target_problem(
     needs_id: bool,
 ) -> Option<(RefusalReason, String)> {
     let p = &x.pod;
-    // One definition of a healthy voter (plan::voter), mapped to yield's refusals.
+    // One definition of a healthy voter (assess::voter), mapped to yield's refusals.
     if let Err((u, why)) = voter_health(x, leader, opts.max_lag) {
         use voter::Unhealthy as U;
         let reason = match u {
@@ -372,7 +375,12 @@ pub fn plan_yield(
         SendTo::Leader => &leader.pod,
         SendTo::Target => &target.pod,
     };
-    let call = render_call(request, to, target_id.as_deref());
+    let call = render_call(request, to, target_id.as_deref()).map_err(|why| {
+        refuse(
+            RefusalReason::UnsafeRequest,
+            format!("{cluster}: {why}; nothing was sent"),
+        )
+    })?;
     Ok(YieldPlan {
         leader: leader.pod.clone(),
         leader_id: leader.raft.member_id.clone(),
@@ -416,15 +424,84 @@ pub fn transfer_needs_member_id(profile: &Profile, named: bool) -> bool {
         || nats_body.is_some_and(mentions)
 }
 
+/// `id` percent-encoded as RFC 3986 allows in a path segment or a query value: everything but
+/// the unreserved characters (letters, digits, `-._~`) as `%XX`.
+pub fn percent_encode(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `template` with `{target_id}` filled in as its context needs: percent-encoded in a path
+/// or query, a JSON string's content in a JSON body, as it is elsewhere. The result is checked
+/// again: a path must stay on the replica's port, a JSON body must still be the JSON it was.
+fn fill_target(template: &str, id: &str, context: Context) -> Result<String, String> {
+    const SLOT: &str = "{target_id}";
+    if !template.contains(SLOT) {
+        return Ok(template.to_string());
+    }
+    let filled = match context {
+        Context::Path => match template.split_once('?') {
+            Some((path, query)) => format!(
+                "{}?{}",
+                path.replace(SLOT, &percent_encode(id)),
+                query.replace(SLOT, &percent_encode(id))
+            ),
+            None => template.replace(SLOT, &percent_encode(id)),
+        },
+        Context::Body if is_json(template) => {
+            let quoted = serde_json::to_string(id).expect("a string serialises");
+            template.replace(SLOT, &quoted[1..quoted.len() - 1])
+        }
+        Context::Body => template.replace(SLOT, id),
+    };
+    match context {
+        Context::Path if crate::profile::escapes_its_pod(&filled) => Err(format!(
+            "the member id {id:?} would take the request {filled:?} off the replica's port"
+        )),
+        Context::Body
+            if is_json(template) && serde_json::from_str::<serde_json::Value>(&filled).is_err() =>
+        {
+            Err(format!(
+                "the member id {id:?} would not fit the request's JSON body"
+            ))
+        }
+        _ => Ok(filled),
+    }
+}
+
+/// Where a member id is filled in.
+#[derive(Clone, Copy)]
+enum Context {
+    Path,
+    Body,
+}
+
+/// A body template that is JSON once its slot holds a plain value.
+fn is_json(template: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(&template.replace("{target_id}", "x")).is_ok()
+}
+
 /// A transfer request of the profile, rendered for the pod it goes to.
-fn render_call(request: &TransferRequest, pod: &str, target_id: Option<&str>) -> TransferCall {
-    let fill = |s: &str| s.replace("{target_id}", target_id.unwrap_or(""));
+fn render_call(
+    request: &TransferRequest,
+    pod: &str,
+    target_id: Option<&str>,
+) -> Result<TransferCall, String> {
+    let id = target_id.unwrap_or("");
+    let body = |b: Option<&String>| b.map(|b| fill_target(b, id, Context::Body)).transpose();
     if let Some(n) = &request.nats {
-        return TransferCall {
+        return Ok(TransferCall {
             pod: pod.to_string(),
             method: "NATS".into(),
             path: n.subject.clone(),
-            body: n.body.as_deref().map(fill),
+            body: body(n.body.as_ref())?,
             headers: BTreeMap::new(),
             ok_status: vec![],
             error_json: request.error_json.clone(),
@@ -432,13 +509,13 @@ fn render_call(request: &TransferRequest, pod: &str, target_id: Option<&str>) ->
             synchronous: request.synchronous,
             nats_port: Some(n.port.clone()),
             tcp_fallback: None,
-        };
+        });
     }
-    TransferCall {
+    Ok(TransferCall {
         pod: pod.to_string(),
         method: request.request.method.clone(),
-        path: fill(&request.request.path),
-        body: request.request.body.as_deref().map(fill),
+        path: fill_target(&request.request.path, id, Context::Path)?,
+        body: body(request.request.body.as_ref())?,
         headers: request.request.headers.clone(),
         ok_status: request.ok_status.clone(),
         error_json: request.error_json.clone(),
@@ -446,7 +523,7 @@ fn render_call(request: &TransferRequest, pod: &str, target_id: Option<&str>) ->
         synchronous: request.synchronous,
         nats_port: None,
         tcp_fallback: request.tcp_fallback.clone(),
-    }
+    })
 }
 
 /// For a leader that cannot see its peers (`yield --local` where the system gives no member
@@ -463,7 +540,8 @@ pub fn self_yield_call(profile: &Profile, leader_pod: &str) -> Result<TransferCa
         )
     })?;
     match &spec.untargeted {
-        Some(u) if u.send_to == SendTo::Leader => Ok(render_call(u, leader_pod, None)),
+        Some(u) if u.send_to == SendTo::Leader => render_call(u, leader_pod, None)
+            .map_err(|why| refuse(RefusalReason::UnsafeRequest, why)),
         _ => Err(refuse(
             RefusalReason::NoCandidate,
             format!(
@@ -676,7 +754,6 @@ pub mod drain;
 pub mod groups;
 pub mod placement;
 pub mod restart;
-pub mod voter;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -91,19 +91,25 @@ pub fn member_steps(ns: Option<&str>, disable_eviction: bool, lock_ns: &str) -> 
     if let Some(ns) = ns {
         needs = needs.into_iter().map(|n| n.in_namespace(ns)).collect();
     }
-    for (verb, why) in [
+    needs.extend(lock_steps(lock_ns));
+    needs
+}
+
+/// What keeping a cluster's lock takes (drain, restart, yield): a Lease in `lock_ns`.
+pub fn lock_steps(lock_ns: &str) -> Vec<Need> {
+    [
         ("get", "read the cluster's lock"),
         ("create", "take the cluster's lock"),
         ("update", "renew the cluster's lock"),
         ("delete", "release the cluster's lock"),
-    ] {
-        needs.push(
-            Need::new(verb, "leases", why)
-                .group("coordination.k8s.io")
-                .in_namespace(lock_ns),
-        );
-    }
-    needs
+    ]
+    .into_iter()
+    .map(|(verb, why)| {
+        Need::new(verb, "leases", why)
+            .group("coordination.k8s.io")
+            .in_namespace(lock_ns)
+    })
+    .collect()
 }
 
 /// Asks the API server about every need at once. Missing permissions are an error naming

@@ -15,10 +15,11 @@ use crate::model::human_duration;
 use crate::plan::drain::{Action, DrainStep, PodVerdict};
 use crate::report::{ClusterReport, ReplicaReport, StatusReport};
 
-/// Whether a character could steer a terminal: C0 controls but newline and tab, DEL, and C1
-/// controls (U+0080..U+009F; U+009B is a CSI on some terminals).
+/// Whether a character could steer a terminal or reorder what it shows: C0 controls but
+/// newline and tab, DEL, C1 controls (U+0080..U+009F; U+009B is a CSI on some terminals), and
+/// Unicode format characters (bidi overrides, zero-width characters: `model::text`).
 fn is_steering(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t') || ('\u{80}'..='\u{9f}').contains(&c)
+    (c.is_control() && c != '\n' && c != '\t') || crate::model::text::is_format(c)
 }
 
 /// `s` without anything that could steer a terminal: what replicas say (versions, member
@@ -138,6 +139,7 @@ fn cluster_table(c: &ClusterReport, wide: bool, marks: &Marks, out: &mut dyn Wri
     let counted = match s.voters_from {
         crate::report::VotersFrom::Configuration => "",
         crate::report::VotersFrom::Pods => " (counted from pods)",
+        crate::report::VotersFrom::Unreadable => " (counted from pods: member list unreadable)",
     };
     writeln!(
         out,

@@ -62,8 +62,11 @@ pub struct Summary {
 pub enum VotersFrom {
     /// The member list (or voter count) the system itself reports.
     Configuration,
-    /// The StatefulSet's replicas: the system's configuration could not be read.
+    /// The StatefulSet's replicas: the system has no member list kubectl raft can read.
     Pods,
+    /// The StatefulSet's replicas: the system has a member list, but it could not be read
+    /// this time (no answer, no token, garbage).
+    Unreadable,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -165,6 +168,18 @@ pub struct RaftReport {
     /// Entries behind the leader's commit index.
     pub lag: Option<u64>,
     pub learner: bool,
+    /// What the system's own configuration says of this replica: a voter, a non-voter, not
+    /// listed at all; `unknown` where the system lists no member ids.
+    pub configured: Configured,
+    /// Milliseconds since it last heard from its leader, where the system says
+    /// (hashicorp/raft's `last_contact`; `never` is the largest number).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_contact_ms: Option<u64>,
+    /// Live now, in step with its leader, by the best evidence its system gives (the
+    /// leader's view, its last contact, its own sync state, or a health check that needs the
+    /// leader: `kubectl raft systems` says which); absent where the system gives none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current: Option<bool>,
     pub version: Option<String>,
     /// How many of the other Raft groups (NATS: streams, consumers) this member leads, by
     /// kind; absent when the system has none or they could not be read.
@@ -172,6 +187,32 @@ pub struct RaftReport {
     pub leads: Option<BTreeMap<String, u64>>,
     /// Requests that failed, one message each.
     pub errors: Vec<String>,
+}
+
+/// A replica as the Raft configuration lists it, matched by the member id it reports (or by
+/// the pod name a member's name starts with).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Configured {
+    /// A voter of the configuration.
+    Voter,
+    /// Listed, but as a non-voter (a learner, a read replica, a server autopilot keeps out).
+    NonVoter,
+    /// Not listed (or it reported no id to look it up by): it does not vote, whatever it says.
+    NotListed,
+    /// Another replica reports the same member id: which of them is configured is unknown.
+    DuplicateId,
+    /// The system lists no member ids (or the list could not be read): its role is all there
+    /// is.
+    #[default]
+    Unknown,
+}
+
+impl Configured {
+    /// Whether the configuration, as far as it is known, lets this replica vote.
+    pub fn may_vote(self) -> bool {
+        matches!(self, Configured::Voter | Configured::Unknown)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -156,9 +156,13 @@ fn clusters_from_statefulsets(
         let profile = match profile {
             Ok(p) => p,
             // Named: the user asked for exactly this one.
-            Err(e) if wanted.is_some() => return Err(e),
+            Err(e) if wanted.is_some() && sel.named => return Err(e),
+            // A tenant's words, one line of them (they may quote its YAML).
             Err(e) => {
-                skipped.push(format!("{e:#}; skipped"));
+                skipped.push(crate::model::text::one_line(
+                    &format!("{e:#}; skipped"),
+                    2000,
+                ));
                 continue;
             }
         };
@@ -201,7 +205,7 @@ fn clusters_from_statefulsets(
             desired_replicas: desired,
             pods,
             credentials_secret: annotations::credentials_secret(&ann),
-            named: wanted.is_some(),
+            named: sel.named && wanted.is_some(),
         });
     }
     Ok(out)
@@ -435,9 +439,23 @@ mod tests {
         );
         let named = Selection {
             name: Some("web".into()),
+            named: true,
             ..Default::default()
         };
         assert!(select(&s, &cat, &named, "db").is_err());
+        // Looked at by name for the verb's own reasons (restart -l's match, a drain's look):
+        // skipped with the reason, not an error for the whole run.
+        let found = Selection {
+            name: Some("web".into()),
+            ..Default::default()
+        };
+        let got = select(&s, &cat, &found, "db").unwrap();
+        assert!(got.clusters.is_empty());
+        assert!(
+            got.skipped[0].contains("unknown system"),
+            "{:?}",
+            got.skipped
+        );
     }
 
     #[test]
@@ -447,9 +465,17 @@ mod tests {
         assert!(!all[0].named);
         let named = Selection {
             name: Some("etcd".into()),
+            named: true,
             ..Default::default()
         };
         assert!(select_clusters(&snap(), &cat, &named, "db").unwrap()[0].named);
+        // Looked at by name for the verb's own reasons (drain's clusters, restart -l's
+        // matches): not a name the user gave.
+        let found = Selection {
+            name: Some("etcd".into()),
+            ..Default::default()
+        };
+        assert!(!select_clusters(&snap(), &cat, &found, "db").unwrap()[0].named);
     }
 
     #[test]

@@ -482,12 +482,18 @@ impl Surveyor {
 
     /// Every cluster at once; the transport bounds the requests in flight. A cluster whose
     /// credentials cannot be read is observed without them, and its report says why.
+    /// Each cluster takes a fair share of the in-flight slots (`Transport::with_share`).
     pub async fn observe(&self, targets: Vec<ClusterTarget>) -> Vec<ClusterObservation> {
+        let clusters = targets.len();
         futures::future::join_all(targets.into_iter().map(|t| async move {
             match self.transport_for(&t).await {
-                Ok(transport) => observe_cluster(&transport, t, self.probe_timeout).await,
+                Ok(transport) => {
+                    let transport = transport.with_share(clusters);
+                    observe_cluster(&transport, t, self.probe_timeout).await
+                }
                 Err(e) => {
-                    let mut obs = observe_cluster(&self.transport, t, self.probe_timeout).await;
+                    let transport = self.transport.with_share(clusters);
+                    let mut obs = observe_cluster(&transport, t, self.probe_timeout).await;
                     obs.credentials_error = Some(crate::errors::anyhow_chain(&e));
                     obs
                 }

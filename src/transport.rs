@@ -23,6 +23,12 @@ use crate::profile::{HttpRequest, Scheme};
 /// How often a probe refused by the API server for load (429) is tried again.
 const THROTTLE_RETRIES: u32 = 5;
 
+/// Requests whose answer may exceed `MAX_ANSWER_BYTES` (a profile's `max_bytes`: NATS's
+/// listing of every stream and consumer) in flight at once, whatever `--max-inflight` says:
+/// each may hold its cap in memory until it is parsed, so this bounds what any number of
+/// replicas can make the plugin hold (here 2 × 64 MiB).
+pub const LARGE_ANSWERS_AT_ONCE: usize = 2;
+
 #[derive(Clone)]
 enum Via {
     Proxy(kube::Client),
@@ -35,6 +41,13 @@ enum Via {
 pub struct Transport {
     via: Via,
     inflight: Arc<Semaphore>,
+    /// Its size, `--max-inflight`.
+    max_inflight: usize,
+    /// The bound on large answers in flight (`LARGE_ANSWERS_AT_ONCE`).
+    large: Arc<Semaphore>,
+    /// One cluster's share of `inflight` (`with_share`): a cluster whose replicas are slow
+    /// holds at most its share of the slots, and the others' requests go on.
+    share: Option<Arc<Semaphore>>,
     /// What `${VAR}` in a request's headers (and a NATS request's user) is read from.
     vars: Arc<Vars>,
     /// What the API server said when asked whether this user may proxy to a pod
@@ -115,6 +128,9 @@ impl Transport {
         Transport {
             via,
             inflight: Arc::new(Semaphore::new(max_inflight.max(1))),
+            max_inflight: max_inflight.max(1),
+            large: Arc::new(Semaphore::new(LARGE_ANSWERS_AT_ONCE)),
+            share: None,
             vars: Arc::new(Vars::default()),
             proxy_rights: Arc::default(),
             forwards: Arc::default(),
@@ -125,6 +141,18 @@ impl Transport {
     pub fn with_vars(&self, vars: Arc<Vars>) -> Transport {
         Transport {
             vars,
+            ..self.clone()
+        }
+    }
+
+    /// The same transport (same bounds) for one cluster of `clusters` surveyed at once: its
+    /// requests also take a slot of a share of its own, a fair part of `--max-inflight`
+    /// (at least 2), so that one cluster's hung replicas cannot hold every slot.
+    pub fn with_share(&self, clusters: usize) -> Transport {
+        let total = self.max_inflight;
+        let share = total.div_ceil(clusters.max(1)).max(2).min(total);
+        Transport {
+            share: Some(Arc::new(Semaphore::new(share))),
             ..self.clone()
         }
     }
@@ -161,6 +189,24 @@ impl Transport {
         req: &HttpRequest,
         limit: Duration,
     ) -> Result<HttpAnswer, ProbeError> {
+        self.call_then(ep, req, limit, |a| a).await
+    }
+
+    /// `call`, and `then` on its answer before the answer's bound is given back: a large
+    /// answer (a listing of every stream) is read and parsed within `LARGE_ANSWERS_AT_ONCE`,
+    /// so no more than that many are in memory at once however fast they arrive.
+    pub async fn call_then<T>(
+        &self,
+        ep: &Endpoint,
+        req: &HttpRequest,
+        limit: Duration,
+        then: impl FnOnce(HttpAnswer) -> T,
+    ) -> Result<T, ProbeError> {
+        let _large = if req.answer_limit() > MAX_ANSWER_BYTES {
+            Some(self.large.acquire().await.expect("never closed"))
+        } else {
+            None
+        };
         let mut backoff = Duration::from_millis(50);
         let mut attempt = 0;
         // A replica can answer 429 in the API server's words too: the retries' waits together
@@ -168,6 +214,12 @@ impl Transport {
         let mut waited = Duration::ZERO;
         loop {
             let result = {
+                // The cluster's share first, so that a cluster waiting for its own slots
+                // holds none of everyone's (a large answer's bound is held around it all).
+                let _share = match &self.share {
+                    Some(s) => Some(s.acquire().await.expect("never closed")),
+                    None => None,
+                };
                 let _permit = self.inflight.acquire().await.expect("never closed");
                 match tokio::time::timeout(limit, self.call_unbounded(ep, req)).await {
                     Ok(r) => r,
@@ -185,7 +237,7 @@ impl Transport {
                     tokio::time::sleep(wait).await;
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
-                other => return other,
+                other => return other.map(then),
             }
         }
     }
@@ -637,10 +689,11 @@ pub fn classify_proxy_answer(ans: HttpAnswer, pod: &str) -> Result<HttpAnswer, P
     if st.kind.as_deref() != Some("Status") {
         return Ok(ans);
     }
-    let msg = st.message.unwrap_or_default();
+    // A replica can send this body too: its words are one line at most.
+    let msg = crate::model::text::message(&st.message.unwrap_or_default());
     match (ans.status, st.reason.as_deref()) {
         (403, _) => Err(ProbeError::Forbidden(format!(
-            "{msg} (the plugin needs `get` and `create` on `pods/proxy` (docs/rbac.yaml), or use --via direct from inside the cluster)"
+            "{msg} (the plugin needs `get` on `pods/proxy` (kubectl-raft-status), and `create` on it for POSTs such as etcd's status API (kubectl-raft-proxy-post, bound in that namespace): docs/rbac.yaml; or use --via direct from inside the cluster)"
         ))),
         (404, Some("NotFound")) => Err(ProbeError::Other(format!("pod {pod} is gone: {msg}"))),
         // API Priority and Fairness (or --max-requests-inflight) refused it: not the replica's fault.

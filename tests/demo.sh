@@ -131,6 +131,8 @@ python3 tests/load/nats_request.py "$ip" app app '$JS.API.CONSUMER.DURABLE.CREAT
 say "kubectl create secret generic nats-ops -n $ns --from-literal=NATS_USER=sys ... (system and APP users)"
 kubectl create secret generic nats-ops -n "$ns" --from-literal=NATS_USER=sys --from-literal=NATS_PASSWORD=sys-secret \
   --from-literal=NATS_APP_USER=app --from-literal=NATS_APP_PASSWORD=app --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+say "kubectl label secret nats-ops -n $ns kubectl-raft.io/credentials=true"
+kubectl label secret nats-ops -n "$ns" kubectl-raft.io/credentials=true --overwrite
 say "kubectl annotate sts nats -n $ns kubectl-raft.io/credentials-secret=nats-ops"
 kubectl annotate sts nats -n "$ns" kubectl-raft.io/credentials-secret=nats-ops --overwrite
 sleep 1

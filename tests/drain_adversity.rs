@@ -309,3 +309,147 @@ fn a_one_member_cluster_is_never_drained() {
 fn a_two_member_cluster_is_never_drained() {
     a_cluster_of(2);
 }
+
+/// etcd-3.yaml with a hostPath volume besides its claims (data that stays on the node).
+fn with_host_path(text: String) -> String {
+    let i = text
+        .find("  volumeClaimTemplates:")
+        .expect("a claim template");
+    format!(
+        "{}      volumes: [{{name: cache, hostPath: {{path: /tmp}}}}]\n{}",
+        &text[..i],
+        &text[i..]
+    )
+}
+
+#[test]
+fn a_member_on_a_host_path_is_refused_without_allow_hostpath_data() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("adv-hostpath");
+    let path = repo().join("tests/manifests/etcd-3.yaml");
+    let f = tempfile(&with_host_path(std::fs::read_to_string(path).unwrap()));
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
+    wait_etcd_ready(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = others_than(&leader, "etcd", 3).remove(0);
+    let node = node_of(&ns.name, &follower);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let before = uids(&ns.name);
+    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "20s"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    assert_eq!(c["plan"]["blocker"]["reason"], "LocalData", "{c:#}");
+    let message = c["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("cache (hostPath /tmp)") && message.contains("--allow-hostpath-data"),
+        "{message}"
+    );
+    assert_eq!(uids(&ns.name), before, "nothing was evicted");
+}
+
+/// A member that tolerates the cordon and must run on its node: its replacement comes back
+/// onto the drained node. It is evicted once, never again in the same run.
+#[test]
+fn a_member_that_comes_back_onto_the_drained_node_is_evicted_once() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("adv-loop");
+    // OnDelete: the template changed below reaches only the member the drain replaces.
+    let path = repo().join("tests/manifests/etcd-3.yaml");
+    let text = std::fs::read_to_string(path).unwrap().replace(
+        "  podManagementPolicy: Parallel\n",
+        "  podManagementPolicy: Parallel\n  updateStrategy: {type: OnDelete}\n",
+    );
+    let f = tempfile(&text);
+    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
+    wait_etcd_ready(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = others_than(&leader, "etcd", 3).remove(0);
+    let node = node_of(&ns.name, &follower);
+    wait_node_alone(&node, &ns.name);
+    let patch = format!(
+        r#"{{"spec":{{"template":{{"spec":{{"tolerations":[{{"key":"node.kubernetes.io/unschedulable","operator":"Exists","effect":"NoSchedule"}}],"nodeSelector":{{"kubernetes.io/hostname":"{node}"}}}}}}}}}}"#
+    );
+    kubectl_ok(&[
+        "patch",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "--type=merge",
+        "-p",
+        &patch,
+    ]);
+    let _c = Cordoned(vec![node.clone()]);
+    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "60s"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    assert_eq!(c["evictions"], 1, "{c:#}");
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not evicted twice")),
+        "{c:#}"
+    );
+    assert_eq!(node_of(&ns.name, &follower), node, "it came back there");
+}
+
+/// The StatefulSet's controller starts a rollout (`kubectl rollout restart`) while a drain waits
+/// on a PDB: the drain waits for the controller's rollout to finish before its own eviction,
+/// so that never two members are down at once.
+#[test]
+fn a_controller_rollout_started_during_a_drain_is_waited_for() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("adv-rollout");
+    deploy_etcd(&ns.name, 3);
+    set_pdb(&ns.name, "etcd", 0, 0);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = others_than(&leader, "etcd", 3).remove(0);
+    let node = node_of(&ns.name, &follower);
+    wait_node_alone(&node, &ns.name);
+    let _c = Cordoned(vec![node.clone()]);
+    let mut drain = Running::start(&["drain", &node, "--timeout", "180s", "-o", "json"]);
+    drain.wait_for(
+        &format!("cannot evict {follower} yet"),
+        Duration::from_secs(60),
+    );
+    // Watch how many members are down at once from here on.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (ns, stop) = (ns.name.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut worst = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let down = etcd_pods(&ns)
+                    .iter()
+                    .filter(|p| !pod_ready(p) || !p["metadata"]["deletionTimestamp"].is_null())
+                    .count()
+                    + 3usize.saturating_sub(etcd_pods(&ns).len());
+                worst = worst.max(down);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            worst
+        })
+    };
+    kubectl_ok(&["rollout", "restart", "sts/etcd", "-n", &ns.name]);
+    // The PDB lets one disruption through again (not waited for: the rollout takes it).
+    kubectl_ok(&[
+        "patch",
+        "pdb",
+        "etcd",
+        "-n",
+        &ns.name,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"maxUnavailable":1}}"#,
+    ]);
+    let (code, out, err) = drain.finish(Duration::from_secs(240));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let worst = watcher.join().unwrap();
+    assert_eq!(code, Some(0), "{err}\n{out}");
+    assert!(
+        err.contains("controller is rolling it"),
+        "the drain said it waited for the rollout: {err}"
+    );
+    assert!(worst <= 1, "{worst} members were down at once");
+}

@@ -389,10 +389,17 @@ fn drain_of_keepers_leaders_node_hands_over_first_and_waits_for_the_flip() {
     let _cordoned = Cordoned(vec![node.clone()]);
     // Keeper (and its stand-in) reports no Raft configuration: without the flag the drain
     // refuses (drain_refuses_keeper_without_assume_voters_are_pods); the stand-in runs
-    // exactly its three pods.
+    // exactly its three pods. Its state is shared through a hostPath (the test's, not the
+    // node's data): allowed.
     let (code, report, err) = verb_json(
         "drain",
-        &[&node, "--timeout", "90s", "--assume-voters-are-pods"],
+        &[
+            &node,
+            "--timeout",
+            "90s",
+            "--assume-voters-are-pods",
+            "--allow-hostpath-data",
+        ],
     );
     assert_eq!(code, Some(0), "{err}\n{report:#}");
     let c = cluster(&report, &ns.name);
@@ -461,6 +468,7 @@ fn restart_hands_keepers_leadership_over_once_and_restarts_every_replica() {
             "--timeout",
             "90s",
             "--assume-voters-are-pods",
+            "--allow-hostpath-data",
         ],
     );
     assert_eq!(code, Some(0), "{err}\n{report:#}");

@@ -210,6 +210,18 @@ fn ops_secret(ns: &str, name: &str) {
     ]);
 }
 
+/// The Secret's writer agrees to its use by the StatefulSets that name it.
+fn label_credentials(ns: &str, secret: &str) {
+    kubectl_ok(&[
+        "label",
+        "secret",
+        secret,
+        "-n",
+        ns,
+        "kubectl-raft.io/credentials=true",
+    ]);
+}
+
 /// The StatefulSet names its credentials Secret, as an operator sets it once.
 fn annotate_credentials(ns: &str, secret: &str) {
     kubectl_ok(&[
@@ -247,10 +259,31 @@ fn yield_reads_the_secret_the_statefulsets_annotation_names() {
     let _nodes = shared_nodes();
     let (ns, leader) = nats_cluster("nats-cred-ann", 3);
     ops_secret(&ns.name, "nats-ops");
+    label_credentials(&ns.name, "nats-ops");
     annotate_credentials(&ns.name, "nats-ops");
     let (code, y, err) = verb(&NO_ENV, "yield", &["nats", "-n", &ns.name]);
     assert_eq!(code, Some(0), "{err}\n{y:#}");
     assert_ne!(y["newLeader"], leader.as_str(), "{y:#}");
+}
+
+#[test]
+fn a_secret_the_annotation_names_is_not_used_unless_its_writer_labelled_it() {
+    let _nodes = shared_nodes();
+    let (ns, leader) = nats_cluster("nats-cred-unlabelled", 3);
+    ops_secret(&ns.name, "nats-ops");
+    annotate_credentials(&ns.name, "nats-ops");
+    let (code, _, err) = verb(&NO_ENV, "yield", &["nats", "-n", &ns.name]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("not labelled kubectl-raft.io/credentials=true")
+            && err.contains("--credentials-secret"),
+        "says why and what to do: {err}"
+    );
+    assert_eq!(
+        meta_leader(&ns.name, "nats-0"),
+        Some(leader),
+        "nothing moved"
+    );
 }
 
 #[test]

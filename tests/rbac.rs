@@ -49,11 +49,13 @@ fn etcd_namespace(prefix: &str) -> TestNamespace {
     ns
 }
 
+/// etcd's status API is a POST: etcd's namespace needs kubectl-raft-proxy-post beside the
+/// status role.
 #[test]
 fn status_runs_with_exactly_its_role() {
     let _nodes = shared_nodes();
     let ns = etcd_namespace("rbac-status");
-    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name).and("kubectl-raft-proxy-post");
     let (code, out, err) = who.raft(&["status", "-n", &ns.name, "-o", "json"]);
     assert_eq!(code, Some(0), "{err}");
     let report: Value = serde_json::from_str(&out).unwrap();
@@ -62,11 +64,41 @@ fn status_runs_with_exactly_its_role() {
     assert_eq!(c["summary"]["faultTolerance"], 1, "{c:#}");
 }
 
+/// A system asked with GETs only (ZooKeeper's AdminServer) needs the status role alone: no
+/// POST through pods/proxy, so no right to reach any port of any pod with one.
+#[test]
+fn status_of_a_get_only_system_needs_no_post() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rbac-status-get");
+    deploy_zookeeper(&ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name);
+    let (code, out, err) = who.raft(&["status", "zk", "-n", &ns.name, "-o", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(cluster(&report, &ns.name)["summary"]["healthyVoters"], 3);
+}
+
+/// Without kubectl-raft-proxy-post, etcd's status says which role grants the POST it needs.
+#[test]
+fn status_of_etcd_without_the_post_role_names_it() {
+    let _nodes = shared_nodes();
+    let ns = etcd_namespace("rbac-status-post");
+    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name);
+    let (code, _, err) = who.raft(&["status", "etcd", "-n", &ns.name]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("create")
+            && err.contains("pods/proxy")
+            && err.contains("kubectl-raft-proxy-post"),
+        "{err}"
+    );
+}
+
 #[test]
 fn status_without_a_required_permission_names_it() {
     let _nodes = shared_nodes();
     let ns = etcd_namespace("rbac-status-minus");
-    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name).and("kubectl-raft-proxy-post");
     who.each_required_right_is_named(
         STATUS_OPTIONAL,
         &["status", "etcd", "-n", &ns.name],
@@ -79,7 +111,7 @@ fn yield_runs_with_exactly_its_role() {
     let _nodes = shared_nodes();
     let ns = etcd_namespace("rbac-yield");
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let who = RbacSubject::bound_to("kubectl-raft-yield", &ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-yield", &ns.name).with_lock();
     let (code, out, err) = who.raft(&["yield", "etcd", "-n", &ns.name, "-o", "json"]);
     assert_eq!(code, Some(0), "{err}\n{out}");
     let report: Value = serde_json::from_str(&out).unwrap();
@@ -92,7 +124,7 @@ fn yield_runs_with_exactly_its_role() {
 fn yield_without_a_required_permission_names_it_and_moves_nothing() {
     let _nodes = shared_nodes();
     let ns = etcd_namespace("rbac-yield-minus");
-    let who = RbacSubject::bound_to("kubectl-raft-yield", &ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-yield", &ns.name).with_lock();
     let leader = || format!("leader {:?}", etcd_leader(&ns.name).map(|l| l.0));
     who.each_required_right_is_named(YIELD_OPTIONAL, &["yield", "etcd", "-n", &ns.name], &leader);
 }
@@ -105,8 +137,9 @@ fn yield_allow_election_needs_exactly_its_two_roles() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("rbac-elect");
     deploy_zookeeper(&ns.name);
-    let who =
-        RbacSubject::bound_to("kubectl-raft-yield", &ns.name).and("kubectl-raft-yield-election");
+    let who = RbacSubject::bound_to("kubectl-raft-yield", &ns.name)
+        .and("kubectl-raft-yield-election")
+        .with_lock();
     let args = [
         "yield",
         "zk",
@@ -133,8 +166,9 @@ fn yield_allow_election_needs_exactly_its_two_roles() {
 fn status_via_port_forward_needs_exactly_its_two_roles() {
     let _nodes = shared_nodes();
     let ns = etcd_namespace("rbac-pf");
-    let who =
-        RbacSubject::bound_to("kubectl-raft-status", &ns.name).and("kubectl-raft-port-forward");
+    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name)
+        .and("kubectl-raft-port-forward")
+        .and("kubectl-raft-proxy-post");
     let args = ["status", "etcd", "-n", &ns.name, "--via", "port-forward"];
     let optional: Vec<(&str, &str, &str)> = STATUS_OPTIONAL
         .iter()
@@ -148,7 +182,7 @@ fn status_via_port_forward_needs_exactly_its_two_roles() {
             (
                 "create",
                 "pods/proxy",
-                "--via port-forward does not use pods/proxy",
+                "--via port-forward does not use pods/proxy (kubectl-raft-proxy-post)",
             ),
             (
                 "create",
@@ -169,7 +203,7 @@ fn status_via_port_forward_needs_exactly_its_two_roles() {
 fn status_watch_without_the_watch_right_says_so_and_lists_instead() {
     let _nodes = shared_nodes();
     let ns = etcd_namespace("rbac-watch");
-    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-status", &ns.name).and("kubectl-raft-proxy-post");
     let watch = |who: &RbacSubject| {
         let kc = who.kubeconfig.to_str().unwrap().to_string();
         let mut w = Running::start_env(

@@ -16,8 +16,27 @@ fn restart(args: &[&str]) -> (Option<i32>, Value, String) {
     verb_json("restart", args)
 }
 
+/// The record of a restart that stopped, on the cluster's lock (its Lease keeps it for the next
+/// run); null when there is none. The StatefulSet itself is never written.
 fn annotation(ns: &str) -> Value {
-    kubectl_json(&["get", "sts", "etcd", "-n", ns])["metadata"]["annotations"]
+    let sts = kubectl_json(&["get", "sts", "etcd", "-n", ns]);
+    assert!(
+        sts["metadata"]["annotations"]["raft.kubectl.io/restart-pending"].is_null(),
+        "the StatefulSet was written: {sts:#}"
+    );
+    let lease = kubectl(&[
+        "get",
+        "lease",
+        &format!("kubectl-raft.{ns}.etcd"),
+        "-n",
+        "kubectl-raft",
+        "-o",
+        "json",
+    ]);
+    if !lease.status.success() {
+        return Value::Null;
+    }
+    serde_json::from_slice::<Value>(&lease.stdout).unwrap()["metadata"]["annotations"]
         ["raft.kubectl.io/restart-pending"]
         .clone()
 }
@@ -507,7 +526,7 @@ fn restart_without_a_required_permission_names_it() {
     let ns = TestNamespace::new("rs-rbac-minus");
     deploy_etcd(&ns.name, 3);
     let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name).with_lock();
-    let optional = [("delete", "pods", "only --disable-eviction deletes pods")];
+    let optional = [];
     let state = || format!("pods {:?}, record {}", uids(&ns.name), annotation(&ns.name));
     who.each_required_right_is_named(
         &optional,
@@ -607,4 +626,31 @@ fn a_label_selection_stops_at_the_first_that_stops_and_says_how_to_go_on() {
             && err.contains(&format!("then kubectl raft restart etcd -n {}", b.name)),
         "{err}"
     );
+}
+
+/// Driving a staged update changes the StatefulSet (OnDelete meanwhile, the strategy put back):
+/// that needs kubectl-raft-restart-staged beside the restart role, and without its `patch` the
+/// restart stops before anything changes, naming it.
+#[test]
+fn a_staged_update_needs_the_staged_role_and_names_it() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("rs-rbac-staged");
+    deploy_staged(&ns.name);
+    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name)
+        .with_lock()
+        .and("kubectl-raft-restart-staged");
+    let state = || {
+        format!(
+            "pods {:?}, strategy {:?}",
+            uids(&ns.name),
+            strategy(&ns.name)
+        )
+    };
+    who.each_required_right_is_named(
+        &[],
+        &["restart", "etcd", "-n", &ns.name, "--timeout", "30s"],
+        &state,
+    );
+    let (code, out, err) = who.raft(&["restart", "etcd", "-n", &ns.name, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "{err}\n{out}");
 }

@@ -2,7 +2,9 @@
 //! test world (tests/manifests/spurctld-3.yaml): the seed's failure (a replica that stays
 //! Ready behind a TCP probe while it serves nothing) and drains of its nodes. The snapshot
 //! reports neither term, leader id nor its Raft configuration, only whether a replica leads,
-//! so drains pass `--assume-voters-are-pods` (the manifest runs exactly its peers list).
+//! so drains pass `--assume-voters-are-pods` (the manifest runs exactly its peers list), and no
+//! fact says whether a follower still hears from its leader, so they pass
+//! `--assume-followers-current` too.
 
 mod common;
 
@@ -79,7 +81,13 @@ fn drain_node_of(ns: &str, pod: &str) -> (String, Value, Cordoned) {
     let cordoned = Cordoned(vec![node.clone()]);
     let (code, report, err) = verb_json(
         "drain",
-        &[&node, "--timeout", "120s", "--assume-voters-are-pods"],
+        &[
+            &node,
+            "--timeout",
+            "120s",
+            "--assume-voters-are-pods",
+            "--assume-followers-current",
+        ],
     );
     assert_eq!(code, Some(0), "{err}\n{report:#}");
     (node, cluster(&report, ns).clone(), cordoned)
@@ -205,6 +213,27 @@ fn drain_refuses_without_assume_voters_are_pods() {
     assert_eq!(c["plan"]["blocker"]["reason"], "MembershipUnknown", "{c:#}");
 }
 
+/// spurctld says nothing that tells a follower still hears from its leader: the drain says so
+/// and asks for the assumption, as for its membership.
+#[test]
+fn drain_refuses_without_assume_followers_current() {
+    let _nodes = shared_nodes();
+    let Some((ns, c)) = deployed("spur-live", |t| t) else {
+        return;
+    };
+    let node = node_of(&ns.name, &a_follower(&c));
+    let (code, report, err) = verb_json("drain", &[&node, "--dry-run", "--assume-voters-are-pods"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    assert_eq!(c["plan"]["blocker"]["reason"], "LivenessUnknown", "{c:#}");
+    assert!(
+        c["plan"]["blocker"]["message"].as_str().is_some_and(
+            |m| m.contains(&format!("--assume-followers-current={}/spurctld", ns.name))
+        ),
+        "names the flag for this cluster: {c:#}"
+    );
+}
+
 #[test]
 fn drain_of_a_followers_node_evicts_it_and_leaves_the_leader() {
     let _nodes = exclusive_nodes();
@@ -259,7 +288,13 @@ fn drain_refuses_while_another_replica_is_frozen() {
         std::thread::sleep(Duration::from_secs(3));
         verb_json(
             "drain",
-            &[&node, "--timeout", "20s", "--assume-voters-are-pods"],
+            &[
+                &node,
+                "--timeout",
+                "20s",
+                "--assume-voters-are-pods",
+                "--assume-followers-current",
+            ],
         )
     });
     kubectl(&["uncordon", &node]);
@@ -292,6 +327,7 @@ fn restart_goes_through_every_replica_the_leader_last() {
             "--timeout",
             "120s",
             "--assume-voters-are-pods",
+            "--assume-followers-current",
         ],
     );
     assert_eq!(code, Some(0), "{err}\n{report:#}");

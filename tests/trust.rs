@@ -399,3 +399,209 @@ fn a_kept_port_forward_the_server_closed_is_replaced_without_a_failed_probe() {
         "a probe failed on a connection the server had closed: {out}"
     );
 }
+
+/// A token of the admin's own credentials file, in a variable the Consul profile sends.
+const ADMIN_FILE_SECRET: &str = "admin-file-secret-51d2";
+
+#[test]
+fn a_tenant_claiming_to_be_consul_on_a_drained_node_gets_no_token_from_the_drain() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("trust-drain");
+    let dir = tenant(&ns.name, "tenant", &[("kubectl-raft.io/system", "consul")]);
+    let node = node_of(&ns.name, "tenant-0");
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    // The drain acts on the tenant's cluster (its pod is on the node): it looks at it again
+    // by name before every step. It stops there (no member list): what it sent is the test.
+    let _ = raft_env(
+        &[("CONSUL_HTTP_TOKEN", ADMIN_SECRET)],
+        &["drain", &node, "--ignore-daemonsets", "--timeout", "10s"],
+    );
+    let asked = recorded(&dir)
+        .iter()
+        .filter(|r| r["path"] == "/v1/agent/self")
+        .count();
+    assert!(
+        asked >= 2,
+        "the drain looked at the tenant's cluster again (else this test proves nothing): {:?}",
+        recorded(&dir)
+    );
+    assert!(
+        !mentions_secret(&dir, ADMIN_SECRET),
+        "the tenant's pod received the admin's token during the drain: {:?}",
+        recorded(&dir)
+    );
+}
+
+#[test]
+fn a_tenant_matched_by_restart_l_gets_no_token() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-restart-l");
+    let dir = tenant(&ns.name, "tenant", &[("kubectl-raft.io/system", "consul")]);
+    kubectl_ok(&["label", "sts", "tenant", "-n", &ns.name, "kraft-trust=yes"]);
+    // The restart stops at the tenant (no member list); the label matched it, the admin did
+    // not name it.
+    let _ = raft_env(
+        &[("CONSUL_HTTP_TOKEN", ADMIN_SECRET)],
+        &["restart", "-l", "kraft-trust=yes", "-A", "--timeout", "10s"],
+    );
+    assert!(
+        recorded(&dir).iter().any(|r| r["path"] == "/v1/agent/self"),
+        "the tenant's pod was asked as Consul (else this test proves nothing): {:?}",
+        recorded(&dir)
+    );
+    assert!(
+        !mentions_secret(&dir, ADMIN_SECRET),
+        "the tenant's pod received the admin's token: {:?}",
+        recorded(&dir)
+    );
+}
+
+#[test]
+fn the_admins_credentials_file_goes_only_to_clusters_the_admin_names() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-file");
+    let dir = tenant(&ns.name, "tenant", &[("kubectl-raft.io/system", "consul")]);
+    let file = tempfile(&format!("CONSUL_HTTP_TOKEN={ADMIN_FILE_SECRET}\n"));
+    let out = raft(&[
+        "status",
+        "-A",
+        "-o",
+        "json",
+        "--credentials-file",
+        file.path_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        recorded(&dir).iter().any(|r| r["path"] == "/v1/agent/self"),
+        "{:?}",
+        recorded(&dir)
+    );
+    assert!(
+        !mentions_secret(&dir, ADMIN_FILE_SECRET),
+        "status -A sent the file's token to a cluster the admin did not name: {:?}",
+        recorded(&dir)
+    );
+    // Named, it gets the file's token.
+    let out = raft(&[
+        "status",
+        "tenant",
+        "-n",
+        &ns.name,
+        "--credentials-file",
+        file.path_str(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        mentions_secret(&dir, ADMIN_FILE_SECRET),
+        "{:?}",
+        recorded(&dir)
+    );
+}
+
+#[test]
+fn a_secret_the_tenant_names_but_did_not_label_is_never_sent() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-secret");
+    // A platform-managed Secret in the tenant's namespace, not meant for the tenant's pods.
+    kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "platform-token",
+        "-n",
+        &ns.name,
+        &format!("--from-literal=CONSUL_HTTP_TOKEN={ADMIN_SECRET}"),
+    ]);
+    let dir = tenant(
+        &ns.name,
+        "tenant",
+        &[
+            ("kubectl-raft.io/system", "consul"),
+            ("kubectl-raft.io/credentials-secret", "platform-token"),
+        ],
+    );
+    let out = raft(&["status", "-A", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        recorded(&dir).iter().any(|r| r["path"] == "/v1/agent/self"),
+        "{:?}",
+        recorded(&dir)
+    );
+    assert!(
+        !mentions_secret(&dir, ADMIN_SECRET),
+        "the admin read the Secret and sent it to the tenant's pod: {:?}",
+        recorded(&dir)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = cluster(&report, &ns.name);
+    assert!(
+        c["warnings"].as_array().unwrap().iter().any(|w| {
+            w["code"] == "CredentialsUnreadable"
+                && w["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("not labelled kubectl-raft.io/credentials=true"))
+        }),
+        "the report says why: {c:#}"
+    );
+    // Its writer labels it: now it is used.
+    kubectl_ok(&[
+        "label",
+        "secret",
+        "platform-token",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/credentials=true",
+    ]);
+    let out = raft(&["status", "-A", "-o", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(mentions_secret(&dir, ADMIN_SECRET), "{:?}", recorded(&dir));
+}
+
+#[test]
+fn a_tenant_chosen_by_yield_l_gets_no_token() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-yield-l");
+    let dir = tenant(&ns.name, "tenant", &[("kubectl-raft.io/system", "consul")]);
+    // Pods chosen by their labels are not a cluster the admin named.
+    let _ = raft_env(
+        &[("CONSUL_HTTP_TOKEN", ADMIN_SECRET)],
+        &[
+            "yield",
+            "-l",
+            "app=tenant",
+            "-n",
+            &ns.name,
+            "--system",
+            "consul",
+            "--timeout",
+            "5s",
+        ],
+    );
+    assert!(
+        recorded(&dir).iter().any(|r| r["path"] == "/v1/agent/self"),
+        "the tenant's pod was asked as Consul (else this test proves nothing): {:?}",
+        recorded(&dir)
+    );
+    assert!(
+        !mentions_secret(&dir, ADMIN_SECRET),
+        "the tenant's pod received the admin's token: {:?}",
+        recorded(&dir)
+    );
+}
+
+#[test]
+fn an_annotation_profile_named_with_a_newline_prints_no_line_of_its_own() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-forge");
+    let forged = "name: \"x\\nkube-system/etcd (etcd, StatefulSet): QUORUM LOST\"\nport: {numbers: [8080]}\nhealth: {request: {path: /health}}\n";
+    tenant(&ns.name, "tenant", &[("kubectl-raft.io/profile", forged)]);
+    let out = raft(&["status", "-A"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for stream in [stdout(&out), stderr(&out)] {
+        assert!(
+            !stream.lines().any(|l| l.starts_with("kube-system/etcd")),
+            "a tenant's profile printed a line of its own: {stream}"
+        );
+    }
+}

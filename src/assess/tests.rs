@@ -503,6 +503,8 @@ fn a_member_list_with_a_learner_sets_the_voters() {
         false,
     );
     let member = |id: &str, learner| crate::model::Member {
+        counted: false,
+        live: None,
         id: id.into(),
         name: Some(format!("etcd-{id}")),
         learner,
@@ -680,7 +682,7 @@ fn the_table_report_lines() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
         lines[0],
-        "db/etcd (etcd, StatefulSet): 3 members (counted from pods), 3/3 voters healthy, quorum 2, fault tolerance 1, leader etcd-1 (term 2)"
+        "db/etcd (etcd, StatefulSet): 3 members (counted from pods: member list unreadable), 3/3 voters healthy, quorum 2, fault tolerance 1, leader etcd-1 (term 2)"
     );
     assert!(lines[1].starts_with("PodDisruptionBudget etcd: 1 disruption(s) allowed"));
     assert!(lines[3].split_whitespace().eq([

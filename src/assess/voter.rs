@@ -2,19 +2,36 @@
 //! count and each replacement's rejoin) and `restart`: it fails closed. A replica counts only
 //! when everything that could say otherwise says it is fine:
 //!
-//! - it votes (not a learner or observer), is not terminating, is Ready, and its own health
-//!   check passes;
+//! - it votes: not a learner or observer by its own account, and a voter of the
+//!   configuration the system lists (matched by its member id; a non-voter, an id the list
+//!   lacks, or an id another replica also claims does not count);
+//! - it is not terminating, is Ready, and its own health check passes;
 //! - it is the leader, or a follower (a candidate or an unknown role does not count);
 //! - a follower is in the leader's term and names that leader (a replica that knows no
 //!   leader, or another one, does not count);
+//! - it is live now: the best evidence its system gives (the leader's view of it, its last
+//!   contact with the leader, its own sync state, a health check that needs the leader;
+//!   `Profile::liveness`) says it hears from its leader (evidence the profile reads but its
+//!   answer lacks counts against it);
 //! - it is within `max_lag` entries of the leader;
 //! - a fact the leader reports but this replica's answer lacks (term, leader id, an index)
 //!   counts against it: the same profile asked both, so the answer was incomplete.
 //!
 //! Pure, property-tested in `plan::drain::tests` against an oracle written apart from it.
+//! `status` counts healthy voters with it too (`assess`), so its fault tolerance is drain's.
 
 use crate::model::Role;
-use crate::report::{CheckState, ReplicaReport};
+use crate::report::{CheckState, Configured, ReplicaReport};
+
+/// How many log entries behind the leader a member may be and still count, unless the user
+/// says otherwise (`--max-lag`).
+pub const DEFAULT_MAX_LAG: u64 = 1000;
+
+/// Whether the replica votes, as far as anything says: not a learner or observer by its
+/// own account, and a voter (or not known otherwise) by the system's configuration.
+pub fn counts_as_voter(x: &ReplicaReport) -> bool {
+    !x.raft.learner && x.raft.role.is_voter() && x.raft.configured.may_vote()
+}
 
 /// Why a replica does not count as a healthy voter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +47,9 @@ pub enum Unhealthy {
     FollowsAnother,
     Incomplete,
     Lagging,
+    /// It does not hear from its leader now (the leader's view, its last contact, its own
+    /// sync state or its health check says so).
+    Stale,
 }
 
 /// The verdict, with the sentence the user sees.
@@ -45,6 +65,29 @@ pub fn voter_health(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: 
             Unhealthy::NotVoter,
             format!("{p} is a {} and does not vote", x.raft.role.as_str()),
         );
+    }
+    // What it says of itself is not enough: the configuration decides who votes.
+    let id = x.raft.member_id.as_deref().unwrap_or("none");
+    match x.raft.configured {
+        Configured::Voter | Configured::Unknown => {}
+        Configured::NonVoter => {
+            return no(
+                Unhealthy::NotVoter,
+                format!("{p} is a non-voter in the configuration (member id {id}), whatever role it reports"),
+            )
+        }
+        Configured::NotListed => {
+            return no(
+                Unhealthy::NotVoter,
+                format!("{p} is not in the configuration the cluster lists (member id {id})"),
+            )
+        }
+        Configured::DuplicateId => {
+            return no(
+                Unhealthy::NotVoter,
+                format!("{p} reports member id {id}, as another replica does: which of them the configuration means is unknown"),
+            )
+        }
     }
     if x.terminating {
         return no(Unhealthy::Terminating, format!("{p} is terminating"));
@@ -119,6 +162,17 @@ pub fn voter_health(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: 
     }
     if x.raft.has_leader == Some(false) {
         return no(Unhealthy::NoLeaderKnown, format!("{p} knows no leader"));
+    }
+    if x.raft.current == Some(false) {
+        let why = match x.raft.last_contact_ms {
+            Some(u64::MAX) => "it has never heard from a leader".to_string(),
+            Some(ms) => format!(
+                "it last heard from its leader {} ago",
+                crate::model::human_duration(std::time::Duration::from_millis(ms))
+            ),
+            None => "by its system's own account it is not in step with its leader now".into(),
+        };
+        return no(Unhealthy::Stale, format!("{p} is not live: {why}"));
     }
     match (&x.raft.leader_pod, &x.raft.leader_id, &l.raft.leader_id) {
         (Some(lp), _, _) if *lp != l.pod => {

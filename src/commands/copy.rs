@@ -36,16 +36,14 @@ pub fn copy_executable(source: &Path, dest: &Path) -> Result<()> {
     let name = dest
         .file_name()
         .with_context(|| format!("{} names no file", dest.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let (tmp, mut file) = new_file_beside(&dir, &name.to_string_lossy())?;
     let result = (|| -> Result<()> {
-        fs::copy(source, &tmp)
+        let mut from =
+            fs::File::open(source).with_context(|| format!("cannot read {}", source.display()))?;
+        std::io::copy(&mut from, &mut file)
             .with_context(|| format!("cannot copy {} to {}", source.display(), tmp.display()))?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))
-            .with_context(|| format!("cannot make {} executable", tmp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
         fs::rename(&tmp, dest)
             .with_context(|| format!("cannot move {} to {}", tmp.display(), dest.display()))
     })();
@@ -53,6 +51,34 @@ pub fn copy_executable(source: &Path, dest: &Path) -> Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// A new file (0755) in `dir` under a name nobody can guess, created only if nothing is there:
+/// never through a link another user of the volume planted where the copy would go.
+fn new_file_beside(dir: &Path, name: &str) -> Result<(PathBuf, fs::File)> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::os::unix::fs::OpenOptionsExt;
+    for _ in 0..16 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", h.finish()));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o755)
+            .open(&tmp)
+        {
+            Ok(f) => {
+                // The mode the umask left is made 0755 on the file itself.
+                f.set_permissions(fs::Permissions::from_mode(0o755))
+                    .with_context(|| format!("cannot make {} executable", tmp.display()))?;
+                return Ok((tmp, f));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", tmp.display())),
+        }
+    }
+    bail!("cannot create a temporary file in {}", dir.display())
 }
 
 pub fn run(args: &CopyArgs, err: &mut dyn Write) -> Result<()> {
@@ -105,6 +131,25 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left.len(), 2, "no temporary file is left: {left:?}");
+    }
+
+    #[test]
+    fn a_link_planted_where_the_copy_used_to_go_redirects_nothing() {
+        let d = scratch();
+        let src = d.join("src");
+        fs::write(&src, b"the binary").unwrap();
+        let victim = d.join("victim");
+        fs::write(&victim, b"kept").unwrap();
+        // The name the copy once used (predictable: the process id).
+        let planted = d.join(format!(".kubectl-raft.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        copy_executable(&src, &d.join("kubectl-raft")).unwrap();
+        assert_eq!(
+            fs::read(&victim).unwrap(),
+            b"kept",
+            "written through the link"
+        );
+        assert_eq!(fs::read(d.join("kubectl-raft")).unwrap(), b"the binary");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::commands::progress::Progress;
 use crate::drain::nodes::{drain_nodes, NodeDrain};
 use crate::drain::Settings;
 use crate::errors::{api_context, Reported};
-use crate::plan::drain::{DrainOptions, PodRules};
+use crate::plan::drain::{Assume, DrainOptions, PodRules};
 use crate::survey::Surveyor;
 use evict::{stop_on_ctrl_c, Evictor};
 use nodes::{RealNodes, Stderr};
@@ -57,7 +57,11 @@ pub async fn run(
             max_lag: args.steps.max_lag,
             allow_degraded: args.allow_degraded,
             delete_emptydir_data: args.steps.delete_emptydir_data,
-            assume_voters_are_pods: args.steps.assume_voters_are_pods,
+            allow_hostpath_data: args.steps.allow_hostpath_data,
+            assume_voters_are_pods: Assume::from_flag(args.steps.assume_voters_are_pods.as_deref()),
+            assume_followers_current: Assume::from_flag(
+                args.steps.assume_followers_current.as_deref(),
+            ),
         },
         settings: Settings {
             timeout: args.steps.timeout,

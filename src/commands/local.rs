@@ -367,7 +367,7 @@ async fn wait_for_others(
             .iter()
             .filter(|x| x.pod != mine)
             .filter(
-                |x| match crate::plan::voter::voter_health(x, leader, max_lag) {
+                |x| match crate::assess::voter::voter_health(x, leader, max_lag) {
                     Ok(()) => true,
                     Err((_, w)) => {
                         why.push(w);

@@ -29,7 +29,7 @@ use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Settings};
 use crate::errors::{api_context, Reported};
 use crate::model::Selection;
-use crate::plan::drain::{plan_cluster, DrainOptions};
+use crate::plan::drain::{plan_cluster, Assume, DrainOptions};
 use crate::plan::restart::{
     from_annotation, mode, pending, restart_all, saved_strategy, to_annotation, Mode, Restart,
     RESTART_PENDING, SAVED_STRATEGY,
@@ -239,12 +239,19 @@ async fn restart_one(
         .ok_or_else(|| {
             anyhow!("statefulset {name:?} not found in namespace {ns:?} (-n NAMESPACE?)")
         })?;
+    // Named when the user typed it; a -l match is a StatefulSet the command found.
     let sel = Selection {
         name: Some(name.clone()),
+        named: args.name.is_some(),
         ..Default::default()
     };
     let survey = surveyor.survey_in(Some(&ns), &sel).await?;
     let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {
+        // A StatefulSet -l matched whose annotations are bad is skipped with the reason, as
+        // one it does not recognise: it stops nobody else's restart.
+        if let Some(why) = survey.skipped.first() {
+            return Err(NotRecognised(why.clone()).into());
+        }
         return Err(NotRecognised(format!(
             "{ns}/{name} is not a Raft cluster kubectl raft recognises (`kubectl raft systems`; --system or --profiles to say what it runs)"
         ))
@@ -253,6 +260,9 @@ async fn restart_one(
     let pods = obs.target.pods.clone();
     // A staged update an earlier run drove under OnDelete: the user's strategy to put back.
     let saved = saved_strategy(&sts);
+    let on_lock = lock::peek(&client, &args.steps.lock_namespace, &ns, &name)
+        .await?
+        .remove(RESTART_PENDING);
     let mut driven = None;
     let restart = match mode(&sts, &pods) {
         Mode::ControllerRolling { current, update } => bail!(
@@ -289,19 +299,25 @@ async fn restart_one(
             )));
         }
         Mode::Restart => {
-            let marked = sts
+            // The record of a restart that stopped is on the cluster's lock (older versions
+            // kept it on the StatefulSet: read there too).
+            let on_lock = on_lock.clone();
+            let on_sts = sts
                 .metadata
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(RESTART_PENDING))
-                .map(|v| from_annotation(v))
+                .cloned();
+            let marked = on_lock
+                .or(on_sts)
+                .map(|v| from_annotation(&v))
                 .filter(|r| !pending(&pods, r).is_empty());
             match marked {
                 // A restart that stopped: resume it (members replaced since are done).
                 Some(r) => {
                     writeln!(
                         err,
-                        "resuming the restart that {RESTART_PENDING} on the StatefulSet records: {} member(s) still to restart; those already replaced are not restarted again",
+                        "resuming the restart that {RESTART_PENDING} on its lock records: {} member(s) still to restart; those already replaced are not restarted again",
                         pending(&pods, &r).len()
                     )?;
                     r
@@ -315,7 +331,9 @@ async fn restart_one(
         max_lag: args.steps.max_lag,
         allow_degraded: false,
         delete_emptydir_data: args.steps.delete_emptydir_data,
-        assume_voters_are_pods: args.steps.assume_voters_are_pods,
+        allow_hostpath_data: args.steps.allow_hostpath_data,
+        assume_voters_are_pods: Assume::from_flag(args.steps.assume_voters_are_pods.as_deref()),
+        assume_followers_current: Assume::from_flag(args.steps.assume_followers_current.as_deref()),
     };
 
     if args.dry_run {
@@ -367,13 +385,20 @@ async fn restart_one(
             "{ns}/{name}: every member is already restarted; nothing to do"
         )));
     }
-    let mut needs = vec![Need::new(
-        "patch",
-        "statefulsets",
-        "record the restart on the StatefulSet",
-    )
-    .group("apps")
-    .in_namespace(&ns)];
+    // Only a staged update driven under OnDelete changes the StatefulSet (its strategy, and
+    // back): the role for that is an optional one (docs/rbac.yaml).
+    let mut needs = vec![];
+    if driven.is_some() {
+        needs.push(
+            Need::new(
+                "patch",
+                "statefulsets",
+                "drive the staged update under OnDelete and put its strategy back (kubectl-raft-restart-staged)",
+            )
+            .group("apps")
+            .in_namespace(&ns),
+        );
+    }
     needs.extend(preflight::member_steps(
         Some(&ns),
         args.steps.disable_eviction,
@@ -397,6 +422,12 @@ async fn restart_one(
             err,
             "Warning: took over {ns}/{name}'s stale lock from {who}"
         )?;
+    }
+    // Decided on the record read before the lock was taken: it must be the one the lock
+    // holds now (another restart may have run in between).
+    if held.record(RESTART_PENDING) != on_lock {
+        held.release().await;
+        bail!("{ns}/{name}'s restart record changed while this restart started (another restart ran meanwhile); run the same command again");
     }
     let following = Following::new(
         restart,
@@ -433,7 +464,9 @@ async fn restart_locked(
     err: &mut dyn Write,
 ) -> Result<Done> {
     if let Restart::Restart { uids } = following.now() {
-        annotate(sts_api, name, Some(&to_annotation(&uids))).await?;
+        // The record a rerun resumes from, on the cluster's lock (kept when this run stops).
+        held.set_record(RESTART_PENDING, Some(&to_annotation(&uids)))
+            .await?;
     }
     if let Some(d) = driven.filter(|d| d.switch_now) {
         switch_to_on_delete(sts_api, name, &d.strategy).await?;
@@ -460,6 +493,7 @@ async fn restart_locked(
         opts,
         ns,
         name,
+        named: args.name.is_some(),
         lock: Some(held),
         restart: Some(following),
     };
@@ -480,7 +514,7 @@ async fn restart_locked(
     let succeeded = summary.result != ClusterResult::Stopped;
     let message = if succeeded {
         if let Restart::Restart { .. } = restart {
-            annotate(sts_api, name, None).await?;
+            held.set_record(RESTART_PENDING, None).await?;
         }
         match driven {
             Some(d) => {
@@ -552,8 +586,22 @@ async fn switch_to_on_delete(
     s: &StatefulSetUpdateStrategy,
 ) -> Result<()> {
     let saved = serde_json::to_string(s).expect("a strategy serialises");
+    // Conditioned on the StatefulSet as read with the strategy this run decided on: a
+    // strategy someone changed since is not overwritten.
+    let current = read_sts(api, name).await?;
+    let theirs = current
+        .spec
+        .as_ref()
+        .and_then(|x| x.update_strategy.clone())
+        .unwrap_or_default();
+    if &theirs != s {
+        bail!(
+            "statefulset {name}'s update strategy changed since this restart read it (now {}); nothing was changed: run the same command again",
+            describe_strategy(&theirs)
+        );
+    }
     let patch = serde_json::json!({
-        "metadata": {"annotations": {SAVED_STRATEGY: saved}},
+        "metadata": {"annotations": {SAVED_STRATEGY: saved}, "resourceVersion": current.metadata.resource_version},
         "spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}},
     });
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -563,30 +611,53 @@ async fn switch_to_on_delete(
     Ok(())
 }
 
+async fn read_sts(api: &Api<StatefulSet>, name: &str) -> Result<StatefulSet> {
+    api.get(name)
+        .await
+        .map_err(|e| api_context(e, "get", "statefulsets", ""))
+        .with_context(|| format!("reading statefulset {name}"))
+}
+
 async fn restore_strategy(
     api: &Api<StatefulSet>,
     name: &str,
     s: &StatefulSetUpdateStrategy,
 ) -> Result<()> {
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&restore_patch(s)))
-        .await
-        .map_err(|e| api_context(e, "patch", "statefulsets", ""))
-        .with_context(|| {
-            format!(
-                "putting statefulset {name}'s update strategy back to {} (by hand: kubectl patch sts {name} --type=merge -p '{}')",
-                describe_strategy(s),
-                restore_patch(s)
-            )
-        })?;
-    Ok(())
-}
-
-/// Sets (or, with None, removes) the restart mark on the StatefulSet's own metadata.
-async fn annotate(api: &Api<StatefulSet>, name: &str, before: Option<&str>) -> Result<()> {
-    let patch = serde_json::json!({"metadata": {"annotations": {RESTART_PENDING: before}}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| api_context(e, "patch", "statefulsets", ""))
-        .with_context(|| format!("marking statefulset {name} with {RESTART_PENDING}"))?;
-    Ok(())
+    // Only over the OnDelete this restart set, as read now (a resourceVersion precondition):
+    // a strategy someone set meanwhile is theirs, and kept. The controller writes the
+    // StatefulSet's status often: a conflict is read again, a few times.
+    for attempt in 1..=3 {
+        let current = read_sts(api, name).await?;
+        let theirs = current
+            .spec
+            .as_ref()
+            .and_then(|x| x.update_strategy.clone())
+            .unwrap_or_default();
+        if theirs.type_.as_deref() != Some("OnDelete") {
+            bail!(
+                "statefulset {name}'s update strategy was changed meanwhile (now {}); it is left as it is, and {} is not put back",
+                describe_strategy(&theirs),
+                describe_strategy(s)
+            );
+        }
+        let mut patch = restore_patch(s);
+        patch["metadata"]["resourceVersion"] = serde_json::json!(current.metadata.resource_version);
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if attempt < 3 && crate::errors::status_of(&e).is_some_and(|x| x.code == 409) => {}
+            Err(e) => {
+                return Err(api_context(e, "patch", "statefulsets", "")).with_context(|| {
+                    format!(
+                        "putting statefulset {name}'s update strategy back to {} (by hand: kubectl patch sts {name} --type=merge -p '{}')",
+                        describe_strategy(s),
+                        restore_patch(s)
+                    )
+                })
+            }
+        }
+    }
+    unreachable!("the last attempt returns")
 }

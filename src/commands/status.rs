@@ -12,6 +12,7 @@ use crate::survey::Surveyor;
 pub fn selection(name: Option<&str>, select: &crate::cli::SelectArgs) -> Selection {
     Selection {
         name: name.map(str::to_string),
+        named: name.is_some(),
         nodes: select.node.iter().cloned().collect(),
         selector: select.selector.clone(),
         system: select.system.clone(),

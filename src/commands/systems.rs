@@ -21,6 +21,9 @@ pub fn run(args: &SystemsArgs, out: &mut dyn Write) -> Result<()> {
                 "SYSTEM",
                 "PORT",
                 "HEALTH",
+                "VOTERS FROM",
+                "LIVE BY",
+                "PROVEN",
                 "RECOGNISED BY",
                 "DESCRIPTION",
             ]);
@@ -41,10 +44,20 @@ pub fn run(args: &SystemsArgs, out: &mut dyn Write) -> Result<()> {
                     .chain(p.detect.commands.iter().map(|c| format!("command {c}")))
                     .collect::<Vec<_>>()
                     .join(", ");
+                // Where the voters come from: a member list with ids (each replica matched to
+                // its entry), a count only, or nothing (the pods, with an assumption).
+                let voters = match &p.membership {
+                    Some(m) if m.size.is_some() => "a count",
+                    Some(_) => "member list",
+                    None => "none",
+                };
                 t.add_row([
                     p.name.clone(),
                     port,
                     p.health.request.path.clone(),
+                    voters.to_string(),
+                    p.liveness().as_str().to_string(),
+                    p.proven.map_or("-", |x| x.as_str()).to_string(),
                     by,
                     p.description.clone(),
                 ]);

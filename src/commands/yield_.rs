@@ -5,14 +5,15 @@ use std::io::{IsTerminal, Write};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::wait::{await_condition, conditions};
 
-use crate::actions::YieldReport;
+use crate::actions::{HandoverFailure, YieldReport};
 use crate::cli::{GlobalArgs, Output, YieldArgs};
+use crate::commands::drain::lock;
 use crate::errors::{api_context, Reported};
 use crate::groups::move_off;
-use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions, Waited};
+use crate::handover::{act_and_wait, send_transfer, WaitOptions, Waited};
 use crate::model::{human_duration, ClusterObservation, Selection};
 use crate::plan::groups::{moves_off, GroupMoves};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, YieldOptions};
@@ -31,6 +32,63 @@ pub async fn run(
     }
     let surveyor = Surveyor::new(g, &args.select, &args.probe).await?;
     let (obs, report) = find_cluster(&surveyor, args).await?;
+    // A dry run changes nothing; pods chosen by -l have no StatefulSet to lock (drain's and
+    // restart's locks are per StatefulSet).
+    if args.dry_run || obs.target.owner_kind != crate::model::OwnerKind::StatefulSet {
+        return decide_and_act(&surveyor, args, obs, report, out, err).await;
+    }
+    // One maintenance of a cluster at a time: the cluster's lock (drain's and restart's) is
+    // taken before anything is sent, and the cluster is looked at again under it.
+    let (ns, name) = (report.namespace.clone(), report.name.clone());
+    // Its lock, before anything is taken (the replicas' ports were reached by the survey).
+    let needs = preflight::lock_steps(&args.lock_namespace);
+    let warn = |m: &str| eprintln!("Warning: {}", crate::render::clean(m));
+    preflight::check(&surveyor.conn.client, "the yield", &needs, &warn).await?;
+    let holder = lock::holder_identity(&format!("yield {ns}/{name}"));
+    let say = |m: &str| eprintln!("{}", crate::render::clean(m));
+    let (held, took_over) = lock::acquire(
+        &surveyor.conn.client,
+        &args.lock_namespace,
+        &ns,
+        &name,
+        &holder,
+        &say,
+    )
+    .await
+    .with_context(|| format!("cannot yield in {ns}/{name}: nothing was sent"))?;
+    if let Some(who) = took_over {
+        writeln!(
+            err,
+            "Warning: took over {ns}/{name}'s stale lock from {who}"
+        )?;
+    }
+    // Found again as it was found the first time (named, or not: a cluster `-l` or `--node`
+    // matched gets no credentials of the user's own on this look either).
+    let result = match find_cluster(&surveyor, args).await {
+        Ok((obs, report)) if obs.target.namespace == ns && obs.target.name == name => {
+            decide_and_act(&surveyor, args, obs, report, out, err).await
+        }
+        Ok((obs, _)) => Err(anyhow::anyhow!(
+            "{ns}/{name} is no longer the cluster this yield names ({}/{} is); nothing was sent",
+            obs.target.namespace,
+            obs.target.name
+        )),
+        Err(e) => Err(e),
+    };
+    held.release().await;
+    result
+}
+
+/// Plans the handover on `report` (taken under the cluster's lock, but for a dry run) and
+/// carries it out.
+async fn decide_and_act(
+    surveyor: &Surveyor,
+    args: &YieldArgs,
+    obs: ClusterObservation,
+    report: ClusterReport,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
     let opts = YieldOptions {
         to: args.to.clone(),
         avoid_nodes: vec![],
@@ -50,7 +108,7 @@ pub async fn run(
     let plan = match plan_yield(&report, profile, &opts) {
         Ok(p) => p,
         Err(r) if r.reason == RefusalReason::NoTransfer && args.allow_election => {
-            return election(&surveyor, args, &obs, &report, &wait, out, err).await;
+            return election(surveyor, args, &obs, &report, &wait, out, err).await;
         }
         Err(r) => bail!("cannot yield: {r}"),
     };
@@ -233,9 +291,18 @@ async fn election(
         .and_then(|p| p.metadata.uid.clone())
         .unwrap_or_default();
     // The deletion, and then the pod object's end (its grace period and preStop hook run
-    // first): the action's time is how long the old leader's pod took to go.
+    // first): the action's time is how long the old leader's pod took to go. The pod's UID
+    // is a precondition: a pod recreated under its name meanwhile is not the leader that was
+    // judged, and is not deleted.
+    let precondition = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.clone()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
     let delete = async {
-        pods.delete(&leader, &DeleteParams::default())
+        pods.delete(&leader, &precondition)
             .await
             .map_err(|e| crate::errors::anyhow_chain(&api_context(e, "delete", "pods", "")))?;
         await_condition(pods.clone(), &leader, conditions::is_deleted(&uid))
@@ -333,36 +400,25 @@ fn conclude(y: &mut YieldReport, w: Waited, cluster: &str) {
         ),
     };
     let total = human_duration(std::time::Duration::from_secs_f64(w.total_ms / 1000.0));
-    (y.succeeded, y.message) = match w.outcome {
-        Outcome::Transferred => {
-            let jump = match (y.term_before, w.term_after) {
-                // Checked: replicas' terms may be anything up to u64::MAX.
-                (Some(a), Some(b)) if y.mode == "transfer" && y.targeted && b.saturating_sub(a) > 1 => {
-                    Some(b - a)
-                }
-                _ => None,
-            };
-            match jump {
-                Some(j) => (false, format!(
-                    "{cluster}: leadership reached {new}{terms}, but the term moved by {j} where a transfer moves it by 1: an election happened besides the transfer"
-                )),
-                None => (true, format!("{cluster}: leadership moved {} → {new}{terms}, {window}, total {total}", y.leader)),
-            }
-        }
-        Outcome::WentElsewhere => (false, format!(
+    let targeted = y.mode == "transfer" && y.targeted;
+    (y.succeeded, y.message) = match w.verdict(y.term_before, targeted) {
+        Ok(()) => (true, format!("{cluster}: leadership moved {} → {new}{terms}, {window}, total {total}", y.leader)),
+        Err(HandoverFailure::TermJumped { by, .. }) => (false, format!(
+            "{cluster}: leadership reached {new}{terms}, but the term moved by {by} where a transfer moves it by 1: an election happened besides the transfer"
+        )),
+        Err(HandoverFailure::WentElsewhere { .. }) => (false, format!(
             "{cluster}: leadership moved {} → {new}{terms}, not to the target {}: another member took over (an election?)",
             y.leader,
             y.target.as_deref().unwrap_or("?")
         )),
-        Outcome::Returned => (false, format!(
+        Err(HandoverFailure::Returned) => (false, format!(
             "{cluster}: {} stepped down and was chosen again{terms}: leadership did not move (the system picks the successor; run yield again, or check that the others can lead)",
             y.leader
         )),
-        Outcome::Failed => (false, format!(
-            "{cluster}: the transfer failed: {}",
-            w.error.clone().unwrap_or_default()
+        Err(HandoverFailure::Failed(e)) => (false, format!(
+            "{cluster}: the transfer failed: {e}"
         )),
-        Outcome::TimedOut => (false, format!(
+        Err(HandoverFailure::TimedOut) => (false, format!(
             "{cluster}: no completed handover within {total}; the last observations are above. Check `kubectl raft status`, then run yield again"
         )),
     };
@@ -472,6 +528,7 @@ async fn find_cluster(
     let explicit_sts = args.name.as_deref().is_some_and(|n| n.contains('/'));
     let sel = Selection {
         name: args.name.clone().filter(|_| explicit_sts),
+        named: explicit_sts,
         nodes: args.select.node.iter().cloned().collect(),
         selector: args.select.selector.clone(),
         system: args.select.system.clone(),
@@ -500,6 +557,7 @@ async fn find_cluster(
             let (obs, _) = found.remove(0);
             let by_name = Selection {
                 name: Some(obs.target.name.clone()),
+                named: true,
                 ..sel
             };
             let again = surveyor

@@ -20,11 +20,12 @@ use anyhow::{bail, Result};
 use tokio::time::Instant;
 
 pub use crate::actions::{ClusterResult, ClusterSummary};
+use crate::assess::voter::counts_as_voter;
 use crate::model::{human_duration, ClusterObservation, OwnerKind};
 use crate::plan::drain::{
     healthy_voter, plan_cluster, Action, ClusterInput, DrainOptions, DrainStep,
 };
-use crate::report::{CheckState, ReplicaReport};
+use crate::report::{CheckState, ReplicaReport, VotersFrom};
 
 pub mod nodes;
 
@@ -96,9 +97,14 @@ pub trait ClusterOps {
     /// Hand leadership over to a member on a node that stays, and wait until it is done
     /// (yield's full wait); an error says why not and that nothing was evicted.
     async fn transfer(&self, look: &Look, step: &DrainStep) -> Result<Handover>;
-    /// Move the leaders of other Raft groups off `pod` (None when it leads none); an error
-    /// fails the step.
-    async fn move_groups_off(&self, look: &Look, pod: &str) -> Result<Option<GroupsMoved>>;
+    /// Move the leaders of other Raft groups off `pod` (None when it leads none), all within
+    /// `within`; an error fails the step.
+    async fn move_groups_off(
+        &self,
+        look: &Look,
+        pod: &str,
+        within: Duration,
+    ) -> Result<Option<GroupsMoved>>;
     /// What a PDB answers to this eviction now (a server-side dry run): Some(why) if refused.
     async fn refused_now(&self, look: &Look, pod: &str) -> Option<String>;
     /// One eviction request.
@@ -209,6 +215,38 @@ impl std::fmt::Display for StepBlocked {
 
 impl std::error::Error for StepBlocked {}
 
+/// What one cluster's run has seen across its looks, which every later plan takes into
+/// account: the planner is pure and sees one look; the run remembers.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The most voters any look counted.
+    voters: u32,
+    /// A look read the system's member list.
+    configuration: bool,
+    /// Members this run evicted.
+    evicted: BTreeSet<String>,
+    /// Per member, how many times its other groups' leaders were moved off it.
+    group_moves: BTreeMap<String, u32>,
+    /// Per member, when moving its other groups' leaders first began.
+    group_moves_since: BTreeMap<String, Instant>,
+}
+
+/// How many rounds of moving a server's other groups' leaders off it before its eviction.
+const MAX_GROUP_MOVES: u32 = 3;
+
+impl Seen {
+    /// What the run remembers, put into a fresh look's planner input; then the look itself
+    /// remembered.
+    fn apply(&mut self, input: &mut ClusterInput) {
+        input.least_voters = input.least_voters.max(self.voters);
+        input.configuration_seen |= self.configuration;
+        input.evicted_before.extend(self.evicted.iter().cloned());
+        let s = &input.report.summary;
+        self.voters = self.voters.max(s.voters);
+        self.configuration |= s.voters_from == VotersFrom::Configuration;
+    }
+}
+
 /// Drains one cluster's members off `opts.nodes`, a step at a time, each on a fresh plan.
 pub async fn drain_cluster<O: ClusterOps, E: Events>(
     ops: &O,
@@ -222,6 +260,7 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
     let cluster = format!("{ns}/{name}");
     let mut s = ClusterSummary::new(ns, name, ClusterResult::Drained);
     let mut blocked_since: Option<Instant> = None;
+    let mut seen = Seen::default();
     // Why it stopped; the message is made after the loop, with what is left as it is then.
     let mut stopped: Option<String> = None;
     let mut stop = |s: &mut ClusterSummary, why: String| {
@@ -245,7 +284,7 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
             break;
         }
         // Look, then plan: the only source of what to do next.
-        let look = match ops.look().await {
+        let mut look = match ops.look().await {
             Ok(Some(l)) => l,
             Ok(None) => {
                 if s.done.is_empty() {
@@ -262,6 +301,7 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
                 break;
             }
         };
+        seen.apply(&mut look.input);
         let plan = plan_cluster(&look.input, opts);
         s.left = left_on(&look.input, &opts.nodes);
         if s.system.is_empty() {
@@ -312,7 +352,7 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
         let r = match step.action {
             Action::TransferThenEvict => transfer(ops, events, &look, &step, &mut s).await,
             Action::Evict | Action::EvictLeader => {
-                evict_member(ops, events, opts, settings, &look, &step, &mut s).await
+                evict_member(ops, events, opts, settings, &look, &step, &mut s, &mut seen).await
             }
         };
         match r {
@@ -417,6 +457,7 @@ async fn transfer<O: ClusterOps, E: Events>(
 
 /// Evicts one member, then waits for its replacement to be Ready and rejoined (unless it
 /// cannot come back while the node is drained).
+#[allow(clippy::too_many_arguments)]
 async fn evict_member<O: ClusterOps, E: Events>(
     ops: &O,
     events: &E,
@@ -425,6 +466,7 @@ async fn evict_member<O: ClusterOps, E: Events>(
     look: &Look,
     step: &DrainStep,
     s: &mut ClusterSummary,
+    seen: &mut Seen,
 ) -> Result<()> {
     let pod = step.pod.as_str();
     if !look
@@ -436,9 +478,36 @@ async fn evict_member<O: ClusterOps, E: Events>(
     {
         bail!("pod {pod} is no longer part of the cluster");
     }
-    if let Some(g) = ops.move_groups_off(look, pod).await? {
+    // Moving a server's other groups' leaders (NATS streams) is a step of its own: it can
+    // take long, and the cluster changes meanwhile, so the eviction is decided again on a
+    // fresh look (and after the lock is checked and Ctrl-C seen) once they are moved. A
+    // server that keeps being given leaders back is not chased for ever.
+    // One deadline for all the rounds of one member's moves (--timeout), from the first.
+    let started = Instant::now();
+    let within = match seen.group_moves_since.get(pod) {
+        Some(since) => settings.timeout.saturating_sub(since.elapsed()),
+        None => settings.timeout,
+    };
+    if within.is_zero() {
+        bail!(
+            "the time for moving {pod}'s other groups' leaders off it ({}) ran out; it was not evicted",
+            human_duration(settings.timeout)
+        );
+    }
+    if let Some(g) = ops.move_groups_off(look, pod, within).await? {
+        seen.group_moves_since
+            .entry(pod.to_string())
+            .or_insert(started);
         s.group_leaders_moved += g.moved;
         said(events, s, g.summary);
+        let rounds = seen.group_moves.entry(pod.to_string()).or_default();
+        *rounds += 1;
+        if *rounds > MAX_GROUP_MOVES {
+            bail!(
+                "{pod} was given other groups' leaders again after {MAX_GROUP_MOVES} rounds of moving them off; it was not evicted"
+            );
+        }
+        return Ok(());
     }
     events.doing(&format!("evicting {pod} ({}) from {}", step.why, step.node));
     if step.action == Action::EvictLeader {
@@ -448,6 +517,7 @@ async fn evict_member<O: ClusterOps, E: Events>(
             return Err(StepBlocked(format!("cannot evict the leader {pod} yet: {why}")).into());
         }
         let e = ops.evict_leader(look, step).await?;
+        seen.evicted.insert(pod.to_string());
         s.record_window(e.window_ms);
         s.evictions += 1;
         s.elections += 1;
@@ -467,10 +537,13 @@ async fn evict_member<O: ClusterOps, E: Events>(
                 events.did(&format!("{pod} had already gone; not evicted again"));
             }
             Attempt::Done(Evicted::Accepted) => {
-                events.doing(&format!("waiting for {pod} to stop"));
-                ops.wait_gone(look, pod).await?;
+                // Said as soon as it is accepted: a wait that fails after it must not leave
+                // the eviction out of the report.
+                seen.evicted.insert(pod.to_string());
                 s.evictions += 1;
                 said(events, s, format!("evicted {pod} from {}", step.node));
+                events.doing(&format!("waiting for {pod} to stop"));
+                ops.wait_gone(look, pod).await?;
             }
         }
     }
@@ -505,6 +578,14 @@ async fn rejoin<O: ClusterOps, E: Events>(
     s: &mut ClusterSummary,
 ) -> Result<()> {
     let start = Instant::now();
+    // What it was before its eviction decides what it must be again.
+    let was_voter = look
+        .input
+        .report
+        .replicas
+        .iter()
+        .find(|x| x.pod == pod)
+        .is_none_or(counts_as_voter);
     if look.obs.target.owner_kind == OwnerKind::StatefulSet {
         events.doing(&format!(
             "waiting for {pod}'s replacement to be scheduled and Ready"
@@ -523,7 +604,7 @@ async fn rejoin<O: ClusterOps, E: Events>(
                     .iter()
                     .find(|x| r.summary.leader.as_deref() == Some(x.pod.as_str()));
                 match r.replicas.iter().find(|x| x.pod == pod) {
-                    Some(x) => match rejoined(x, leader, opts.max_lag) {
+                    Some(x) => match rejoined(x, was_voter, leader, opts.max_lag) {
                         Ok(()) if leader.is_some() => {
                             let msg = format!(
                                 "{pod} rejoined on {} ({} after the eviction)",
@@ -554,12 +635,33 @@ async fn rejoin<O: ClusterOps, E: Events>(
     }
 }
 
-/// Whether a replacement has rejoined: a voter by the one definition of a healthy voter
-/// (`plan::voter`, within `--max-lag`); a learner or
+/// Whether a replacement has rejoined: a member that voted before its eviction (`was_voter`)
+/// by the one definition of a healthy voter (`assess::voter`, within `--max-lag`): back as a
+/// configured voter, so one that came back a non-voter has not rejoined; a learner or
 /// observer by its own role's test (Ready, healthy, knowing the leader), so that one on a
 /// drained node does not stall the drain.
-fn rejoined(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: u64) -> Result<(), String> {
-    if x.raft.learner || !x.raft.role.is_voter() {
+fn rejoined(
+    x: &ReplicaReport,
+    was_voter: bool,
+    leader: Option<&ReplicaReport>,
+    max_lag: u64,
+) -> Result<(), String> {
+    // Where the system has a readiness check of its own beyond health (NATS: every stream
+    // current), a replacement has rejoined only once it passes.
+    if let Some(r) = x
+        .raft
+        .readiness
+        .as_ref()
+        .filter(|r| r.state != CheckState::Ok)
+    {
+        return Err(format!(
+            "{}'s readiness check is {} ({})",
+            x.pod,
+            r.state.as_str(),
+            r.detail
+        ));
+    }
+    if !was_voter {
         let p = &x.pod;
         if x.raft.health.state != CheckState::Ok {
             return Err(format!(
@@ -578,5 +680,7 @@ fn rejoined(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: u64) -> 
     healthy_voter(x, leader, max_lag)
 }
 
+#[cfg(test)]
+mod prop_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -87,6 +87,8 @@ pub trait NodeOps {
     ) -> Self::Cluster<'a>;
     /// Sleep `d`, or less if interrupted; true when interrupted (Ctrl-C).
     async fn pause(&self, d: Duration) -> bool;
+    /// Whether the user interrupted the drain (Ctrl-C).
+    fn interrupted(&self) -> bool;
 }
 
 /// Where the node-level drain says what it does: a progress line per task (the ordinary
@@ -207,6 +209,11 @@ async fn act<O: NodeOps, S: Sink>(
         clusters,
         ..
     } = *looked;
+    // Ctrl-C during the first look or a stale lock's wait: nothing has changed yet, and
+    // nothing does.
+    if ops.interrupted() {
+        bail!("interrupted before the cordon: nothing was changed");
+    }
     for n in &d.nodes {
         ops.cordon(n).await?;
         sink.say(&format!("node/{n} cordoned"));

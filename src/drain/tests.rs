@@ -18,6 +18,9 @@ use crate::report::ClusterReport;
 /// What can happen to the cluster while the executor waits or acts.
 type Change = Box<dyn Fn(&mut ClusterReport)>;
 
+/// What can happen to one member as it is replaced.
+type Replaced = Box<dyn Fn(&mut ReplicaReport)>;
+
 /// A 3-member etcd (etcd-0 on n1, the leader etcd-1 on n2, etcd-2 on n3) whose state the
 /// test scripts.
 pub(super) struct Scripted {
@@ -47,6 +50,24 @@ pub(super) struct Scripted {
     /// Everything done to the cluster, in order.
     pub(super) actions: RefCell<Vec<String>>,
     pub(super) next_node: Cell<u32>,
+    /// Per member, how many times moving its other groups' leaders off it finds some (a
+    /// NATS server that keeps being given stream leaders back).
+    pub(super) groups_led: RefCell<std::collections::BTreeMap<String, u32>>,
+    /// Applied while a server's groups are moved (they take long): what happens meanwhile.
+    pub(super) while_moving: RefCell<Option<Change>>,
+    /// How long one round of moving a server's groups takes.
+    pub(super) group_move_takes: Cell<Duration>,
+    /// Applied to each replacement as it comes back (a non-voter, on the drained node again).
+    pub(super) replacement: RefCell<Option<Replaced>>,
+    /// Waiting for an evicted pod to stop fails (the watch breaks).
+    pub(super) gone_fails: Cell<bool>,
+    /// How many looks a replacement shows as Pending, then Terminating-free but unhealthy,
+    /// before it is healthy.
+    pub(super) replacement_unready_looks: Cell<u32>,
+    /// Looks left while the replacement is still coming up.
+    unready_left: Cell<u32>,
+    /// Applied at every look (the world moving on its own: a scale, a member list that fails).
+    pub(super) every_look: RefCell<Option<Change>>,
 }
 
 fn etcd3() -> ClusterReport {
@@ -83,6 +104,14 @@ impl Scripted {
             after_first_eviction: RefCell::new(None),
             actions: RefCell::new(vec![]),
             next_node: Cell::new(7),
+            groups_led: RefCell::new(Default::default()),
+            while_moving: RefCell::new(None),
+            group_move_takes: Cell::new(Duration::from_secs(5)),
+            replacement: RefCell::new(None),
+            gone_fails: Cell::new(false),
+            replacement_unready_looks: Cell::new(0),
+            unready_left: Cell::new(0),
+            every_look: RefCell::new(None),
         }
     }
 
@@ -130,7 +159,28 @@ fn pod(name: &str) -> Pod {
 
 impl ClusterOps for Scripted {
     async fn look(&self) -> Result<Option<Look>> {
-        let report = self.report.borrow().clone();
+        if let Some(change) = self.every_look.borrow().as_ref() {
+            change(&mut self.report.borrow_mut());
+        }
+        let mut report = self.report.borrow().clone();
+        // A replacement still coming up: Pending (no node, not Ready, no answer).
+        if self.unready_left.get() > 0 {
+            self.unready_left.set(self.unready_left.get() - 1);
+            if let Some(last) = self
+                .actions
+                .borrow()
+                .iter()
+                .rev()
+                .find_map(|a| a.strip_prefix("evict "))
+            {
+                if let Some(x) = report.replicas.iter_mut().find(|x| x.pod == last) {
+                    x.ready = false;
+                    x.phase = "Pending".into();
+                    x.raft.health.state = CheckState::Unreachable;
+                    x.raft.role = Role::Unknown;
+                }
+            }
+        }
         let target = ClusterTarget {
             namespace: "db".into(),
             name: "etcd".into(),
@@ -154,10 +204,16 @@ impl ClusterOps for Scripted {
                 target_needs_id: true,
                 stuck: Default::default(),
                 empty_dirs: Default::default(),
+                host_paths: Default::default(),
                 placement_unknown: None,
                 replace: self.replace(),
                 conflict: None,
                 comes_back_at: Default::default(),
+                liveness: crate::model::profile::Liveness::Health,
+                least_voters: 0,
+                configuration_seen: false,
+                evicted_before: Default::default(),
+                controller_rolling: None,
             },
         }))
     }
@@ -210,14 +266,35 @@ impl ClusterOps for Scripted {
         })
     }
 
-    async fn move_groups_off(&self, _: &Look, pod: &str) -> Result<Option<GroupsMoved>> {
+    async fn move_groups_off(
+        &self,
+        _: &Look,
+        pod: &str,
+        _: Duration,
+    ) -> Result<Option<GroupsMoved>> {
         if self.groups_fail.get() {
             self.did(format!("move groups off {pod} (failed)"));
             return Err(anyhow!(
                 "streams APP/ORDERS: no reply; {pod} was not evicted: its streams' and consumers' leaders would have to be elected while it stops"
             ));
         }
-        Ok(None)
+        let left = self.groups_led.borrow().get(pod).copied().unwrap_or(0);
+        match left {
+            n if n > 0 => {
+                self.groups_led.borrow_mut().insert(pod.to_string(), n - 1);
+                self.did(format!("move groups off {pod}"));
+                // Moving them takes a while; the cluster does not wait.
+                tokio::time::sleep(self.group_move_takes.get()).await;
+                if let Some(change) = self.while_moving.borrow().as_ref() {
+                    change(&mut self.report.borrow_mut());
+                }
+                Ok(Some(GroupsMoved {
+                    moved: 1,
+                    summary: format!("moved 1 stream leader off {pod}"),
+                }))
+            }
+            _ => Ok(None),
+        }
     }
 
     async fn refused_now(&self, _: &Look, _: &str) -> Option<String> {
@@ -251,10 +328,28 @@ impl ClusterOps for Scripted {
         let x = Scripted::replica(&mut r, pod);
         x.node = Some(format!("n{n}"));
         x.raft.lag = Some(lag);
+        if let Some(change) = self.replacement.borrow().as_ref() {
+            change(x);
+        }
+        self.unready_left.set(self.replacement_unready_looks.get());
+        let evictions = self
+            .actions
+            .borrow()
+            .iter()
+            .filter(|a| a.starts_with("evict "))
+            .count();
+        assert!(
+            evictions < 20,
+            "the executor keeps evicting: {:?}",
+            self.actions.borrow()
+        );
         Ok(Attempt::Done(Evicted::Accepted))
     }
 
-    async fn wait_gone(&self, _: &Look, _: &str) -> Result<()> {
+    async fn wait_gone(&self, _: &Look, pod: &str) -> Result<()> {
+        if self.gone_fails.get() {
+            return Err(anyhow!("watching {pod}: the watch broke"));
+        }
         Ok(())
     }
 
@@ -297,8 +392,13 @@ impl ClusterOps for &Scripted {
     async fn transfer(&self, look: &Look, step: &DrainStep) -> Result<Handover> {
         (**self).transfer(look, step).await
     }
-    async fn move_groups_off(&self, look: &Look, pod: &str) -> Result<Option<GroupsMoved>> {
-        (**self).move_groups_off(look, pod).await
+    async fn move_groups_off(
+        &self,
+        look: &Look,
+        pod: &str,
+        within: Duration,
+    ) -> Result<Option<GroupsMoved>> {
+        (**self).move_groups_off(look, pod, within).await
     }
     async fn refused_now(&self, look: &Look, pod: &str) -> Option<String> {
         (**self).refused_now(look, pod).await
@@ -615,4 +715,212 @@ async fn a_group_leader_that_cannot_be_moved_keeps_its_server_from_being_evicted
         "{}",
         s.message
     );
+}
+
+// --- the cluster does not cooperate: issue #26 ------------------------------------------------
+
+/// Moving a NATS server's stream leaders takes long; a member hangs meanwhile. The eviction
+/// is decided again on a fresh look, and the hung member stops it.
+#[tokio::test(start_paused = true)]
+async fn a_member_that_hangs_while_the_groups_move_stops_the_eviction() {
+    let c = Scripted::new();
+    c.groups_led.borrow_mut().insert("etcd-0".into(), 1);
+    *c.while_moving.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+        Scripted::replica(r, "etcd-2").raft.health.state = CheckState::Unreachable;
+    }));
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(c.actions(), ["move groups off etcd-0"], "nothing evicted");
+    assert!(s.message.contains("etcd-2"), "{}", s.message);
+}
+
+/// The groups' move is a step: the lock is checked again before the eviction that follows.
+#[tokio::test(start_paused = true)]
+async fn the_lock_is_checked_again_between_the_groups_move_and_the_eviction() {
+    let c = Scripted::new();
+    c.groups_led.borrow_mut().insert("etcd-0".into(), 1);
+    c.lock_checks_left.set(1);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(c.actions(), ["move groups off etcd-0"]);
+    assert!(s.message.contains("now held by bob"), "{}", s.message);
+}
+
+/// Moving a server's groups, all rounds together, gets one --timeout: a server whose moves
+/// take long (a fake server that answers each stepdown slowly) stops the drain at it.
+#[tokio::test(start_paused = true)]
+async fn moving_a_servers_groups_has_one_deadline_for_all_its_rounds() {
+    let c = Scripted::new();
+    c.groups_led.borrow_mut().insert("etcd-0".into(), 100);
+    c.group_move_takes.set(Duration::from_secs(40));
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(c.actions().len(), 2, "{:?}", c.actions());
+    assert!(s.message.contains("ran out"), "{}", s.message);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_given_leaders_back_again_and_again_is_not_chased_for_ever() {
+    let c = Scripted::new();
+    c.groups_led.borrow_mut().insert("etcd-0".into(), 100);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(c.actions().len(), 4, "{:?}", c.actions());
+    assert!(!c.actions().iter().any(|a| a.starts_with("evict")));
+    assert!(s.message.contains("after 3 rounds"), "{}", s.message);
+}
+
+/// A replacement that comes back as a non-voter (a server autopilot keeps out of the voters
+/// after it rejoined) has not rejoined: the drain goes no further.
+#[tokio::test(start_paused = true)]
+async fn a_replacement_that_comes_back_a_non_voter_has_not_rejoined() {
+    let c = Scripted::new();
+    *c.replacement.borrow_mut() = Some(Box::new(|x: &mut ReplicaReport| {
+        x.raft.configured = crate::report::Configured::NonVoter;
+    }));
+    let s = run(&c, &["n1", "n3"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(c.actions(), ["evict etcd-0"], "etcd-2 is not evicted");
+    assert!(
+        s.message.contains("did not rejoin") && s.message.contains("non-voter"),
+        "{}",
+        s.message
+    );
+}
+
+/// A member that tolerates the unschedulable taint and prefers its node comes back there:
+/// it is evicted once, never again in the same run.
+#[tokio::test(start_paused = true)]
+async fn a_member_scheduled_back_onto_the_drained_node_is_not_evicted_twice() {
+    let c = Scripted::new();
+    *c.replacement.borrow_mut() = Some(Box::new(|x: &mut ReplicaReport| {
+        x.node = Some("n1".into());
+    }));
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(c.actions(), ["evict etcd-0"]);
+    assert!(s.message.contains("not evicted twice"), "{}", s.message);
+}
+
+/// The member list stops answering for a while after the first eviction. The run waits for
+/// it (a count of pods does not replace a configuration it has read), and goes on once it
+/// answers again.
+#[tokio::test(start_paused = true)]
+async fn a_member_list_that_stops_answering_for_a_while_is_waited_for() {
+    let c = Scripted::new();
+    let unreadable_looks = std::rc::Rc::new(Cell::new(0u32));
+    let left = unreadable_looks.clone();
+    *c.replacement.borrow_mut() = Some(Box::new(move |_| left.set(4)));
+    let left = unreadable_looks.clone();
+    *c.every_look.borrow_mut() = Some(Box::new(move |r: &mut ClusterReport| {
+        r.summary.voters_from = if left.get() > 0 {
+            left.set(left.get() - 1);
+            VotersFrom::Unreadable
+        } else {
+            VotersFrom::Configuration
+        };
+    }));
+    let said = Said::default();
+    let settings = Settings {
+        timeout: Duration::from_secs(60),
+    };
+    let s = drain_cluster(&c, &said, &opts(&["n1", "n3"]), &settings, "db", "etcd").await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    assert_eq!(c.actions(), ["evict etcd-0", "evict etcd-2"]);
+    assert!(
+        said.0
+            .borrow()
+            .iter()
+            .any(|m| m.contains("member list, read earlier in this run, cannot be read now")),
+        "{:?}",
+        said.0.borrow()
+    );
+}
+
+/// Five pods counted as five voters (no member list; assumed); a `kubectl scale` to 3 during
+/// the drain takes two pods away, but not their places in the configuration. The quorum stays
+/// what the run has seen (3 of 5), so the leader's node is not drained down to 2.
+#[tokio::test(start_paused = true)]
+async fn a_scale_down_mid_run_does_not_shrink_the_quorum() {
+    let c = Scripted::new();
+    {
+        let mut r = c.report.borrow_mut();
+        for i in 3..5 {
+            let mut x = r.replicas[2].clone();
+            x.pod = format!("etcd-{i}");
+            x.node = Some(format!("n{}", i + 1));
+            x.raft.member_id = Some(format!("{}", 100 + i));
+            r.replicas.push(x);
+        }
+        r.summary.voters = 5;
+        r.summary.quorum = 3;
+        r.summary.voters_from = VotersFrom::Pods;
+    }
+    *c.every_look.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+        if r.replicas.iter().any(|x| x.node.as_deref() == Some("n7")) {
+            // After the first eviction: scaled to 3.
+            r.replicas
+                .retain(|x| x.pod != "etcd-3" && x.pod != "etcd-4");
+            r.summary.voters = 3;
+            r.summary.quorum = 2;
+        }
+    }));
+    let o = DrainOptions {
+        assume_voters_are_pods: crate::plan::drain::Assume::Every,
+        ..opts(&["n1", "n2", "n3"])
+    };
+    let settings = Settings {
+        timeout: Duration::from_secs(60),
+    };
+    let s = drain_cluster(&c, &Said::default(), &o, &settings, "db", "etcd").await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(c.actions(), ["evict etcd-0"], "no second member goes");
+    assert!(s.message.contains("where 3 are needed"), "{}", s.message);
+}
+
+/// The wait for an evicted pod to stop fails: the eviction happened, and the report says so.
+#[tokio::test(start_paused = true)]
+async fn an_eviction_whose_wait_failed_is_in_the_report() {
+    let c = Scripted::new();
+    c.gone_fails.set(true);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(s.evictions, 1, "{s:?}");
+    assert!(
+        s.done.iter().any(|d| d == "evicted etcd-0 from n1"),
+        "{:?}",
+        s.done
+    );
+}
+
+/// A follower that says "follower" but has not heard from its leader does not count.
+#[tokio::test(start_paused = true)]
+async fn a_follower_cut_off_from_its_leader_does_not_count() {
+    let c = Scripted::new();
+    {
+        let mut r = c.report.borrow_mut();
+        let x = Scripted::replica(&mut r, "etcd-2");
+        x.raft.current = Some(false);
+        x.raft.last_contact_ms = Some(9000);
+    }
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert!(c.actions().is_empty(), "{:?}", c.actions());
+    assert!(
+        s.message
+            .contains("etcd-2 is not live: it last heard from its leader 9s ago"),
+        "{}",
+        s.message
+    );
+}
+
+/// A replacement passes through Pending and an unanswering start before it is healthy: the
+/// drain waits for it, and goes on once it has rejoined.
+#[tokio::test(start_paused = true)]
+async fn a_replacement_that_is_pending_for_a_while_is_waited_for() {
+    let c = Scripted::new();
+    c.replacement_unready_looks.set(3);
+    let s = run(&c, &["n1", "n3"]).await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    assert_eq!(c.actions(), ["evict etcd-0", "evict etcd-2"]);
 }

@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
 pub mod profile;
+pub mod text;
 
 pub use profile::{Profile, Scheme};
 
@@ -35,7 +36,14 @@ pub struct Snapshot {
 /// What the user asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
+    /// The StatefulSet to look at (every recognised one when None).
     pub name: Option<String>,
+    /// The person running the command typed that name (`status NAME`, `yield NAME`,
+    /// `restart NAME`): the cluster then gets the user's own credentials (the environment,
+    /// `--credentials-file`). A verb that looks at a cluster again by name for its own reasons
+    /// (drain's clusters, `restart -l`'s matches) leaves it false: a name it found is not a
+    /// name the user gave.
+    pub named: bool,
     /// Only clusters with a replica on one of these nodes (none: every cluster).
     pub nodes: Vec<String>,
     pub selector: Option<String>,
@@ -70,8 +78,8 @@ pub struct ClusterTarget {
     pub pods: Vec<Pod>,
     /// The Secret the annotation kubectl-raft.io/credentials-secret names (the name only).
     pub credentials_secret: Option<String>,
-    /// The user named this cluster (`status NAME`, `yield NAME`): credentials from the
-    /// environment go to it; to others only with --credentials-from-env.
+    /// The user named this cluster (`Selection::named`): the user's own credentials (the
+    /// environment, `--credentials-file`) go to it; to others only with --credentials-from-env.
     pub named: bool,
 }
 
@@ -123,15 +131,10 @@ impl HttpAnswer {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    /// The body shortened to one line, for messages.
+    /// The body shortened to one printable line, for messages (`text::one_line`).
     pub fn snippet(&self) -> String {
-        let t = self.text();
-        let one_line: String = t.split_whitespace().collect::<Vec<_>>().join(" ");
-        if one_line.chars().count() > 120 {
-            format!("{}...", one_line.chars().take(120).collect::<String>())
-        } else {
-            one_line
-        }
+        let head = &self.body[..self.body.len().min(4096)];
+        text::one_line(&String::from_utf8_lossy(head), 120)
     }
 }
 
@@ -253,6 +256,14 @@ pub struct RaftFacts {
     pub leader_commit_index: Option<u64>,
     pub learner: Option<bool>,
     pub version: Option<String>,
+    /// How long ago this member last heard from its leader, in milliseconds (hashicorp/raft's
+    /// `last_contact`: 0 on the leader; `never` is `u64::MAX`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_contact_ms: Option<u64>,
+    /// Whether this member says it is in step with its leader now (ZooKeeper's zabstate
+    /// `broadcast`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<bool>,
 }
 
 /// The outcome of a health or readiness check.
@@ -307,6 +318,14 @@ pub struct Member {
     /// Where it serves the profile's port, where the member list says.
     #[serde(default)]
     pub url: Option<String>,
+    /// A place-holder: the system gives only how many voters it has (NATS's meta group), so
+    /// `id` is a number of ours, not one a replica can be matched by.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counted: bool,
+    /// The leader's view of it, where the list is the leader's (Consul's and Vault's
+    /// autopilot): heard from recently and caught up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<bool>,
 }
 
 #[derive(Debug, Clone)]

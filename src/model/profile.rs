@@ -43,6 +43,92 @@ pub struct Profile {
     /// server by `yield --streams` and by `drain` before it evicts the server.
     #[serde(default)]
     pub groups: Option<GroupsSpec>,
+    /// The health check fails on a member cut off from its leader (etcd's /health commits a
+    /// read through Raft; NATS's `js-meta-only` health wants the meta leader heard from within
+    /// 2 s): passing it says the member is live now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub health_needs_leader: bool,
+    /// What this profile was proven against in this project's test world: `real` (the real
+    /// server), `stand-in` (a stand-in speaking its API), `data` (its documented answers
+    /// only). Shown by `kubectl raft systems`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proven: Option<Proven>,
+}
+
+/// What a profile was proven against (docs/systems/).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Proven {
+    /// The real server, end to end in the test world.
+    Real,
+    /// A stand-in that speaks the server's API (on real Raft where it says so).
+    StandIn,
+    /// The server's documented answers only (unit tests).
+    Data,
+}
+
+impl Proven {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proven::Real => "real server",
+            Proven::StandIn => "stand-in",
+            Proven::Data => "data only",
+        }
+    }
+}
+
+/// What tells, for this system, that a follower is live now (still hears from its leader),
+/// not only that it says "follower": `status`, `systems` and the drain's plan say it, and a
+/// drain of a cluster whose system tells nothing needs `--assume-followers-current`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Liveness {
+    /// The leader's own view of each member, in the member list (autopilot's `Healthy`).
+    LeaderView,
+    /// Each member's time since it last heard from its leader (`last_contact`).
+    LastContact,
+    /// Each member says whether it is in step with its leader (ZooKeeper's zabstate).
+    OwnState,
+    /// The health check fails on a member cut off from its leader.
+    Health,
+    /// Nothing: a follower cut off from its leader may say "follower" for a while.
+    Unknown,
+}
+
+impl Liveness {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Liveness::LeaderView => "the leader's view",
+            Liveness::LastContact => "last contact",
+            Liveness::OwnState => "its own sync state",
+            Liveness::Health => "its health check",
+            Liveness::Unknown => "none",
+        }
+    }
+}
+
+impl Profile {
+    /// The best evidence of liveness this profile reads (`Liveness`).
+    pub fn liveness(&self) -> Liveness {
+        self.liveness_with(true)
+    }
+
+    /// The best evidence of liveness one look has: the leader's view only where the member
+    /// list was read (`list_read`), else the next the profile reads.
+    pub fn liveness_with(&self, list_read: bool) -> Liveness {
+        let reads = |f: Fact| self.requests.iter().any(|r| r.fields.contains_key(&f));
+        if list_read && self.membership.as_ref().is_some_and(|m| m.live.is_some()) {
+            Liveness::LeaderView
+        } else if reads(Fact::LastContact) {
+            Liveness::LastContact
+        } else if reads(Fact::Current) {
+            Liveness::OwnState
+        } else if self.health_needs_leader {
+            Liveness::Health
+        } else {
+            Liveness::Unknown
+        }
+    }
 }
 
 /// Where the other Raft groups are listed, and how each kind is moved.
@@ -262,6 +348,9 @@ pub struct CheckSpec {
     /// `[health]` listener) is checked where it can be.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otherwise: Option<Box<CheckSpec>>,
+    /// JSON pointer -> a value that fails the check (Consul's leader `""`: no leader).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fail_json: BTreeMap<String, serde_json::Value>,
 }
 
 impl CheckSpec {
@@ -329,6 +418,11 @@ pub enum Fact {
     LeaderCommitIndex,
     Learner,
     Version,
+    /// Time since the member last heard from its leader: a Go duration (`12.3ms`), `0` on the
+    /// leader, `never`.
+    LastContact,
+    /// Whether the member says it is in step with its leader (a boolean).
+    Current,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -376,6 +470,17 @@ pub struct MembershipSpec {
     /// `yield --local`, which reaches its peers without the Kubernetes API.
     #[serde(default)]
     pub url: Option<String>,
+    /// With `voter` pointing to a string (Vault's `status`), the values that mean a voter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voter_values: Option<Vec<String>>,
+    /// A boolean, the leader's view of the member: heard from recently and caught up
+    /// (autopilot's `Healthy`). Only for a list the leader makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<String>,
+    /// Status codes whose body is the list (Consul's autopilot answers 429 while a server is
+    /// unhealthy, with the same body).
+    #[serde(default = "default_ok_status")]
+    pub accept_status: Vec<u16>,
 }
 
 #[cfg(test)]

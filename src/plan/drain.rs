@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
+use crate::assess::voter::counts_as_voter;
+use crate::model::profile::Liveness;
 use crate::model::Role;
 use crate::plan::{rank_targets, YieldOptions};
 use crate::report::{ClusterReport, ReplicaReport, VotersFrom};
@@ -149,12 +151,49 @@ pub struct DrainOptions {
     /// Evict a member whose replacement cannot start elsewhere, leaving the cluster with one
     /// member fewer until the node is back.
     pub allow_degraded: bool,
-    /// Evict members whose data is in an emptyDir (kubectl drain's rule, for members too):
-    /// each replacement starts empty and must catch up as a new member.
+    /// Evict members whose data is in an emptyDir or an ephemeral volume (kubectl drain's
+    /// rule, for members too): each replacement starts empty and must catch up as a new member.
     pub delete_emptydir_data: bool,
+    /// Evict members whose data is in a hostPath volume: it stays on the node, and a
+    /// replacement elsewhere starts without it.
+    pub allow_hostpath_data: bool,
     /// Act on a cluster whose voters could only be counted from its pods (its system's
-    /// configuration could not be read): `--assume-voters-are-pods`.
-    pub assume_voters_are_pods: bool,
+    /// configuration could not be read): `--assume-voters-are-pods`, for every cluster of
+    /// the run or the ones it names.
+    pub assume_voters_are_pods: Assume,
+    /// Act on a cluster whose system says nothing of whether a follower still hears from its
+    /// leader (`Liveness::Unknown`): `--assume-followers-current`.
+    pub assume_followers_current: Assume,
+}
+
+/// An assumption the user makes on the command line, for every cluster of the run or only
+/// for the clusters named (NAMESPACE/NAME).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Assume {
+    #[default]
+    Nothing,
+    Every,
+    Only(BTreeSet<String>),
+}
+
+impl Assume {
+    /// From a flag given without values (every cluster), with values (those), or not at all.
+    pub fn from_flag(values: Option<&[String]>) -> Self {
+        match values {
+            None => Assume::Nothing,
+            Some([]) => Assume::Every,
+            Some(v) => Assume::Only(v.iter().cloned().collect()),
+        }
+    }
+
+    /// Whether it is assumed of cluster NAMESPACE/NAME.
+    pub fn covers(&self, cluster: &str) -> bool {
+        match self {
+            Assume::Nothing => false,
+            Assume::Every => true,
+            Assume::Only(names) => names.contains(cluster),
+        }
+    }
 }
 
 /// One cluster as the planner sees it: its assessed report, whether its system can hand
@@ -167,8 +206,10 @@ pub struct ClusterInput {
     /// The transfer names its target by member id (`plan::transfer_needs_member_id`).
     pub target_needs_id: bool,
     pub stuck: BTreeMap<String, String>,
-    /// Per pod, the emptyDir volumes it has (`emptydir_volumes`): lost with the pod.
+    /// Per pod, its emptyDir and ephemeral volumes (`node_local_volumes`): lost with the pod.
     pub empty_dirs: BTreeMap<String, Vec<String>>,
+    /// Per pod, its hostPath volumes (`node_local_volumes`): left on the node.
+    pub host_paths: BTreeMap<String, Vec<String>>,
     /// Why `stuck` could not be worked out (no right to list PersistentVolumes or nodes).
     pub placement_unknown: Option<String>,
     /// Members to be replaced wherever they run (`restart`: those not yet restarted, or not
@@ -181,6 +222,22 @@ pub struct ClusterInput {
     /// Per pod, the revision its replacement would start from when that is not its own
     /// (`plan::restart::comes_back_at`).
     pub comes_back_at: BTreeMap<String, String>,
+    /// What tells that a follower is live, for this cluster's system.
+    pub liveness: Liveness,
+    /// The most voters this run has seen the cluster configured with: a later look that
+    /// counts fewer (a member list that failed once, a scale-down meanwhile) never shrinks
+    /// the quorum below what it was.
+    pub least_voters: u32,
+    /// An earlier look of this run read the system's member list: one that cannot be read
+    /// now is waited for, never replaced by a count of pods.
+    pub configuration_seen: bool,
+    /// Members this run has already evicted and that are back on a drained node (a
+    /// replacement scheduled there again): never evicted twice.
+    pub evicted_before: BTreeSet<String>,
+    /// The StatefulSet's controller is rolling it (a RollingUpdate under way: it deletes the
+    /// next member once the last is Ready, not caught up): a drain's eviction beside it could
+    /// leave two members down. Waited for.
+    pub controller_rolling: Option<String>,
 }
 
 /// The names of a pod's emptyDir volumes, kubectl drain's "local storage".
@@ -191,6 +248,31 @@ pub fn emptydir_volumes(p: &Pod) -> Vec<String> {
         .filter(|v| v.empty_dir.is_some())
         .map(|v| v.name.clone())
         .collect()
+}
+
+/// A member's data that does not follow it to another node: its emptyDir and generic
+/// ephemeral volumes (deleted with the pod: its claim goes too), and apart, its hostPath
+/// volumes (left on the node: a replacement elsewhere starts without them).
+pub fn node_local_volumes(p: &Pod) -> (Vec<String>, Vec<String>) {
+    let volumes = || p.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+    let deleted = volumes()
+        .filter_map(|v| {
+            if v.empty_dir.is_some() {
+                Some(v.name.clone())
+            } else if v.ephemeral.is_some() {
+                Some(format!("{} (an ephemeral volume)", v.name))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let host = volumes()
+        .filter_map(|v| {
+            let h = v.host_path.as_ref()?;
+            Some(format!("{} (hostPath {})", v.name, h.path))
+        })
+        .collect();
+    (deleted, host)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -246,6 +328,16 @@ pub enum BlockReason {
     /// Another actor took over what this run replaces (restart: the StatefulSet's controller
     /// now rolls members itself): going on would interleave two rollouts.
     RolloutConflict,
+    /// The system says nothing of whether a follower still hears from its leader, and
+    /// --assume-followers-current was not given.
+    LivenessUnknown,
+    /// The member list read earlier in this run cannot be read now.
+    MembershipUnreadable,
+    /// The StatefulSet's controller is rolling the members itself.
+    RolloutInProgress,
+    /// A member this run evicted came back on a drained node: evicting it again would never
+    /// end.
+    EvictedBefore,
     /// The cluster has too few voters to lose one: even with every other configured voter
     /// healthy, the eviction leaves no quorum (a 1- or 2-voter cluster). Waiting cannot help.
     TooFewVoters,
@@ -262,6 +354,8 @@ impl BlockReason {
                 | BlockReason::Terminating
                 | BlockReason::QuorumAtRisk
                 | BlockReason::NoTarget
+                | BlockReason::MembershipUnreadable
+                | BlockReason::RolloutInProgress
         )
     }
 }
@@ -298,14 +392,14 @@ impl ClusterPlan {
     }
 }
 
-/// Whether a replica counts toward a quorum that can commit: `plan::voter::voter_health`,
+/// Whether a replica counts toward a quorum that can commit: `assess::voter::voter_health`,
 /// the one definition yield and drain share.
 pub fn healthy_voter(
     x: &ReplicaReport,
     leader: Option<&ReplicaReport>,
     max_lag: u64,
 ) -> Result<(), String> {
-    crate::plan::voter::voter_health(x, leader, max_lag).map_err(|(_, why)| why)
+    crate::assess::voter::voter_health(x, leader, max_lag).map_err(|(_, why)| why)
 }
 
 /// Every cluster's plan, in the order of their names: the order of the input changes nothing.
@@ -343,15 +437,19 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
         .filter(|x| healthy_voter(x, leader, opts.max_lag).is_ok())
         .map(|x| x.pod.as_str())
         .collect();
+    // The run never counts fewer voters than it has seen: a member list that failed once, or
+    // a scale-down meanwhile, does not shrink the quorum.
+    let voters = r.summary.voters.max(c.least_voters);
+    let quorum = crate::assess::quorum(voters);
     let mut plan = ClusterPlan {
         namespace: r.namespace.clone(),
         name: r.name.clone(),
         system: r.system.clone(),
         leader: leader.map(|l| l.pod.clone()),
         term,
-        voters: r.summary.voters,
+        voters,
         healthy_voters: healthy.len() as u32,
-        quorum: r.summary.quorum,
+        quorum,
         steps: vec![],
         blocker: None,
     };
@@ -402,11 +500,40 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
         );
         return plan;
     };
-    if r.summary.voters_from == VotersFrom::Pods && !opts.assume_voters_are_pods {
+    let counted_from_pods = r.summary.voters_from != VotersFrom::Configuration;
+    if counted_from_pods && c.configuration_seen {
+        plan.blocker = block(
+            BlockReason::MembershipUnreadable,
+            None,
+            format!("{cluster}: {}'s member list, read earlier in this run, cannot be read now; waiting for it (a count of pods does not replace it)", r.system),
+        );
+        return plan;
+    }
+    if counted_from_pods && !opts.assume_voters_are_pods.covers(&cluster) {
+        let what = match r.summary.voters_from {
+            VotersFrom::Unreadable => "could not be read from",
+            _ => "cannot be read from",
+        };
         plan.blocker = block(
             BlockReason::MembershipUnknown,
             None,
-            format!("{cluster}: its voters could not be read from {}'s own configuration, only counted from its {} pod(s); a server configured but not running (or scaled away without being removed) would make that count wrong and an eviction break quorum. Check the membership, then pass --assume-voters-are-pods to drain on the pod count", r.system, r.replicas.len()),
+            format!("{cluster}: its voters {what} {}'s own configuration, only counted from its {} pod(s); a server configured but not running (or scaled away without being removed) would make that count wrong and an eviction break quorum. Check the membership, then pass --assume-voters-are-pods={cluster} to drain on the pod count", r.system, r.replicas.len()),
+        );
+        return plan;
+    }
+    if c.liveness == Liveness::Unknown && !opts.assume_followers_current.covers(&cluster) {
+        plan.blocker = block(
+            BlockReason::LivenessUnknown,
+            None,
+            format!("{cluster}: {} says nothing that tells a follower still hears from its leader (no leader's view, last contact, sync state, or health check that needs the leader): a follower cut off from its leader can say \"follower\" for a while and be counted. Check the followers, then pass --assume-followers-current={cluster}", r.system),
+        );
+        return plan;
+    }
+    if let Some(why) = &c.controller_rolling {
+        plan.blocker = block(
+            BlockReason::RolloutInProgress,
+            None,
+            format!("{cluster}: {why}; an eviction beside it could leave two members down: waiting until the rollout is done"),
         );
         return plan;
     }
@@ -436,10 +563,21 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
     }
 
     let mut sim: BTreeSet<&str> = healthy.clone();
-    let quorum = r.summary.quorum;
     let mut degraded = false;
     for x in leaving {
         let node = x.node.clone().unwrap_or_default();
+        // Back on a drained node after this run's eviction (a restart's member is replaced
+        // again on purpose when the template changed meanwhile: not this).
+        let back_on_drained =
+            x.node.as_ref().is_some_and(|n| opts.nodes.contains(n)) && !c.replace.contains(&x.pod);
+        if back_on_drained && c.evicted_before.contains(&x.pod) {
+            plan.blocker = block(
+                BlockReason::EvictedBefore,
+                Some(&x.pod),
+                format!("{cluster}: {} was evicted by this run and its replacement was scheduled onto drained node {node} again (it tolerates the unschedulable taint, or it is pinned there); it is not evicted twice. Find what brings it back (tolerations, a nodeName, a volume on the node), then run again", x.pod),
+            );
+            break;
+        }
         if degraded {
             plan.blocker = block(
                 BlockReason::Degraded,
@@ -454,6 +592,15 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
                 BlockReason::LocalData,
                 Some(&x.pod),
                 format!("{cluster}: {} has local storage in emptyDir ({}), lost on eviction: its replacement would start empty and have to join as a new member (use --delete-emptydir-data to evict it anyway)", x.pod, dirs.join(", ")),
+            );
+            break;
+        }
+        let host = c.host_paths.get(&x.pod).filter(|d| !d.is_empty());
+        if let (Some(host), false) = (host, opts.allow_hostpath_data) {
+            plan.blocker = block(
+                BlockReason::LocalData,
+                Some(&x.pod),
+                format!("{cluster}: {} keeps its data on node {node} ({}): a replacement on another node would start without it and have to join as a new member (use --allow-hostpath-data to evict it anyway)", x.pod, host.join(", ")),
             );
             break;
         }
@@ -474,14 +621,14 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
             );
             break;
         }
-        let votes = x.raft.role.is_voter() && !x.raft.learner;
-        if votes && r.summary.voters.saturating_sub(1) < quorum {
+        let votes = counts_as_voter(x);
+        if votes && voters.saturating_sub(1) < quorum {
             plan.blocker = block(
                 BlockReason::TooFewVoters,
                 Some(&x.pod),
                 format!(
-                    "{cluster}: evicting {} loses the quorum however long this waits: {} has {} voter(s) and needs {quorum}, so no member can go while it serves. Add members first (3 voters survive one eviction), or accept the outage and evict it with kubectl",
-                    x.pod, r.system, r.summary.voters
+                    "{cluster}: evicting {} loses the quorum however long this waits: {} has {voters} voter(s) and needs {quorum}, so no member can go while it serves. Add members first (3 voters survive one eviction), or accept the outage and evict it with kubectl",
+                    x.pod, r.system
                 ),
             );
             break;
@@ -495,10 +642,10 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
                 .collect();
             // Voters the configuration lists beyond the pods (a member scaled away without
             // being removed, or one run elsewhere): counted in the quorum, never healthy here.
-            let voter_pods = replicas.iter().filter(|y| y.raft.role.is_voter()).count() as u32;
-            let ghosts = match r.summary.voters.saturating_sub(voter_pods) {
+            let voter_pods = replicas.iter().filter(|y| counts_as_voter(y)).count() as u32;
+            let ghosts = match voters.saturating_sub(voter_pods) {
                 0 => String::new(),
-                n => format!("; {n} of the {} voter(s) {} configures run in no pod of this StatefulSet (a member scaled away without being removed, or one running elsewhere): they count towards the quorum and never answer here", r.summary.voters, r.system),
+                n => format!("; {n} of the {voters} voter(s) {} configures run in no pod of this StatefulSet (a member scaled away without being removed, or one running elsewhere): they count towards the quorum and never answer here", r.system),
             };
             plan.blocker = block(
                 BlockReason::QuorumAtRisk,
@@ -577,8 +724,9 @@ pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
         if stuck.is_some() {
             degraded = true;
             sim.remove(x.pod.as_str());
-        } else {
-            // The executor waits until the replacement has rejoined and caught up.
+        } else if votes {
+            // The executor waits until the replacement has rejoined and caught up as the
+            // voter it was; a learner's replacement comes back a learner and counts for nothing.
             sim.insert(x.pod.as_str());
         }
     }

@@ -33,6 +33,15 @@ pub struct GroupSkip {
     pub reason: String,
 }
 
+/// A name that can stand as one token of a NATS subject, as NATS requires of account, stream
+/// and consumer names.
+pub fn is_subject_token(name: &str) -> bool {
+    !name.is_empty()
+        && !name
+            .chars()
+            .any(|c| matches!(c, '.' | '*' | '>') || c.is_whitespace() || c.is_control())
+}
+
 /// "streams APP/ORDERS".
 pub fn group_label(g: &Group) -> String {
     format!("{} {}", g.kind, g.names.join("/"))
@@ -56,6 +65,18 @@ pub fn plan_group_moves<'a>(
             });
             continue;
         };
+        // A name is one token of the subject: a server's list that names a group with a
+        // subject's separator or wildcard (NATS refuses such names) would aim the request
+        // at another subject.
+        if let Some(bad) = g.names.iter().find(|n| !is_subject_token(n)) {
+            skips.push(GroupSkip {
+                group: group_label(&g),
+                reason: format!(
+                    "its name {bad:?} is not a single NATS subject token (no '.', '*', '>' or whitespace): not sent"
+                ),
+            });
+            continue;
+        }
         let fill = |s: &str| {
             g.names
                 .iter()
@@ -194,6 +215,20 @@ mod tests {
         assert!(calls.is_empty());
         assert_eq!(skips[0].group, "consumers APP/S/c");
         assert!(skips[0].reason.contains("no stepdown"), "{skips:?}");
+    }
+
+    #[test]
+    fn a_name_that_would_change_the_subject_is_not_sent() {
+        let listed = [
+            g("streams", &["APP", "ORDERS.>"], "nats-0"),
+            g("consumers", &["APP", "ORDERS", "a.b"], "nats-0"),
+            g("streams", &["APP", "OK"], "nats-0"),
+        ];
+        let (calls, skips) = plan_group_moves(&nats(), &listed, "nats-0");
+        let subjects: Vec<&str> = calls.iter().map(|c| c.subject.as_str()).collect();
+        assert_eq!(subjects, vec!["$JS.API.STREAM.LEADER.STEPDOWN.OK"]);
+        assert_eq!(skips.len(), 2, "{skips:?}");
+        assert!(skips.iter().all(|s| s.reason.contains("subject token")));
     }
 
     #[test]

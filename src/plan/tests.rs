@@ -55,6 +55,9 @@ pub(crate) fn replica(i: usize, x: &M) -> ReplicaReport {
             applied_index: Some(10),
             lag: x.lag,
             learner: x.role == Role::Learner,
+            configured: crate::report::Configured::Unknown,
+            last_contact_ms: None,
+            current: None,
             version: None,
             leads: None,
             errors: vec![],
@@ -617,4 +620,50 @@ fn replicas_that_cannot_name_the_leader_agree_with_its_only_claimant() {
         },
     ];
     assert_eq!(agreed_leader(&alone, 3), None);
+}
+
+/// The leader and two followers whose member ids are `id` (a replica chose them).
+fn with_ids(id: &str) -> ClusterReport {
+    let mut c = leader_and_two();
+    for r in &mut c.replicas[1..] {
+        r.raft.member_id = Some(id.to_string());
+    }
+    c
+}
+
+#[test]
+fn a_member_id_cannot_add_to_a_consul_query() {
+    let p = plan_yield(&with_ids("x&dc=dc2"), &builtin("consul"), &opts()).unwrap();
+    assert_eq!(
+        p.call.path, "/v1/operator/raft/transfer-leader?id=x%26dc%3Ddc2",
+        "the id is one query value"
+    );
+}
+
+#[test]
+fn a_member_id_cannot_add_to_etcds_json_body() {
+    let p = plan_yield(&with_ids(r#"1","x":"y"#), &builtin("etcd"), &opts()).unwrap();
+    let body: serde_json::Value = serde_json::from_str(p.call.body.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        body["targetID"], r#"1","x":"y"#,
+        "the id is one JSON string"
+    );
+    assert_eq!(body.as_object().unwrap().len(), 1, "{body}");
+}
+
+#[test]
+fn a_member_id_cannot_take_a_path_off_the_replicas_port() {
+    let mut p = builtin("consul");
+    p.transfer
+        .as_mut()
+        .unwrap()
+        .targeted
+        .as_mut()
+        .unwrap()
+        .request
+        .path = "/v1/transfer/{target_id}/go".into();
+    let e = plan_yield(&with_ids(".."), &p, &opts()).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::UnsafeRequest, "{e}");
+    let ok = plan_yield(&with_ids("a/b"), &p, &opts()).unwrap();
+    assert_eq!(ok.call.path, "/v1/transfer/a%2Fb/go");
 }

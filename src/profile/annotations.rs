@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 
 use super::{
-    parse_profiles, CheckSpec, Fact, FieldSpec, HttpRequest, PortSpec, Profile, RequestSpec, Scheme,
+    parse_untrusted_profiles, CheckSpec, Fact, FieldSpec, HttpRequest, PortSpec, Profile,
+    RequestSpec, Scheme,
 };
 
 pub const PREFIX: &str = "kubectl-raft.io/";
@@ -48,22 +49,36 @@ pub enum Described {
     Profile(Box<Profile>),
 }
 
+/// The longest profile an annotation may hold, in bytes.
+pub const MAX_PROFILE_BYTES: usize = 16 * 1024;
+
+/// The most requests a profile from an annotation may make of each replica (health,
+/// readiness, facts and the member list together): every survey sends them to every pod.
+pub const MAX_REQUESTS: usize = 8;
+
 pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described> {
     let get = |k: &str| ann.get(k).map(|s| s.trim()).filter(|s| !s.is_empty());
     if let Some(yaml) = get(PROFILE) {
+        if yaml.len() > MAX_PROFILE_BYTES {
+            bail!(
+                "annotation {PROFILE} holds {} bytes, more than {MAX_PROFILE_BYTES}: pass a profile that large in a file of your own with --profiles",
+                yaml.len()
+            );
+        }
         let text = if yaml.starts_with('-') {
             yaml.to_string()
         } else {
             format!("- {}", indent(yaml))
         };
-        let mut ps = parse_profiles(&text).with_context(|| format!("annotation {PROFILE}"))?;
+        let mut ps =
+            parse_untrusted_profiles(&text).with_context(|| format!("annotation {PROFILE}"))?;
         if ps.len() != 1 {
             bail!("annotation {PROFILE} must hold exactly one profile");
         }
         let p = ps.remove(0);
         if let Err(why) = harmless(&p) {
             bail!(
-                "annotation {PROFILE}: {why}. Whoever can edit a StatefulSet can write its annotations, so they may describe only GET requests without headers, body or variables, no transfer and no groups, answers of at most 1 MiB; pass anything more in a profile file of your own with --profiles (docs/security.md)"
+                "annotation {PROFILE}: {why}. Whoever can edit a StatefulSet can write its annotations, so they may describe only GET requests without headers, body or variables, at most {MAX_REQUESTS} of them, no transfer and no groups, answers of at most 1 MiB; pass anything more in a profile file of your own with --profiles (docs/security.md)"
             );
         }
         return Ok(Described::Profile(Box::new(p)));
@@ -109,6 +124,7 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         ok_json: BTreeMap::new(),
         port: None,
         otherwise: None,
+        fail_json: BTreeMap::new(),
     };
     let mut fields = BTreeMap::new();
     let json = |p: &str| FieldSpec {
@@ -190,6 +206,8 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         transfer: None,
         no_transfer: None,
         groups: None,
+        health_needs_leader: false,
+        proven: None,
     };
     profile
         .validate()
@@ -208,25 +226,37 @@ pub fn harmless(p: &Profile) -> Result<(), String> {
     if p.groups.is_some() {
         return Err("it has a `groups` section".into());
     }
+    let n = p.http_requests().len();
+    if n > MAX_REQUESTS {
+        return Err(format!(
+            "it makes {n} requests of each replica, more than {MAX_REQUESTS}"
+        ));
+    }
+    // A tenant's words, quoted one line at a time.
+    let m = crate::model::text::message;
     for r in p.http_requests() {
         if !r.method.eq_ignore_ascii_case("GET") {
-            return Err(format!("{} {} is not a GET request", r.method, r.path));
+            return Err(format!(
+                "{} {} is not a GET request",
+                m(&r.method),
+                m(&r.path)
+            ));
         }
         if r.body.is_some() {
-            return Err(format!("GET {} has a body", r.path));
+            return Err(format!("GET {} has a body", m(&r.path)));
         }
         if !r.headers.is_empty() {
-            let names: Vec<&str> = r.headers.keys().map(String::as_str).collect();
+            let names: Vec<String> = r.headers.keys().map(|k| m(k)).collect();
             return Err(format!(
                 "GET {} sets headers ({})",
-                r.path,
+                m(&r.path),
                 names.join(", ")
             ));
         }
         if r.max_bytes
             .is_some_and(|m| m > crate::model::MAX_ANSWER_BYTES)
         {
-            return Err(format!("GET {} raises max_bytes above 1 MiB", r.path));
+            return Err(format!("GET {} raises max_bytes above 1 MiB", m(&r.path)));
         }
     }
     Ok(())
@@ -415,5 +445,46 @@ mod tests {
             assert!(e.contains("segment"), "{path}: {e}");
         }
         assert!(!crate::profile::escapes_its_pod("/v1/status?x=../y"));
+    }
+
+    #[test]
+    fn an_annotation_profile_makes_few_requests() {
+        let requests: String = (0..9)
+            .map(|i| {
+                format!(
+                    "- {{name: r{i}, request: {{path: /r{i}}}, fields: {{role: {{json: /r}}}}}}\n"
+                )
+            })
+            .collect();
+        let e = refused(&format!(
+            "name: t\nport: {{numbers: [80]}}\nhealth: {{request: {{path: /h}}}}\nrequests:\n{requests}"
+        ));
+        assert!(
+            e.contains("10 requests") && e.contains("more than 8"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn aliases_cannot_blow_an_annotation_up() {
+        // Within the request cap, but more aliases than a few: each could stand for a list of
+        // thousands in a larger document, so their number is capped while parsing.
+        let requests: String = (0..6)
+            .map(|_| "- {name: *n, request: {path: *p}, fields: {role: {json: *p}}}\n")
+            .collect();
+        let yaml = format!(
+            "name: &n t\ndescription: *n\nport: {{numbers: [80]}}\nhealth: {{request: {{path: &p /h}}}}\nready: {{request: {{path: *p}}}}\nrequests:\n{requests}"
+        );
+        let e = refused(&yaml);
+        assert!(e.to_lowercase().contains("alias"), "{e}");
+        let e = refused(&"#".repeat(MAX_PROFILE_BYTES + 1));
+        assert!(e.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn a_profile_name_cannot_hold_a_line_of_its_own() {
+        let e = refused("name: \"x\\nkube-system/etcd: QUORUM LOST\"\nport: {numbers: [80]}\nhealth: {request: {path: /h}}\n");
+        assert!(e.contains("must be at most 63 letters"), "{e}");
+        assert!(!e.contains('\n'), "{e:?}");
     }
 }

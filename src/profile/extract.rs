@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::model::text::{message, one_line, plain_id};
 use crate::model::{CheckOutcome, Group, HttpAnswer, Member, RaftFacts, Role};
 
 use super::{
@@ -33,7 +34,19 @@ pub fn evaluate_check(spec: &CheckSpec, ans: &HttpAnswer) -> CheckOutcome {
             if !json_equal(&got, want) {
                 return CheckOutcome {
                     ok: false,
-                    detail: format!("{ptr} is {got}, not {want}"),
+                    detail: message(&format!("{ptr} is {got}, not {want}")),
+                };
+            }
+        }
+    }
+    if !spec.fail_json.is_empty() {
+        let doc = serde_json::from_slice::<Value>(&ans.body).unwrap_or(Value::Null);
+        for (ptr, bad) in &spec.fail_json {
+            let got = doc.pointer(ptr).cloned().unwrap_or(Value::Null);
+            if json_equal(&got, bad) {
+                return CheckOutcome {
+                    ok: false,
+                    detail: message(&format!("HTTP {} but {ptr:?} is {got}", ans.status)),
                 };
             }
         }
@@ -60,6 +73,14 @@ fn scalar(v: &Value) -> Option<String> {
 
 /// Reads the facts one request yields into `facts`. An error is a message for the user.
 pub fn extract(spec: &RequestSpec, ans: &HttpAnswer, facts: &mut RaftFacts) -> Result<(), String> {
+    let values = read_values(spec, ans)?;
+    apply(spec, values, facts)
+}
+
+/// The values one request yields (each fact's text, mapped as the profile says), read out of
+/// the answer so that the answer itself need not be kept: a replica's answers are dropped as
+/// they arrive, not held until its last one does.
+pub fn read_values(spec: &RequestSpec, ans: &HttpAnswer) -> Result<Vec<(Fact, String)>, String> {
     if !spec.accept_status.is_empty() && !spec.accept_status.contains(&ans.status) {
         return Err(format!(
             "{} answered HTTP {}: {}",
@@ -89,18 +110,34 @@ pub fn extract(spec: &RequestSpec, ans: &HttpAnswer, facts: &mut RaftFacts) -> R
             })
             .collect()
     };
-    for (fact, value) in values {
-        let value = value.map(
-            |v| match spec.fields[&fact].map.as_ref().and_then(|m| m.get(&v)) {
-                Some(mapped) => mapped.clone(),
-                None => v,
-            },
-        );
-        if let Some(v) = value {
-            set_fact(facts, fact, &v).map_err(|e| format!("{}: {e}", spec.request.path))?;
-        }
+    Ok(values
+        .into_iter()
+        .filter_map(|(fact, value)| Some((fact, mapped(&spec.fields[&fact], value?))))
+        .collect())
+}
+
+/// Sets the values one request yielded (`read_values`) on `facts`, in order.
+pub fn apply(
+    spec: &RequestSpec,
+    values: Vec<(Fact, String)>,
+    facts: &mut RaftFacts,
+) -> Result<(), String> {
+    for (fact, v) in values {
+        set_fact(facts, fact, &v).map_err(|e| format!("{}: {e}", spec.request.path))?;
     }
     Ok(())
+}
+
+/// A `map` rewrites a value read: an exact match, else `*` for any other value.
+fn mapped(f: &FieldSpec, v: String) -> String {
+    match f
+        .map
+        .as_ref()
+        .and_then(|m| m.get(&v).or_else(|| m.get("*")))
+    {
+        Some(m) => m.clone(),
+        None => v,
+    }
 }
 
 fn from_status(f: &FieldSpec, status: u16) -> Option<String> {
@@ -139,7 +176,7 @@ fn body_values(spec: &RequestSpec, ans: &HttpAnswer) -> Result<Body, String> {
             if let Some(err) = doc.pointer(ptr).filter(|v| !v.is_null()) {
                 return Err(format!(
                     "{path} reported an error: {}",
-                    scalar(err).unwrap_or_else(|| err.to_string())
+                    message(&scalar(err).unwrap_or_else(|| err.to_string()))
                 ));
             }
         }
@@ -190,23 +227,76 @@ fn set_fact(facts: &mut RaftFacts, fact: Fact, v: &str) -> Result<(), String> {
                 .role
                 .get_or_insert(if leader { Role::Leader } else { Role::Follower });
         }
-        Fact::MemberId => facts.member_id = Some(v.to_string()),
-        Fact::LeaderId => facts.leader_id = Some(v.to_string()),
+        // Ids are compared, matched to pods and sent back in requests: one that is not plain
+        // is refused, never cleaned into another.
+        Fact::MemberId => {
+            facts.member_id = Some(
+                plain_id(v)
+                    .map_err(|e| format!("member id {e}"))?
+                    .to_string(),
+            )
+        }
+        Fact::LeaderId => {
+            facts.leader_id = Some(
+                plain_id(v)
+                    .map_err(|e| format!("leader id {e}"))?
+                    .to_string(),
+            )
+        }
         Fact::HasLeader => facts.has_leader = Some(boolean(v)?),
         Fact::Term => facts.term = Some(num(v)?),
         Fact::CommitIndex => facts.commit_index = Some(num(v)?),
         Fact::AppliedIndex => facts.applied_index = Some(num(v)?),
         Fact::LeaderCommitIndex => facts.leader_commit_index = Some(num(v)?),
         Fact::Learner => facts.learner = Some(boolean(v)?),
+        Fact::LastContact => facts.last_contact_ms = Some(go_duration_ms(v)?),
+        Fact::Current => facts.current = Some(boolean(v)?),
         // "3.8.0-abc, built on ..." -> "3.8.0-abc": the build details are noise in a table.
         Fact::Version => {
-            facts.version = v
+            facts.version = one_line(v, 64)
                 .split_whitespace()
                 .next()
                 .map(|t| t.trim_end_matches(',').to_string())
         }
     }
     Ok(())
+}
+
+/// hashicorp/raft's `last_contact` in milliseconds: a Go duration (`1.5s`, `12.345ms`,
+/// `850µs`, `2m3.4s`), `0` (the leader), or `never` (`u64::MAX`).
+pub fn go_duration_ms(v: &str) -> Result<u64, String> {
+    let v = v.trim();
+    if v == "never" {
+        return Ok(u64::MAX);
+    }
+    if v == "0" {
+        return Ok(0);
+    }
+    let bad = || format!("last contact {:?} is not a duration", one_line(v, 40));
+    let mut total = 0f64;
+    let mut rest = v;
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..n].parse().map_err(|_| bad())?;
+        rest = &rest[n..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let ms = match &rest[..unit_len] {
+            "h" => 3_600_000.0,
+            "m" => 60_000.0,
+            "s" => 1000.0,
+            "ms" => 1.0,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 0.001,
+            "ns" => 0.000_001,
+            _ => return Err(bad()),
+        };
+        total += number * ms;
+        rest = &rest[unit_len..];
+    }
+    Ok(total.min(u64::MAX as f64) as u64)
 }
 
 /// Derives what the answers imply but do not say: a member whose id is the leader id leads;
@@ -261,22 +351,59 @@ pub fn parse_groups(spec: &GroupsSpec, ans: &HttpAnswer) -> Result<Vec<Group>, S
             ans.snippet()
         ));
     }
-    let doc: Value = serde_json::from_slice(&ans.body)
+    // Only the names and leaders are kept while the answer is read (it may be 64 MiB).
+    let doc: Value = super::prune::parse(&ans.body, &groups_keep(spec))
         .map_err(|_| format!("{path}: the answer is not JSON: {}", ans.snippet()))?;
     let mut out = vec![];
     for (kind, k) in &spec.kinds {
         for (names, item) in walk(&doc, k).map_err(|e| format!("{path}: {kind}: {e}"))? {
+            if out.len() >= MAX_GROUPS {
+                return Err(format!(
+                    "{path}: lists more than {MAX_GROUPS} groups; not read (a server's own streams and consumers are fewer)"
+                ));
+            }
+            let leader = item
+                .pointer(&k.leader)
+                .and_then(scalar)
+                .filter(|l| !l.is_empty());
+            if let Some(l) = &leader {
+                plain_id(l).map_err(|e| format!("{path}: {kind}: a leader {e}"))?;
+            }
             out.push(Group {
                 kind: kind.clone(),
                 names,
-                leader: item
-                    .pointer(&k.leader)
-                    .and_then(scalar)
-                    .filter(|l| !l.is_empty()),
+                leader,
             });
         }
     }
     Ok(out)
+}
+
+/// The most groups one server's listing may hold: 64 MiB of NATS's listing is about 64,000
+/// consumers; more is not a server's own listing, and would be held for every replica.
+pub const MAX_GROUPS: usize = 100_000;
+
+/// What of a groups listing `parse_groups` reads: each level's name and each group's leader.
+fn groups_keep(spec: &GroupsSpec) -> super::prune::Keep {
+    let mut keep = super::prune::Keep::default();
+    for k in spec.kinds.values() {
+        // "/account_details/*/stream_detail/*": each level's element and its name.
+        let mut prefix = String::new();
+        for (depth, part) in k
+            .each
+            .split('*')
+            .enumerate()
+            .take(k.each.matches('*').count())
+        {
+            prefix.push_str(part);
+            prefix.push('*');
+            if let Some(name) = k.names.get(depth) {
+                keep.add(&format!("{prefix}{name}"));
+            }
+        }
+        keep.add(&format!("{}{}", k.each, k.leader));
+    }
+    keep
 }
 
 /// Every element `each` reaches, with the names of the elements it went through. A level
@@ -299,6 +426,7 @@ fn walk<'a>(doc: &'a Value, k: &GroupKind) -> Result<Vec<(Vec<String>, &'a Value
                     .pointer(name_at)
                     .and_then(scalar)
                     .ok_or_else(|| format!("an element of {pointer} has no {name_at}"))?;
+                plain_id(&name).map_err(|e| format!("a name at {pointer}: {e}"))?;
                 let mut names = names.clone();
                 names.push(name);
                 next.push((names, element));
@@ -320,7 +448,7 @@ fn walk<'a>(doc: &'a Value, k: &GroupKind) -> Result<Vec<(Vec<String>, &'a Value
 }
 
 pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<Member>, String> {
-    if ans.status != 200 {
+    if !spec.accept_status.contains(&ans.status) {
         return Err(format!(
             "{} answered HTTP {}: {}",
             spec.request.path,
@@ -348,6 +476,8 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
                 name: None,
                 learner: false,
                 url: None,
+                counted: true,
+                live: None,
             })
             .collect());
     }
@@ -362,33 +492,57 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
             let id = key
                 .or_else(|| m.pointer(&spec.id).and_then(scalar))
                 .ok_or_else(|| format!("{}: a member has no {}", spec.request.path, spec.id))?;
-            let name = spec
-                .name
-                .as_ref()
-                .and_then(|p| m.pointer(p))
-                .and_then(scalar);
+            plain_id(&id).map_err(|e| format!("{}: a member id {e}", spec.request.path))?;
+            let plain = |v: Option<String>, what: &str| -> Result<Option<String>, String> {
+                match v {
+                    Some(v) => plain_id(&v)
+                        .map(|_| Some(v.clone()))
+                        .map_err(|e| format!("{}: a member's {what} {e}", spec.request.path)),
+                    None => Ok(None),
+                }
+            };
+            let name = plain(
+                spec.name
+                    .as_ref()
+                    .and_then(|p| m.pointer(p))
+                    .and_then(scalar),
+                "name",
+            )?;
+            // A voter flag that is absent, or not what the profile says, is not a voter's.
+            let voter = spec.voter.as_ref().map(|p| {
+                let v = m.pointer(p);
+                match &spec.voter_values {
+                    Some(values) => v
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| values.iter().any(|x| x == s)),
+                    None => v.and_then(Value::as_bool) == Some(true),
+                }
+            });
             let learner = spec
                 .learner
                 .as_ref()
                 .and_then(|p| m.pointer(p))
                 .and_then(Value::as_bool)
                 .unwrap_or(false)
-                || spec
-                    .voter
+                || voter == Some(false);
+            let live = spec
+                .live
+                .as_ref()
+                .map(|p| m.pointer(p).and_then(Value::as_bool) == Some(true));
+            let url = plain(
+                spec.url
                     .as_ref()
                     .and_then(|p| m.pointer(p))
-                    .and_then(Value::as_bool)
-                    == Some(false);
-            let url = spec
-                .url
-                .as_ref()
-                .and_then(|p| m.pointer(p))
-                .and_then(scalar);
+                    .and_then(scalar),
+                "url",
+            )?;
             Ok(Member {
                 id,
                 name,
                 learner,
                 url,
+                counted: false,
+                live,
             })
         })
         .collect::<Result<_, String>>()?;

@@ -7,6 +7,7 @@
 
 pub mod annotations;
 pub mod extract;
+pub mod prune;
 
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::core::v1::{Container, PodSpec};
@@ -84,10 +85,45 @@ pub fn parse_profiles(text: &str) -> Result<Vec<Profile>> {
     Ok(profiles)
 }
 
+/// `parse_profiles` for text a tenant wrote (an annotation): parsed within a small budget of
+/// YAML work (aliases, nodes, depth), so that a few kilobytes cannot expand into a profile of
+/// tens of thousands of requests while being read.
+pub fn parse_untrusted_profiles(text: &str) -> Result<Vec<Profile>> {
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_aliases: 16,
+            max_anchors: 16,
+            max_nodes: 4_000,
+            max_events: 20_000,
+            max_depth: 24,
+            max_total_scalar_bytes: 64 * 1024,
+            max_documents: 1,
+        },
+    };
+    let profiles: Vec<Profile> =
+        serde_saphyr::from_str_with_options(text, options).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for p in &profiles {
+        p.validate()?;
+    }
+    Ok(profiles)
+}
+
 impl Profile {
     pub fn validate(&self) -> Result<()> {
         if self.name.trim().is_empty() {
             bail!("a profile has no name");
+        }
+        // Printed at the head of every report line: letters, digits, '-', '.', '_' only.
+        let name_ok = self.name.len() <= 63
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c));
+        if !name_ok {
+            bail!(
+                "a profile's name {:?} must be at most 63 letters, digits, '-', '.' or '_'",
+                crate::model::text::one_line(&self.name, 40)
+            );
         }
         if self.port.names.is_empty() && self.port.numbers.is_empty() {
             bail!("profile {}: `port` needs a name or a number", self.name);

@@ -69,7 +69,7 @@ for method in kubectl raft crash; do
     t0=$(now)
     case $method in
       kubectl) "$k" drain "$node" --ignore-daemonsets --delete-emptydir-data >/dev/null 2>&1 || echo "kubectl drain of $node failed" >&2 ;;
-      raft) "$raft" drain "$node" --assume-voters-are-pods --timeout 120s -o json > "$tmp/raft.json" 2>/dev/null || echo "kubectl raft drain of $node failed" >&2 ;;
+      raft) "$raft" drain "$node" --assume-voters-are-pods --assume-followers-current --timeout 120s -o json > "$tmp/raft.json" 2>/dev/null || echo "kubectl raft drain of $node failed" >&2 ;;
       crash) pid=$("$k" get pod "$leader" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
              kill -KILL "$pid" ;;
     esac
@@ -98,7 +98,7 @@ for method in kubectl raft; do
     t0=$(now)
     case $method in
       kubectl) "$k" drain "$node" --ignore-daemonsets --delete-emptydir-data >/dev/null 2>&1 || true ;;
-      raft) "$raft" drain "$node" --assume-voters-are-pods --timeout 10s -o json > "$tmp/raft.json" 2>/dev/null || true ;;
+      raft) "$raft" drain "$node" --assume-voters-are-pods --assume-followers-current --timeout 10s -o json > "$tmp/raft.json" 2>/dev/null || true ;;
     esac
     t1=$(now)
     sleep 8   # what the cluster does after the drain returns (the replacement rejoins, or not)

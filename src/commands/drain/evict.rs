@@ -112,13 +112,28 @@ impl Evictor {
         }
     }
 
-    /// One eviction request: accepted, already gone (404 by status code; 409 when the UID
-    /// precondition finds a new pod under the name), or refused by a PDB.
+    /// One eviction request: accepted, already gone (404; a 409 when the UID precondition
+    /// finds a new pod under the name, or none), or refused by a PDB. A 409 while the same
+    /// pod is still there is a conflict to retry on a fresh plan, never "gone".
     pub async fn attempt(&self, p: &Pod) -> Result<Attempt> {
         match self.once(p, false).await {
             Ok(()) => Ok(Attempt::Done(Evicted::Accepted)),
-            Err(e) if status_of(&e).is_some_and(|s| s.code == 404 || s.code == 409) => {
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => {
                 Ok(Attempt::Done(Evicted::AlreadyGone))
+            }
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => {
+                let api: Api<Pod> =
+                    Api::namespaced(self.client.clone(), &p.namespace().unwrap_or_default());
+                match api.get_opt(&p.name_any()).await {
+                    Ok(Some(now)) if now.uid() == p.uid() => Ok(Attempt::Refused(format!(
+                        "the API server answered 409 Conflict for {} ({}), and the pod is still there",
+                        key(p),
+                        status_of(&e).map(|s| crate::model::text::message(&s.message)).unwrap_or_default()
+                    ))),
+                    Ok(_) => Ok(Attempt::Done(Evicted::AlreadyGone)),
+                    Err(g) => Err(api_context(g, "get", "pods", "")
+                        .context(format!("after a 409 Conflict evicting {}", key(p)))),
+                }
             }
             Err(e) if status_of(&e).is_some_and(|s| s.code == 429) => {
                 Ok(Attempt::Refused(self.blocking_pdb(p, &e).await))

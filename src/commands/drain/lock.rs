@@ -12,11 +12,13 @@
 //!   was paused (Ctrl-Z, a laptop lid) and overtaken stops before its next action, saying
 //!   so; a lock that could not be renewed for its duration counts as lost;
 //! - release deletes the Lease only if it is still this drain's (a resourceVersion
-//!   precondition).
+//!   precondition); a Lease that carries a record for the next run (restart's members still to
+//!   restart) is kept, its holder cleared, and the next run takes it at once.
 //!
 //! kube-lease-manager was considered: it compares the holder's `renewTime` with the local
 //! clock and refreshes with an unconditioned patch, the two things this module must not do.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -91,6 +93,37 @@ pub struct Held {
     holder: String,
     state: Arc<Mutex<State>>,
     renew: tokio::task::JoinHandle<()>,
+    /// One write of the Lease at a time (a renewal, a record): each names the version the
+    /// last one wrote.
+    writes: Arc<tokio::sync::Mutex<()>>,
+    /// The Lease's annotations as this run found and wrote them (a record for the next run).
+    annotations: Mutex<BTreeMap<String, String>>,
+}
+
+/// Annotations of a cluster's Lease that are a record for a later run, not the lock's own.
+fn is_record(key: &str) -> bool {
+    key != CLUSTER_ANNOTATION
+}
+
+/// The records a cluster's Lease carries (restart's members still to restart), read without
+/// taking the lock (a dry run); empty when there is no Lease.
+pub async fn peek(
+    client: &Client,
+    lock_ns: &str,
+    ns: &str,
+    sts: &str,
+) -> Result<BTreeMap<String, String>> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), lock_ns);
+    let lease = api.get_opt(&lease_name(ns, sts)).await.map_err(|e| {
+        api_context(e, "get", "leases.coordination.k8s.io", lock_ns)
+            .context(format!("reading the lock of {ns}/{sts}"))
+    })?;
+    Ok(lease
+        .and_then(|l| l.metadata.annotations)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| is_record(k))
+        .collect())
 }
 
 fn spec(holder: &str, transitions: i32) -> LeaseSpec {
@@ -148,6 +181,22 @@ pub async fn acquire(
         Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => {
             let current = api.get(&name).await.map_err(|e| lease_api(e, "get"))?;
             let s = current.spec.clone().unwrap_or_default();
+            // Released with a record for the next run: free, taken at once (if nobody wrote it
+            // since this read).
+            if s.holder_identity.is_none() {
+                let mut taken = current.clone();
+                taken.spec = Some(spec(
+                    holder,
+                    s.lease_transitions.unwrap_or(0).saturating_add(1),
+                ));
+                match api.replace(&name, &PostParams::default(), &taken).await {
+                    Ok(l) => return Ok((held(api, name, ns, sts, holder, l), None)),
+                    Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => {
+                        return Box::pin(acquire(client, lock_ns, ns, sts, holder, on_wait)).await
+                    }
+                    Err(e) => return Err(lease_api(e, "update")),
+                }
+            }
             let who = s
                 .holder_identity
                 .clone()
@@ -217,35 +266,48 @@ pub async fn acquire(
             )))
         }
     };
+    Ok((held(api, name, ns, sts, holder, written), took_over))
+}
+
+/// The lock as `written`, renewed from now on.
+fn held(api: Api<Lease>, name: String, ns: &str, sts: &str, holder: &str, written: Lease) -> Held {
     let state = Arc::new(Mutex::new(State {
         version: written.metadata.resource_version.clone(),
         renewed: Instant::now(),
         lost: None,
     }));
+    let writes = Arc::new(tokio::sync::Mutex::new(()));
     let renew = tokio::spawn(renew_loop(
         api.clone(),
         name.clone(),
         holder.to_string(),
         state.clone(),
+        writes.clone(),
     ));
-    Ok((
-        Held {
-            api,
-            name,
-            cluster: format!("{ns}/{sts}"),
-            holder: holder.to_string(),
-            state,
-            renew,
-        },
-        took_over,
-    ))
+    Held {
+        api,
+        name,
+        cluster: format!("{ns}/{sts}"),
+        holder: holder.to_string(),
+        state,
+        renew,
+        writes,
+        annotations: Mutex::new(written.metadata.annotations.unwrap_or_default()),
+    }
 }
 
 /// Renews the Lease every RENEW_EVERY with an update conditioned on the version last
 /// written; stops at the first sign that it is no longer ours.
-async fn renew_loop(api: Api<Lease>, name: String, holder: String, state: Arc<Mutex<State>>) {
+async fn renew_loop(
+    api: Api<Lease>,
+    name: String,
+    holder: String,
+    state: Arc<Mutex<State>>,
+    writes: Arc<tokio::sync::Mutex<()>>,
+) {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
+        let _one_write = writes.lock().await;
         let version = state.lock().expect("not poisoned").version.clone();
         let outcome = async {
             let mut l = api.get(&name).await?;
@@ -300,6 +362,52 @@ async fn renew_loop(api: Api<Lease>, name: String, holder: String, state: Arc<Mu
 }
 
 impl Held {
+    /// A record this run's Lease carries for a later run (restart's members still to restart).
+    pub fn record(&self, key: &str) -> Option<String> {
+        self.annotations
+            .lock()
+            .expect("not poisoned")
+            .get(key)
+            .cloned()
+    }
+
+    /// Sets (or, with None, removes) a record on the Lease, in a write conditioned on the
+    /// version this run last wrote, as a renewal is: a Lease someone else took is not
+    /// written.
+    pub async fn set_record(&self, key: &str, value: Option<&str>) -> Result<()> {
+        let _one_write = self.writes.lock().await;
+        let version = self.state.lock().expect("not poisoned").version.clone();
+        let mut l = self.api.get(&self.name).await.map_err(|e| {
+            api_context(e, "get", "leases.coordination.k8s.io", "")
+                .context(format!("recording on the lock of {}", self.cluster))
+        })?;
+        l.metadata.resource_version = version;
+        let ann = l.metadata.annotations.get_or_insert_with(Default::default);
+        match value {
+            Some(v) => ann.insert(key.to_string(), v.to_string()),
+            None => ann.remove(key),
+        };
+        let written = self
+            .api
+            .replace(&self.name, &PostParams::default(), &l)
+            .await
+            .map_err(|e| {
+                if status_of(&e).is_some_and(|s| s.code == 409) {
+                    self.state.lock().expect("not poisoned").lost = Some(format!(
+                        "the lock of {} was changed by someone else",
+                        self.cluster
+                    ));
+                }
+                api_context(e, "update", "leases.coordination.k8s.io", "")
+                    .context(format!("recording on the lock of {}", self.cluster))
+            })?;
+        self.state.lock().expect("not poisoned").version =
+            written.metadata.resource_version.clone();
+        *self.annotations.lock().expect("not poisoned") =
+            written.metadata.annotations.unwrap_or_default();
+        Ok(())
+    }
+
     /// Why the lock is lost, if its renewal found so already (no request).
     pub fn lost(&self) -> Option<String> {
         self.state.lock().expect("not poisoned").lost.clone()
@@ -341,6 +449,10 @@ impl Held {
     }
 
     pub async fn release(self) {
+        // A renewal in flight finishes first (its write is the version released), then no
+        // other starts.
+        let writes = self.writes.clone();
+        let _one_write = writes.lock().await;
         self.renew.abort();
         let (version, lost) = {
             let st = self.state.lock().expect("not poisoned");
@@ -348,6 +460,37 @@ impl Held {
         };
         if lost {
             // Not ours any more: someone else's drain holds it.
+            return;
+        }
+        // A record for the next run: keep the Lease, free (no holder), as this run wrote it.
+        let keeps_record = self
+            .annotations
+            .lock()
+            .expect("not poisoned")
+            .keys()
+            .any(|k| is_record(k));
+        if keeps_record {
+            let result = async {
+                let mut l = self.api.get(&self.name).await?;
+                l.metadata.resource_version = version.clone();
+                if let Some(s) = l.spec.as_mut() {
+                    s.holder_identity = None;
+                    s.renew_time = None;
+                }
+                self.api
+                    .replace(&self.name, &PostParams::default(), &l)
+                    .await
+            }
+            .await;
+            if let Err(e) = result {
+                if !status_of(&e).is_some_and(|s| s.code == 409 || s.code == 404) {
+                    eprintln!(
+                        "Warning: cannot release the lock {} (it is taken over {LEASE_SECONDS}s after its last renewal): {}",
+                        self.name,
+                        anyhow_chain(&anyhow::Error::new(e))
+                    );
+                }
+            }
             return;
         }
         let dp = DeleteParams {
@@ -367,6 +510,210 @@ impl Held {
                 anyhow_chain(&anyhow::Error::new(e))
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod fenced_tests {
+    //! The fence, against a fake Lease API whose answers the test scripts: every write
+    //! carries the resourceVersion this drain last wrote, so a Lease someone else wrote in
+    //! between is neither renewed over nor deleted.
+    use std::sync::Mutex as StdMutex;
+
+    use http::{Request, Response};
+    use http_body_util::BodyExt;
+    use kube::client::Body;
+
+    use super::*;
+
+    /// What happens to the Lease from outside (another drain's write).
+    type Write = Box<dyn FnOnce(&mut Lease) + Send>;
+
+    /// One Lease, as the API server keeps it; `after_get` runs once after the next GET (a
+    /// second drain writing just after this one read).
+    #[derive(Default)]
+    struct Fake {
+        lease: StdMutex<Option<Lease>>,
+        after_get: StdMutex<Option<Write>>,
+    }
+
+    fn status(code: u16, reason: &str) -> Response<Body> {
+        let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": reason, "reason": reason, "code": code});
+        Response::builder()
+            .status(code)
+            .body(Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap()
+    }
+
+    fn ok(l: &Lease) -> Response<Body> {
+        Response::builder()
+            .status(200)
+            .body(Body::from(serde_json::to_vec(l).unwrap()))
+            .unwrap()
+    }
+
+    fn bump(l: &mut Lease) {
+        let rv: u64 = l
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or("0")
+            .parse()
+            .unwrap();
+        l.metadata.resource_version = Some((rv + 1).to_string());
+    }
+
+    impl Fake {
+        async fn serve(&self, req: Request<Body>) -> Response<Body> {
+            let method = req.method().clone();
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let mut slot = self.lease.lock().unwrap();
+            let Some(current) = slot.as_mut() else {
+                return status(404, "NotFound");
+            };
+            match method.as_str() {
+                "GET" => {
+                    let answer = ok(current);
+                    if let Some(f) = self.after_get.lock().unwrap().take() {
+                        f(current);
+                    }
+                    answer
+                }
+                "PUT" => {
+                    let mut new: Lease = serde_json::from_slice(&body).unwrap();
+                    // As the API server: an update that names a resourceVersion must name the
+                    // current one; one that names none is applied as it is.
+                    if new.metadata.resource_version.is_some()
+                        && new.metadata.resource_version != current.metadata.resource_version
+                    {
+                        return status(409, "Conflict");
+                    }
+                    new.metadata.resource_version = current.metadata.resource_version.clone();
+                    bump(&mut new);
+                    *current = new;
+                    ok(current)
+                }
+                "DELETE" => {
+                    let opts: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let want = opts
+                        .pointer("/preconditions/resourceVersion")
+                        .and_then(|v| v.as_str());
+                    if want.is_some_and(|w| Some(w) != current.metadata.resource_version.as_deref())
+                    {
+                        return status(409, "Conflict");
+                    }
+                    *slot = None;
+                    status(200, "Deleted")
+                }
+                _ => status(405, "MethodNotAllowed"),
+            }
+        }
+    }
+
+    fn lease(holder: &str, rv: &str) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some("kubectl-raft.db.etcd".into()),
+                namespace: Some("kubectl-raft".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            spec: Some(spec(holder, 0)),
+        }
+    }
+
+    fn client(fake: std::sync::Arc<Fake>) -> Api<Lease> {
+        let svc = tower::service_fn(move |req: Request<Body>| {
+            let fake = fake.clone();
+            async move { Ok::<_, std::convert::Infallible>(fake.serve(req).await) }
+        });
+        Api::namespaced(Client::new(svc, "default"), "kubectl-raft")
+    }
+
+    fn held(api: Api<Lease>, version: &str) -> Held {
+        Held {
+            api,
+            name: "kubectl-raft.db.etcd".into(),
+            cluster: "db/etcd".into(),
+            holder: "alice".into(),
+            state: Arc::new(Mutex::new(State {
+                version: Some(version.into()),
+                renewed: Instant::now(),
+                lost: None,
+            })),
+            renew: tokio::spawn(async {}),
+            writes: Arc::new(tokio::sync::Mutex::new(())),
+            annotations: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn holder_now(fake: &Fake) -> Option<String> {
+        fake.lease
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|l| l.spec.as_ref()?.holder_identity.clone())
+    }
+
+    #[tokio::test]
+    async fn a_release_leaves_a_lease_someone_else_wrote_since() {
+        // alice last wrote version 4; bob took the Lease over since (version 5).
+        let fake = std::sync::Arc::new(Fake {
+            lease: StdMutex::new(Some(lease("bob", "5"))),
+            ..Default::default()
+        });
+        held(client(fake.clone()), "4").release().await;
+        assert_eq!(
+            holder_now(&fake).as_deref(),
+            Some("bob"),
+            "bob's lock was deleted"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_release_deletes_its_own_lease() {
+        let fake = std::sync::Arc::new(Fake {
+            lease: StdMutex::new(Some(lease("alice", "4"))),
+            ..Default::default()
+        });
+        held(client(fake.clone()), "4").release().await;
+        assert!(fake.lease.lock().unwrap().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_does_not_write_over_a_takeover_between_its_read_and_its_write() {
+        let fake = std::sync::Arc::new(Fake {
+            lease: StdMutex::new(Some(lease("alice", "4"))),
+            ..Default::default()
+        });
+        // bob writes just after alice's renewal reads.
+        *fake.after_get.lock().unwrap() = Some(Box::new(|l: &mut Lease| {
+            l.spec.as_mut().unwrap().holder_identity = Some("bob".into());
+            bump(l);
+        }));
+        let state = Arc::new(Mutex::new(State {
+            version: Some("4".into()),
+            renewed: Instant::now(),
+            lost: None,
+        }));
+        let task = tokio::spawn(renew_loop(
+            client(fake.clone()),
+            "kubectl-raft.db.etcd".into(),
+            "alice".into(),
+            state.clone(),
+            Arc::new(tokio::sync::Mutex::new(())),
+        ));
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("the renewal stops once the lock is lost")
+            .unwrap();
+        assert_eq!(
+            holder_now(&fake).as_deref(),
+            Some("bob"),
+            "alice renewed over bob"
+        );
+        assert!(state.lock().unwrap().lost.is_some());
     }
 }
 

@@ -223,6 +223,9 @@ impl NodeOps for RealNodes {
             opts: &self.opts,
             ns,
             name,
+            // A cluster found on the drained nodes is not one the user named: it gets no
+            // credentials of the user's own (docs/security.md).
+            named: false,
             lock,
             restart: None,
         }
@@ -230,6 +233,10 @@ impl NodeOps for RealNodes {
 
     async fn pause(&self, d: Duration) -> bool {
         sleep_or_cancel(&self.evictor.cancel, d).await
+    }
+
+    fn interrupted(&self) -> bool {
+        self.evictor.cancel.is_cancelled()
     }
 }
 

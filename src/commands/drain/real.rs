@@ -4,7 +4,7 @@
 //! which members must go (`drain`: those on the drained nodes; `restart`: those not yet
 //! restarted, [`Following`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -17,15 +17,16 @@ use kube::ResourceExt;
 
 use super::evict::{sleep_or_cancel, Evictor};
 use super::lock;
+use crate::actions::HandoverFailure;
 use crate::commands::progress::Line;
 use crate::drain::{Attempt, ClusterOps, Election, Events, Evicted, GroupsMoved, Handover, Look};
 use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
 use crate::model::{human_duration, pod_ready, ClusterObservation, OwnerKind, Selection};
-use crate::plan::drain::{emptydir_volumes, ClusterInput, DrainOptions, DrainStep};
+use crate::plan::drain::{node_local_volumes, ClusterInput, DrainOptions, DrainStep};
 use crate::plan::groups::moves_off;
 use crate::plan::placement::stuck_members;
-use crate::plan::restart::{comes_back_at, follow, pending, Followed, Restart};
+use crate::plan::restart::{comes_back_at, follow, mode, pending, Followed, Mode, Restart};
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::ClusterReport;
 use crate::survey::Surveyor;
@@ -62,13 +63,16 @@ pub(crate) fn cluster_input(
         &snapshot.pods,
         drained,
     );
-    let empty_dirs = obs
-        .target
-        .pods
-        .iter()
-        .map(|p| (p.name_any(), emptydir_volumes(p)))
-        .filter(|(_, d)| !d.is_empty())
-        .collect();
+    let (mut empty_dirs, mut host_paths) = (BTreeMap::new(), BTreeMap::new());
+    for p in &obs.target.pods {
+        let (deleted, host) = node_local_volumes(p);
+        if !deleted.is_empty() {
+            empty_dirs.insert(p.name_any(), deleted);
+        }
+        if !host.is_empty() {
+            host_paths.insert(p.name_any(), host);
+        }
+    }
     // A drain's eviction of an OnDelete StatefulSet's member with a pending update rolls the
     // new template onto it (restart drives such updates on purpose: it is not said there).
     let sts = snapshot
@@ -85,16 +89,33 @@ pub(crate) fn cluster_input(
         .iter()
         .filter_map(|p| Some((p.name_any(), comes_back_at(sts?, p)?)))
         .collect();
+    // The controller rolling it (a drain's business only: restart reads the mode itself).
+    let controller_rolling = sts.and_then(|s| match mode(s, &obs.target.pods) {
+        Mode::ControllerRolling { current, update } => Some(format!(
+            "its StatefulSet's controller is rolling it from revision {current} to {update}"
+        )),
+        _ => None,
+    });
     ClusterInput {
         report,
         can_transfer: obs.target.profile.transfer.is_some(),
         target_needs_id: crate::plan::transfer_needs_member_id(&obs.target.profile, false),
         stuck,
         empty_dirs,
+        host_paths,
+        controller_rolling,
         placement_unknown,
         replace,
         conflict: None,
         comes_back_at,
+        // What this look has: the leader's view only where the member list was read.
+        liveness: obs
+            .target
+            .profile
+            .liveness_with(matches!(obs.members, Some(Ok(_)))),
+        least_voters: 0,
+        configuration_seen: false,
+        evicted_before: BTreeSet::new(),
     }
 }
 
@@ -152,16 +173,20 @@ impl Following {
 }
 
 /// One cluster now: its survey, and the planner's input; None when it no longer exists.
+/// `named`: the user typed this cluster's name (`restart NAME`), so it gets the user's own
+/// credentials; a cluster the verb found itself (drain's, `restart -l`'s) does not.
 pub(crate) async fn look(
     surveyor: &Surveyor,
     pvs: Option<&[PersistentVolume]>,
     ns: &str,
     name: &str,
+    named: bool,
     drained: &BTreeSet<String>,
     restart: Option<&Following>,
 ) -> Result<Option<(ClusterObservation, ClusterInput)>> {
     let sel = Selection {
         name: Some(name.to_string()),
+        named,
         ..Default::default()
     };
     let survey = match surveyor.survey_in(Some(ns), &sel).await {
@@ -171,6 +196,10 @@ pub(crate) async fn look(
         Err(e) => return Err(e),
     };
     let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {
+        // Skipped now (its annotations turned bad): say why, never "gone".
+        if let Some(why) = survey.skipped.first() {
+            bail!("{why}");
+        }
         return Ok(None);
     };
     let sts = survey
@@ -200,6 +229,8 @@ pub(crate) struct Real<'a> {
     pub opts: &'a DrainOptions,
     pub ns: &'a str,
     pub name: &'a str,
+    /// The user typed this cluster's name (`look`'s `named`).
+    pub named: bool,
     pub lock: Option<&'a lock::Held>,
     /// restart's members: those it still has to replace (None: drain's, by node).
     pub restart: Option<&'a Following>,
@@ -239,6 +270,7 @@ impl ClusterOps for Real<'_> {
             self.pvs,
             self.ns,
             self.name,
+            self.named,
             &self.opts.nodes,
             self.restart,
         )
@@ -293,28 +325,40 @@ impl ClusterOps for Real<'_> {
         )
         .await;
         let new = w.new_leader.clone().unwrap_or_else(|| "?".into());
-        match w.outcome {
-            Outcome::Transferred => Ok(Handover {
+        // The one verdict (yield's): a term that jumped is an election, not this transfer.
+        match w.verdict(plan.term, plan.targeted) {
+            Ok(()) => Ok(Handover {
                 from: plan.leader.clone(),
                 to: new,
                 term_before: plan.term,
                 term_after: w.term_after,
                 window_ms: w.leaderless_window_ms,
             }),
-            Outcome::WentElsewhere => bail!("leadership went from {} to {new}, not to {}: an election, not the transfer; nothing was evicted", plan.leader, plan.target),
-            Outcome::Returned => bail!("{} stepped down and was chosen again: leadership did not move; nothing was evicted", plan.leader),
-            Outcome::Failed => bail!("the transfer from {} failed: {}; nothing was evicted", plan.leader, w.error.unwrap_or_default()),
-            Outcome::TimedOut => bail!("no completed handover from {} within {}; nothing was evicted", plan.leader, human_duration(self.timeout)),
+            Err(HandoverFailure::WentElsewhere { to }) => bail!("leadership went from {} to {to}, not to {}: an election, not the transfer; nothing was evicted", plan.leader, plan.target),
+            Err(HandoverFailure::TermJumped { to, by }) => bail!("leadership went from {} to {to}, but the term moved by {by} where a transfer moves it by 1: an election happened besides the transfer; nothing was evicted", plan.leader),
+            Err(HandoverFailure::Returned) => bail!("{} stepped down and was chosen again: leadership did not move; nothing was evicted", plan.leader),
+            Err(HandoverFailure::Failed(e)) => bail!("the transfer from {} failed: {e}; nothing was evicted", plan.leader),
+            Err(HandoverFailure::TimedOut) => bail!("no completed handover from {} within {}; nothing was evicted", plan.leader, human_duration(self.timeout)),
         }
     }
 
-    async fn move_groups_off(&self, look: &Look, pod: &str) -> Result<Option<GroupsMoved>> {
+    async fn move_groups_off(
+        &self,
+        look: &Look,
+        pod: &str,
+        within: Duration,
+    ) -> Result<Option<GroupsMoved>> {
         let Some(moves) = moves_off(&look.obs, pod).filter(|m| !m.is_empty()) else {
             return Ok(None);
         };
         let p = self.pod(look, pod)?;
         let transport = self.transport(look).await;
-        let m = move_off(&transport, &look.obs.target, p, &moves, self.timeout).await;
+        let m = tokio::select! {
+            m = move_off(&transport, &look.obs.target, p, &moves, within) => m,
+            _ = self.evictor.cancel.cancelled() => bail!(
+                "interrupted while moving {pod}'s streams' and consumers' leaders off it; {pod} was not evicted"
+            ),
+        };
         let moved = m.moved.len().saturating_sub(m.still_led.len()) as u32;
         if !m.succeeded() {
             bail!(

@@ -201,6 +201,10 @@ impl NodeOps for Nodes {
     async fn pause(&self, d: Duration) -> bool {
         self.cluster.pause(d).await
     }
+
+    fn interrupted(&self) -> bool {
+        self.cluster.interrupted()
+    }
 }
 
 impl Sink for Said {
@@ -289,6 +293,31 @@ async fn a_lock_held_by_another_drain_stops_before_the_cordon() {
     let e = run(&n).await.unwrap_err();
     assert!(e.to_string().contains("bob@laptop"), "{e}");
     assert_eq!(n.actions(), ["lock db/etcd refused"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_before_the_cordon_changes_nothing() {
+    let n = Nodes::new(&["n1"]);
+    // Ctrl-C during the first look (or a stale lock's wait): already pressed when the locks
+    // are held.
+    n.cluster.interrupt_after_pauses.set(Some(0));
+    let e = run(&n).await.unwrap_err();
+    assert!(
+        e.to_string().contains("interrupted before the cordon"),
+        "{e}"
+    );
+    let actions = n.actions();
+    assert!(
+        !actions
+            .iter()
+            .any(|a| a.starts_with("cordon") || a.starts_with("evict")),
+        "{actions:?}"
+    );
+    assert_eq!(
+        actions.last().map(String::as_str),
+        Some("release db/etcd"),
+        "{actions:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -59,10 +59,16 @@ fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
         target_needs_id: can_transfer,
         stuck: BTreeMap::new(),
         empty_dirs: BTreeMap::new(),
+        host_paths: BTreeMap::new(),
         placement_unknown: None,
         replace: Default::default(),
         conflict: None,
         comes_back_at: Default::default(),
+        liveness: crate::model::profile::Liveness::Health,
+        least_voters: 0,
+        configuration_seen: false,
+        evicted_before: Default::default(),
+        controller_rolling: None,
     }
 }
 
@@ -72,7 +78,9 @@ fn opts(nodes: &[u8]) -> DrainOptions {
         max_lag: 100,
         allow_degraded: false,
         delete_emptydir_data: false,
-        assume_voters_are_pods: false,
+        assume_voters_are_pods: Default::default(),
+        assume_followers_current: Default::default(),
+        allow_hostpath_data: false,
     }
 }
 
@@ -95,6 +103,96 @@ fn a_followers_node_is_one_eviction() {
         (s.healthy_voters_during, s.quorum, s.fault_tolerance_during),
         (2, 2, 0)
     );
+}
+
+/// A learner's eviction costs no quorum, and its replacement comes back a learner: the later
+/// steps of the plan do not count it as a voter.
+#[test]
+fn a_learner_is_not_counted_as_a_voter_in_the_steps_after_its_own() {
+    let mut ms = three();
+    ms[2].health = CheckState::Unreachable;
+    ms.push(m(Role::Learner, 4));
+    let mut c = input("etcd", &ms, true);
+    c.report.summary.voters = 3;
+    c.report.summary.quorum = 2;
+    let p = plan_cluster(&c, &opts(&[1, 4]));
+    let pods: Vec<&str> = p.steps.iter().map(|s| s.pod.as_str()).collect();
+    assert_eq!(pods, ["etcd-3"], "only the learner goes: {p:?}");
+    assert_eq!(
+        p.blocker.as_ref().map(|b| b.reason),
+        Some(BlockReason::QuorumAtRisk),
+        "{p:?}"
+    );
+}
+
+/// A member on a hostPath volume keeps its data on the node: its replacement elsewhere
+/// starts without it. Refused unless the user allows it.
+#[test]
+fn a_member_on_a_host_path_is_refused_without_allow_hostpath_data() {
+    let mut c = input("etcd", &three(), true);
+    c.host_paths.insert(
+        "etcd-0".into(),
+        vec!["data (hostPath /var/lib/etcd)".into()],
+    );
+    let p = plan_cluster(&c, &opts(&[1]));
+    let b = p.blocker.expect("a blocker");
+    assert_eq!(b.reason, BlockReason::LocalData);
+    assert!(
+        b.message.contains("hostPath /var/lib/etcd") && b.message.contains("--allow-hostpath-data"),
+        "{}",
+        b.message
+    );
+    let mut o = opts(&[1]);
+    o.allow_hostpath_data = true;
+    assert_eq!(plan_cluster(&c, &o).steps.len(), 1);
+}
+
+#[test]
+fn a_generic_ephemeral_volume_is_local_data_like_an_emptydir() {
+    let mut pod = member(0, "n1");
+    pod.spec.as_mut().unwrap().volumes = Some(vec![
+        k8s_openapi::api::core::v1::Volume {
+            name: "data".into(),
+            ephemeral: Some(Default::default()),
+            ..Default::default()
+        },
+        k8s_openapi::api::core::v1::Volume {
+            name: "logs".into(),
+            host_path: Some(k8s_openapi::api::core::v1::HostPathVolumeSource {
+                path: "/var/log/etcd".into(),
+                type_: None,
+            }),
+            ..Default::default()
+        },
+    ]);
+    let (deleted, host) = node_local_volumes(&pod);
+    assert_eq!(deleted, ["data (an ephemeral volume)"]);
+    assert_eq!(host, ["logs (hostPath /var/log/etcd)"]);
+}
+
+/// The StatefulSet's controller is rolling it: a drain's eviction beside it could leave two
+/// members down, so the drain waits.
+#[test]
+fn a_controller_rollout_under_way_is_waited_for() {
+    let mut c = input("etcd", &three(), true);
+    c.controller_rolling =
+        Some("its StatefulSet's controller is rolling it from revision a to b".into());
+    let p = plan_cluster(&c, &opts(&[1]));
+    assert!(p.steps.is_empty());
+    let b = p.blocker.expect("a blocker");
+    assert_eq!(b.reason, BlockReason::RolloutInProgress);
+    assert!(b.reason.waitable());
+}
+
+/// Voters the run has seen (a larger configuration at an earlier look) keep the quorum.
+#[test]
+fn the_quorum_is_never_smaller_than_the_run_has_seen() {
+    let mut c = input("etcd", &three(), true);
+    c.least_voters = 5;
+    let p = plan_cluster(&c, &opts(&[1]));
+    assert!(p.steps.is_empty(), "{p:?}");
+    assert_eq!((p.voters, p.quorum), (5, 3));
+    assert_eq!(p.blocker.map(|b| b.reason), Some(BlockReason::QuorumAtRisk));
 }
 
 #[test]
@@ -347,7 +445,7 @@ fn voters_counted_from_pods_refuse_the_drain_unless_assumed() {
         b.message
     );
     let mut o = opts(&[1]);
-    o.assume_voters_are_pods = true;
+    o.assume_voters_are_pods = crate::plan::drain::Assume::Every;
     assert_eq!(plan_cluster(&c, &o).steps.len(), 1);
 }
 
@@ -666,7 +764,7 @@ fn arb_cluster(name: &'static str) -> impl Strategy<Value = ClusterInput> {
 }
 
 /// The test's own reading of "a healthy voter", written from the definition and not from
-/// plan::voter: the single leader itself, or a voting follower in its term that knows a
+/// assess::voter: the single leader itself, or a voting follower in its term that knows a
 /// leader and is caught up; always Ready, answering healthy, not terminating.
 fn oracle_healthy(x: &ReplicaReport, r: &ClusterReport, max_lag: u64) -> bool {
     let leaders: Vec<&ReplicaReport> = r
@@ -722,7 +820,9 @@ fn arb_opts() -> impl Strategy<Value = DrainOptions> {
             max_lag: 100,
             allow_degraded: deg,
             delete_emptydir_data: false,
-            assume_voters_are_pods: false,
+            assume_voters_are_pods: Default::default(),
+            assume_followers_current: Default::default(),
+            allow_hostpath_data: false,
         }
     })
 }
@@ -730,7 +830,7 @@ fn arb_opts() -> impl Strategy<Value = DrainOptions> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// Counted independently of the planner (and of plan::voter, by `oracle_healthy`):
+    /// Counted independently of the planner (and of assess::voter, by `oracle_healthy`):
     /// before each step, the members healthy at the start, plus the replaced ones, minus the
     /// ones kept away, minus this one, form a quorum.
     #[test]
@@ -820,7 +920,7 @@ proptest! {
     /// missing; more voters configured than pods; the membership unknown). The executor only
     /// ever takes the first step of a plan made from such a moment: that step never leaves
     /// fewer than a quorum of the *configured* voters healthy, by the oracle above (not by
-    /// plan::voter), and a cluster counted from its pods is not touched unless assumed.
+    /// assess::voter), and a cluster counted from its pods is not touched unless assumed.
     #[test]
     fn the_first_step_of_a_fresh_plan_keeps_a_quorum_whatever_the_cluster_does(
         c in arb_cluster("a"),
@@ -832,7 +932,7 @@ proptest! {
     ) {
         let mut c = c;
         let mut o = o;
-        o.assume_voters_are_pods = assume;
+        o.assume_voters_are_pods = if assume { crate::plan::drain::Assume::Every } else { crate::plan::drain::Assume::Nothing };
         let voters = c.report.replicas.iter().filter(|x| x.raft.role.is_voter() && !x.raft.learner).count() as u32 + extra;
         c.report.summary.voters = voters;
         c.report.summary.quorum = crate::assess::quorum(voters);

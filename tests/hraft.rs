@@ -1,0 +1,160 @@
+//! The HashiCorp family (Consul, Nomad, Vault read their Raft the same way) against a STAND-IN
+//! on real Raft: tests/standin/hraft, hashicorp/raft v1.8.0 behind Consul's HTTP API (status,
+//! agent/self with Raft's own Stats(), the Raft configuration, autopilot's health, leadership
+//! transfer), built by the world's build. Real Consul cannot run here (its licence is not open
+//! source). tests/manifests/hraft-5.yaml runs five servers: hraft-0..2 vote, hraft-3 and
+//! hraft-4 are real Raft non-voters, which answer "Follower" like any voter.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// Applies the manifest and waits until one server leads, every pod is Ready and the three
+/// voters are healthy.
+fn deploy(ns: &str) -> Value {
+    let manifest = repo().join("tests/manifests/hraft-5.yaml");
+    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    let mut report = Value::Null;
+    wait_in(
+        ns,
+        Duration::from_secs(180),
+        "5 Ready hraft servers, one leading, 3 healthy voters",
+        || {
+            report = status_json(&["hraft", "-n", ns]);
+            let c = &report["clusters"][0];
+            c["summary"]["leader"].is_string()
+                && c["summary"]["healthyVoters"] == 3
+                && c["summary"]["readyPods"] == 5
+        },
+    );
+    report["clusters"][0].clone()
+}
+
+fn leader(c: &Value) -> String {
+    c["summary"]["leader"].as_str().unwrap().to_string()
+}
+
+fn replica<'a>(c: &'a Value, pod: &str) -> &'a Value {
+    c["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pod"] == pod)
+        .unwrap_or_else(|| panic!("{pod} in {c:#}"))
+}
+
+/// A voter that follows (hraft-0..2 but the leader), other than `not`.
+fn a_voter_follower(c: &Value, not: &str) -> String {
+    let l = leader(c);
+    (0..3)
+        .map(|i| format!("hraft-{i}"))
+        .find(|p| *p != l && p != not)
+        .unwrap()
+}
+
+#[test]
+fn status_tells_the_configured_voters_from_the_non_voters() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("hraft-status");
+    let c = deploy(&ns.name);
+    assert_eq!(c["summary"]["members"], 5, "{c:#}");
+    assert_eq!(c["summary"]["voters"], 3, "{c:#}");
+    assert_eq!(c["summary"]["votersFrom"], "configuration", "{c:#}");
+    for i in 0..5 {
+        let r = replica(&c, &format!("hraft-{i}"));
+        let want = if i < 3 { "voter" } else { "nonVoter" };
+        assert_eq!(r["raft"]["configured"], want, "{r:#}");
+        assert_eq!(r["raft"]["current"], true, "{r:#}");
+    }
+}
+
+/// One voter hangs. The two non-voters still say "Follower", but they do not vote: the two
+/// voters left are exactly a quorum, and the drain of another voter's node evicts nothing.
+#[test]
+fn a_hung_voter_is_not_made_up_for_by_non_voters() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("hraft-hung");
+    let c = deploy(&ns.name);
+    let hung = a_voter_follower(&c, "");
+    let victim = a_voter_follower(&c, &hung);
+    let node = node_of(&ns.name, &victim);
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    // A PDB counts Ready pods, not voters: at maxUnavailable 2 it lets this eviction through.
+    set_pdb(&ns.name, "hraft", 2, 2);
+    let before = uids(&ns.name);
+    let pid = container_pid(&ns.name, &hung);
+    let (code, report, err) = while_frozen(pid, || {
+        // Its own port stops answering (and autopilot's view of it turns unhealthy).
+        wait_in(
+            &ns.name,
+            Duration::from_secs(30),
+            "the hung voter unreachable",
+            || {
+                let c = status_json(&["hraft", "-n", &ns.name])["clusters"][0].clone();
+                replica(&c, &hung)["raft"]["health"]["state"] == "unreachable"
+            },
+        );
+        verb_json("drain", &[&node, "--ignore-daemonsets", "--timeout", "10s"])
+    });
+    let _ = (code, &err);
+    let c = cluster(&report, &ns.name);
+    assert_eq!(
+        uids(&ns.name)[&victim],
+        before[&victim],
+        "{victim} was evicted: {c:#}"
+    );
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("where 2 are needed")),
+        "{c:#}\n{err}"
+    );
+}
+
+#[test]
+fn yield_never_hands_leadership_to_a_non_voter() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("hraft-yield");
+    let c = deploy(&ns.name);
+    let before = leader(&c);
+    // The stand-in (as real Consul, on hashicorp/raft 1.8) accepts a transfer to a non-voter
+    // and then starts an election; the plugin must never ask for one.
+    let (code, _, err) = verb_json("yield", &["hraft", "-n", &ns.name, "--to", "hraft-3"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("non-voter"), "{err}");
+    assert_eq!(
+        leader(&status_json(&["hraft", "-n", &ns.name])["clusters"][0]),
+        before
+    );
+    let (code, y, err) = verb_json("yield", &["hraft", "-n", &ns.name]);
+    assert_eq!(code, Some(0), "{err}\n{y:#}");
+    let new = y["newLeader"].as_str().unwrap();
+    assert!(
+        ["hraft-0", "hraft-1", "hraft-2"].contains(&new) && new != before,
+        "{y:#}"
+    );
+}
+
+/// A non-voter's node drained: it costs no quorum, goes first, and rejoins by a non-voter's
+/// test (as a non-voter).
+#[test]
+fn a_non_voters_node_is_drained_without_touching_the_voters() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("hraft-nonvoter");
+    let c = deploy(&ns.name);
+    let node = node_of(&ns.name, "hraft-4");
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let l = leader(&c);
+    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "120s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    assert_eq!(drain_counts(c), (Some(1), Some(0), Some(0)), "{c:#}");
+    let after = &status_json(&["hraft", "-n", &ns.name])["clusters"][0];
+    assert_eq!(leader(after), l, "the leader was not touched");
+    assert_eq!(replica(after, "hraft-4")["raft"]["configured"], "nonVoter");
+}

@@ -574,13 +574,36 @@ where
     B: http_body::Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    match Limited::new(body, cap).collect().await {
-        Ok(c) => Ok(c.to_bytes().to_vec()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ProbeError::TooLarge(cap)),
-        Err(e) => Err(ProbeError::Unreachable(format!(
-            "the answer broke off: {e}"
-        ))),
+    // Straight into one buffer, sized by the body's own hint: a large answer is held once,
+    // not collected into chunks and copied twice.
+    let limited = Limited::new(body, cap);
+    let hint = http_body::Body::size_hint(&limited).lower() as usize;
+    let mut out = Vec::with_capacity(hint.min(cap));
+    let mut body = std::pin::pin!(limited);
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                if let Ok(mut data) = f.into_data() {
+                    use bytes::Buf;
+                    while data.has_remaining() {
+                        let chunk = data.chunk();
+                        let n = chunk.len();
+                        out.extend_from_slice(chunk);
+                        data.advance(n);
+                    }
+                }
+            }
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return Err(ProbeError::TooLarge(cap))
+            }
+            Err(e) => {
+                return Err(ProbeError::Unreachable(format!(
+                    "the answer broke off: {e}"
+                )))
+            }
+        }
     }
+    Ok(out)
 }
 
 /// How long to wait before asking again after a refusal for load: the Retry-After sent,

@@ -352,8 +352,16 @@ pub fn parse_groups(spec: &GroupsSpec, ans: &HttpAnswer) -> Result<Vec<Group>, S
         ));
     }
     // Only the names and leaders are kept while the answer is read (it may be 64 MiB).
-    let doc: Value = super::prune::parse(&ans.body, &groups_keep(spec))
-        .map_err(|_| format!("{path}: the answer is not JSON: {}", ans.snippet()))?;
+    // Each group keeps at most a few values (its element, names, leader): a listing of more
+    // than MAX_GROUPS is refused while it is read.
+    let doc: Value = super::prune::parse(&ans.body, &groups_keep(spec), MAX_GROUPS * 5)
+        .map_err(|e| {
+            if e.is_data() {
+                format!("{path}: lists more than {MAX_GROUPS} groups; not read (a server's own streams and consumers are fewer)")
+            } else {
+                format!("{path}: the answer is not JSON: {}", ans.snippet())
+            }
+        })?;
     let mut out = vec![];
     for (kind, k) in &spec.kinds {
         for (names, item) in walk(&doc, k).map_err(|e| format!("{path}: {kind}: {e}"))? {

@@ -4,6 +4,7 @@
 //! `serde_json::Value` takes several times that; pruned, it takes what the names and leaders
 //! take. Pure.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -37,15 +38,33 @@ impl Keep {
 }
 
 /// `bytes` parsed as JSON, keeping only what `keep` says; null where an array element is
-/// skipped (so indexes stay as they were).
-pub fn parse(bytes: &[u8], keep: &Keep) -> Result<Value, serde_json::Error> {
+/// skipped (so indexes stay as they were). At most `budget` values are kept: a document that
+/// would keep more is refused while it is read, before it is built.
+pub fn parse(bytes: &[u8], keep: &Keep, budget: usize) -> Result<Value, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let v = Pruned(keep).deserialize(&mut de)?;
+    let left = Cell::new(budget);
+    let v = Pruned(keep, &left).deserialize(&mut de)?;
     de.end()?;
     Ok(v)
 }
 
-struct Pruned<'a>(&'a Keep);
+/// What to keep here, and how many values may still be kept in all.
+struct Pruned<'a>(&'a Keep, &'a Cell<usize>);
+
+impl Pruned<'_> {
+    /// One more value kept, or the error that ends the parse.
+    fn count<E: serde::de::Error>(&self) -> Result<(), E> {
+        match self.1.get() {
+            0 => Err(E::custom(
+                "the document holds more than its budget of values to keep",
+            )),
+            n => {
+                self.1.set(n - 1);
+                Ok(())
+            }
+        }
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for Pruned<'_> {
     type Value = Value;
@@ -150,8 +169,8 @@ impl<'de> Visitor<'de> for Pruned<'_> {
         loop {
             let by_index = self.0.keys.get(&i.to_string());
             let next = match (by_index, self.0.each.as_deref()) {
-                (Some(k), _) => seq.next_element_seed(Pruned(k))?,
-                (None, Some(k)) => seq.next_element_seed(Pruned(k))?.map(|v| match v {
+                (Some(k), _) => seq.next_element_seed(Pruned(k, self.1))?,
+                (None, Some(k)) => seq.next_element_seed(Pruned(k, self.1))?.map(|v| match v {
                     Value::Object(_) | Value::Array(_) => v,
                     _ => Value::Null,
                 }),
@@ -162,8 +181,10 @@ impl<'de> Visitor<'de> for Pruned<'_> {
                 while out.len() < i {
                     out.push(Value::Null);
                 }
+                self.count::<A::Error>()?;
                 out.push(v);
             } else if !v.is_null() && last_index.is_none_or(|l| i > l) {
+                self.count::<A::Error>()?;
                 out.push(v);
             }
             i += 1;
@@ -176,7 +197,8 @@ impl<'de> Visitor<'de> for Pruned<'_> {
         while let Some(key) = map.next_key::<String>()? {
             match self.0.keys.get(&key) {
                 Some(k) => {
-                    let v = map.next_value_seed(Pruned(k))?;
+                    let v = map.next_value_seed(Pruned(k, self.1))?;
+                    self.count::<A::Error>()?;
                     out.insert(key, v);
                 }
                 None => {
@@ -201,7 +223,7 @@ mod tests {
         let doc = br#"{"a": [{"name": "x", "big": [1,2,3], "c": {"leader": "s1", "other": {}}},
                              {"name": "y", "c": {"leader": null}}],
                       "n": 3, "skip": {"deep": [[[1]]]}}"#;
-        let v = parse(doc, &keep).unwrap();
+        let v = parse(doc, &keep, 100_000).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"a": [{"name": "x", "c": {"leader": "s1"}},
@@ -216,6 +238,7 @@ mod tests {
         let v = parse(
             br#"{"ping": [{"mode": "a"}, {"mode": "b", "x": 1}, {}]}"#,
             &keep,
+            100_000,
         )
         .unwrap();
         assert_eq!(v.pointer("/ping/1/mode"), Some(&Value::from("b")));
@@ -223,10 +246,26 @@ mod tests {
     }
 
     #[test]
+    fn a_document_that_would_keep_more_than_its_budget_is_refused_while_read() {
+        let mut keep = Keep::default();
+        keep.add("/a/*/name");
+        let many: Vec<String> = (0..1000)
+            .map(|i| format!(r#"{{"name": "s{i}"}}"#))
+            .collect();
+        let doc = format!(r#"{{"a": [{}]}}"#, many.join(","));
+        assert!(parse(doc.as_bytes(), &keep, 100).is_err());
+        assert!(parse(doc.as_bytes(), &keep, 10_000).is_ok());
+        // Scalars where groups would be keep nothing.
+        let zeros = format!(r#"{{"a": [{}]}}"#, vec!["0"; 100_000].join(","));
+        let v = parse(zeros.as_bytes(), &keep, 10).unwrap();
+        assert_eq!(v, serde_json::json!({"a": []}));
+    }
+
+    #[test]
     fn what_is_not_json_is_refused() {
         let keep = Keep::default();
-        assert!(parse(b"{\"a\": ", &keep).is_err());
-        assert!(parse(b"{} trailing", &keep).is_err());
+        assert!(parse(b"{\"a\": ", &keep, 100_000).is_err());
+        assert!(parse(b"{} trailing", &keep, 100_000).is_err());
     }
 
     proptest::proptest! {
@@ -241,7 +280,7 @@ mod tests {
             let mut keep = Keep::default();
             keep.add("/list/*/name");
             keep.add("/list/*/cluster/leader");
-            let pruned = parse(&bytes, &keep).unwrap();
+            let pruned = parse(&bytes, &keep, 100_000).unwrap();
             for i in 0..n {
                 for p in [format!("/list/{i}/name"), format!("/list/{i}/cluster/leader")] {
                     proptest::prop_assert_eq!(pruned.pointer(&p), whole.pointer(&p));

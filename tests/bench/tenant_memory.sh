@@ -10,11 +10,13 @@
 #   - `aliases`: an annotation profile of the most requests an annotation may make.
 # Each binary runs `status -A -o json` ROUNDS times; /usr/bin/time -v gives its peak RSS.
 #
-# Usage: bash tests/bench/tenant_memory.sh [TENANTS=4] [LISTING_MB=64] [ROUNDS=3] [BINARY...]
+# Usage: [PAD=900] bash tests/bench/tenant_memory.sh [TENANTS=4] [LISTING_MB=60] [ROUNDS=3] [BINARY...]
 #   BINARY defaults to this checkout's release build; pass an older build to compare.
+#   PAD: bytes of padding per stream (a real listing's config and state); PAD=0 is the worst
+#   case for a parser: the most, smallest values per byte (about 1.5 million streams in 64 MiB).
 set -euo pipefail
 tenants=${1:-4}
-listing_mb=${2:-64}
+listing_mb=${2:-60}
 rounds=${3:-3}
 shift $(( $# < 3 ? $# : 3 ))
 NODES=4 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -26,12 +28,15 @@ command -v /usr/bin/time >/dev/null || { apt-get update -qq >/dev/null; DEBIAN_F
 # a name, a leader and padding, as a real listing has config and state besides.
 server=$(cat <<PY
 import http.server, json
-pad = "x" * 900
+pad = "x" * ${PAD:-900}
 streams = []
 size = 0
 i = 0
 while size < $listing_mb * 1024 * 1024:
-    s = {"name": "S%d" % i, "cluster": {"leader": "nats-0", "replicas": [{"name": "nats-1", "current": True}]}, "config": {"description": pad}}
+    s = {"name": "S%d" % i, "cluster": {"leader": "nats-0"}}
+    if pad:
+        s["cluster"]["replicas"] = [{"name": "nats-1", "current": True}]
+        s["config"] = {"description": pad}
     size += len(json.dumps(s))
     streams.append(s)
     i += 1
@@ -105,7 +110,7 @@ peak() { # binary -> peak RSS in MiB of one `status -A -o json`, and its seconds
   rm -f "$out"
 }
 
-echo "| binary | tenants (a ${listing_mb} MiB listing each) | peak RSS per round (MiB) | wall clock per round |"
+echo "| binary | tenants (a ${listing_mb} MiB listing each, ${PAD:-900} B padding a stream) | peak RSS per round (MiB) | wall clock per round |"
 echo "|---|---|---|---|"
 for b in "${binaries[@]}"; do
   rss=(); wall=()
@@ -115,5 +120,7 @@ for b in "${binaries[@]}"; do
   done
   echo "| \`$b\` | $tenants | ${rss[*]} | ${wall[*]} |"
 done
-for i in $(seq 1 "$tenants"); do "$k" delete namespace "mem-nats-$i" --wait=false >/dev/null; done
-"$k" delete namespace mem-aliases --wait=false >/dev/null
+if [ -z "${KEEP:-}" ]; then
+  for i in $(seq 1 "$tenants"); do "$k" delete namespace "mem-nats-$i" --wait=false >/dev/null; done
+  "$k" delete namespace mem-aliases --wait=false >/dev/null
+fi

@@ -386,7 +386,7 @@ mod tests {
             groups: None,
         };
         let mut out = vec![];
-        crate::render::structured(&report, crate::cli::Output::Json, &mut out).unwrap();
+        crate::render::structured(&report, crate::render::Format::Json, &mut out).unwrap();
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/yield.json");
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
             std::fs::write(&path, &out).unwrap();
@@ -448,7 +448,7 @@ mod tests {
             message: "dry run: nothing blocks draining n2; nothing was changed".into(),
         };
         let mut out = vec![];
-        crate::render::drain_summary(&report, crate::cli::Output::Json, &mut out).unwrap();
+        crate::render::drain_summary(&report, crate::render::Format::Json, &mut out).unwrap();
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/golden/drain-dry-run.json");
         if std::env::var_os("UPDATE_GOLDEN").is_some() {

@@ -343,10 +343,10 @@ pub struct RestartArgs {
     pub output: Output,
 }
 
-/// How each step of `drain` and `restart` is taken: one definition for both verbs.
 /// Where drain's and restart's locks live unless --lock-namespace says otherwise.
-pub const DEFAULT_LOCK_NAMESPACE: &str = "kubectl-raft";
+pub const DEFAULT_LOCK_NAMESPACE: &str = crate::live::lock::DEFAULT_NAMESPACE;
 
+/// How each step of `drain` and `restart` is taken: one definition for both verbs.
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Each step")]
 pub struct StepArgs {
@@ -531,7 +531,7 @@ pub struct ProbeArgs {
     pub credentials_from_env: bool,
 }
 
-pub const DEFAULT_MAX_INFLIGHT: u16 = 32;
+pub const DEFAULT_MAX_INFLIGHT: u16 = crate::survey::DEFAULT_MAX_INFLIGHT;
 
 /// The heading of drain's flags for pods that are not Raft members (kubectl drain's flags).
 const PODS_AS_KUBECTL: &str = "Other pods (as kubectl drain)";
@@ -553,6 +553,64 @@ pub enum Output {
     Wide,
     Json,
     Yaml,
+}
+
+// Where the flags meet the library: every library module takes settings of its own, built
+// from clap's structs here and nowhere else.
+
+impl GlobalArgs {
+    /// The API server the flags name.
+    pub fn connect_options(&self) -> crate::connect::ConnectOptions {
+        crate::connect::ConnectOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            namespace: self.namespace.clone(),
+            request_timeout: self.request_timeout,
+        }
+    }
+}
+
+/// The survey the flags describe.
+pub fn survey_settings(
+    g: &GlobalArgs,
+    select: &SelectArgs,
+    probe: &ProbeArgs,
+) -> crate::survey::SurveySettings {
+    crate::survey::SurveySettings {
+        connect: g.connect_options(),
+        profiles: select.profiles.clone(),
+        system: select.system.clone(),
+        all_namespaces: select.all_namespaces,
+        route: probe.via.into(),
+        probe_timeout: probe.probe_timeout,
+        max_inflight: usize::from(probe.max_inflight),
+        credentials: crate::survey::CredentialSettings {
+            secret: probe.credentials_secret.clone(),
+            file: probe.credentials_file.clone(),
+            from_env: probe.credentials_from_env,
+        },
+    }
+}
+
+impl From<Via> for crate::transport::Route {
+    fn from(v: Via) -> Self {
+        match v {
+            Via::Proxy => Self::Proxy,
+            Via::Direct => Self::Direct,
+            Via::PortForward => Self::PortForward,
+        }
+    }
+}
+
+impl From<Output> for crate::render::Format {
+    fn from(o: Output) -> Self {
+        match o {
+            Output::Table => Self::Table,
+            Output::Wide => Self::Wide,
+            Output::Json => Self::Json,
+            Output::Yaml => Self::Yaml,
+        }
+    }
 }
 
 /// The longest duration any flag takes: a maintenance step that waits longer than a week is a

@@ -5,7 +5,34 @@ use anyhow::{Context, Result};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::cli::GlobalArgs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the API server is and how long one request may take: kubectl's --kubeconfig,
+/// --context, -n and --request-timeout (`cli` maps the flags onto it).
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// The kubeconfig file; None: $KUBECONFIG, then ~/.kube/config, then in-cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context; None: its current context.
+    pub context: Option<String>,
+    /// None: the context's namespace.
+    pub namespace: Option<String>,
+    /// The limit on one API request; zero: none.
+    pub request_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    /// kubectl's defaults, with kubectl-raft's 30 s request limit.
+    fn default() -> Self {
+        ConnectOptions {
+            kubeconfig: None,
+            context: None,
+            namespace: None,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 pub struct Connection {
     /// For the API: retries what kube-rs retries (429, 503, 504) with backoff.
@@ -28,7 +55,7 @@ fn kubeconfig_present() -> bool {
     std::env::var_os("HOME").is_some_and(|h| std::path::Path::new(&h).join(".kube/config").exists())
 }
 
-pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
+pub async fn connect(g: &ConnectOptions) -> Result<Connection> {
     let config = config(g, true).await?;
     let default_namespace = config.default_namespace.clone();
     let mut probe_config = config.clone();
@@ -51,7 +78,7 @@ pub async fn connect(g: &GlobalArgs) -> Result<Connection> {
 /// The client configuration the flags name. Not `interactive`: an exec credential plugin
 /// gets no terminal (kubeconfig `interactiveMode: Never`), so it cannot prompt, as a shell's
 /// TAB completion requires.
-pub async fn config(g: &GlobalArgs, interactive: bool) -> Result<Config> {
+pub async fn config(g: &ConnectOptions, interactive: bool) -> Result<Config> {
     let options = KubeConfigOptions {
         context: g.context.clone(),
         ..Default::default()

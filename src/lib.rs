@@ -9,7 +9,7 @@
 //!   it is given and reports through [`drain::Events`]: a controller can embed it with its own
 //!   cluster operations, and its tests run it against a scripted cluster;
 //! - [`transport`], [`observe`], [`survey`], [`connect`], [`handover`], [`groups`],
-//!   [`nats`], [`credentials`], [`preflight`]: the I/O (the Kubernetes API, replicas' health
+//!   [`nats`], [`credentials`], [`preflight`], [`live`]: the I/O (the Kubernetes API, replicas' health
 //!   ports);
 //! - [`commands`]: the verbs, [`cli`] their flags (one place for every flag).
 
@@ -23,6 +23,7 @@ pub mod drain;
 pub mod errors;
 pub mod groups;
 pub mod handover;
+pub mod live;
 pub mod model;
 pub mod nats;
 pub mod observe;

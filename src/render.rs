@@ -10,7 +10,6 @@ use comfy_table::{ContentArrangement, Table};
 use std::borrow::Cow;
 
 use crate::actions::{ClusterSummary, DrainReport, RestartReport};
-use crate::cli::Output;
 use crate::model::human_duration;
 use crate::plan::drain::{Action, DrainStep, PodVerdict};
 use crate::report::{ClusterReport, ReplicaReport, StatusReport};
@@ -72,29 +71,42 @@ impl<W: Write> Write for Clean<W> {
     }
 }
 
+/// How a report is printed: the library's own output format (`-o` maps onto it in `cli`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The table people read.
+    Table,
+    /// The table with more columns.
+    Wide,
+    /// Pretty JSON, as `kubectl -o json`.
+    Json,
+    /// YAML, as `kubectl -o yaml`.
+    Yaml,
+}
+
 /// A report as `-o json` (pretty) or `-o yaml` prints it; false (nothing printed) for the
 /// table outputs, which each verb renders itself.
 pub fn structured<T: serde::Serialize>(
     report: &T,
-    output: Output,
+    output: Format,
     out: &mut dyn Write,
 ) -> Result<bool> {
     match output {
-        Output::Json => {
+        Format::Json => {
             serde_json::to_writer_pretty(&mut *out, report)?;
             writeln!(out)?;
             Ok(true)
         }
-        Output::Yaml => {
+        Format::Yaml => {
             let text = serde_saphyr::to_string(report).map_err(|e| anyhow::anyhow!("{e}"))?;
             write!(out, "{text}")?;
             Ok(true)
         }
-        Output::Table | Output::Wide => Ok(false),
+        Format::Table | Format::Wide => Ok(false),
     }
 }
 
-pub fn status(report: &StatusReport, output: Output, out: &mut dyn Write) -> Result<()> {
+pub fn status(report: &StatusReport, output: Format, out: &mut dyn Write) -> Result<()> {
     status_marked(report, output, &Marks::new(), out)
 }
 
@@ -104,7 +116,7 @@ pub type Marks = std::collections::BTreeSet<(String, String, &'static str)>;
 /// `status`, with each marked cell followed by `*`.
 pub fn status_marked(
     report: &StatusReport,
-    output: Output,
+    output: Format,
     marks: &Marks,
     out: &mut dyn Write,
 ) -> Result<()> {
@@ -115,7 +127,7 @@ pub fn status_marked(
         if i > 0 {
             writeln!(out)?;
         }
-        cluster_table(c, output == Output::Wide, marks, out)?;
+        cluster_table(c, output == Format::Wide, marks, out)?;
     }
     Ok(())
 }
@@ -365,7 +377,7 @@ mod mark_tests {
         };
         let marks: Marks = [(key, pod.clone(), "ROLE")].into();
         let mut out = vec![];
-        status_marked(&report, Output::Table, &marks, &mut out).unwrap();
+        status_marked(&report, Format::Table, &marks, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let row = text
             .lines()
@@ -393,7 +405,7 @@ fn step_what(s: &DrainStep, verb: &str, any_target: &str) -> String {
 
 /// `drain`'s summary: `-o json|yaml` the documented report, else the plan (dry run) or what
 /// was done, per cluster.
-pub fn drain_summary(r: &DrainReport, output: Output, out: &mut dyn Write) -> Result<()> {
+pub fn drain_summary(r: &DrainReport, output: Format, out: &mut dyn Write) -> Result<()> {
     if structured(r, output, out)? {
         return Ok(());
     }
@@ -494,7 +506,7 @@ pub fn write_done(c: &ClusterSummary, prefix: &str, what: &str, out: &mut dyn Wr
 
 /// `restart`'s summary: `-o json|yaml` the documented report, else the order (dry run) or what
 /// was done.
-pub fn restart_summary(r: &RestartReport, output: Output, out: &mut dyn Write) -> Result<()> {
+pub fn restart_summary(r: &RestartReport, output: Format, out: &mut dyn Write) -> Result<()> {
     if structured(r, output, out)? {
         return Ok(());
     }

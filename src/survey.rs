@@ -2,7 +2,7 @@
 //! replica, assess. `status` prints a survey; `yield` and `drain` decide on one, act, and
 //! survey again rather than trust what they saw before.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +19,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 
 use crate::assess;
-use crate::cli::{GlobalArgs, ProbeArgs, SelectArgs, Via};
-use crate::connect::{connect, Connection};
+use crate::connect::{connect, ConnectOptions, Connection};
 use crate::credentials::CredentialSource;
 use crate::errors::{api_context, is_forbidden, is_not_found};
 use crate::model::{ClusterObservation, ClusterTarget, Selection, Snapshot};
@@ -29,7 +28,7 @@ use crate::preflight::{self, Need};
 use crate::profile::Catalog;
 use crate::report::ClusterReport;
 use crate::select::select;
-use crate::transport::Transport;
+use crate::transport::{Route, Transport};
 
 /// The built-in profiles plus the user's `--profiles FILE`.
 pub fn load_catalog(extra: Option<&Path>) -> Result<Catalog> {
@@ -41,6 +40,52 @@ pub fn load_catalog(extra: Option<&Path>) -> Result<Catalog> {
             Catalog::with_user_profiles(&text, &path.display().to_string())
         }
     }
+}
+
+/// Requests to replicas in flight at once unless told otherwise.
+pub const DEFAULT_MAX_INFLIGHT: u16 = 32;
+
+/// What a survey is set up from: the library's own settings (`cli` maps the flags onto them,
+/// the one place they meet).
+#[derive(Debug, Clone)]
+pub struct SurveySettings {
+    pub connect: ConnectOptions,
+    /// A file of profiles beside the built-in ones (`--profiles`).
+    pub profiles: Option<PathBuf>,
+    /// A system every selected cluster must be (`--system`): checked against the catalog.
+    pub system: Option<String>,
+    pub all_namespaces: bool,
+    pub route: Route,
+    /// The limit on one request to one replica.
+    pub probe_timeout: Duration,
+    /// Requests to replicas in flight at once (at least 1).
+    pub max_inflight: usize,
+    pub credentials: CredentialSettings,
+}
+
+impl Default for SurveySettings {
+    /// `kubectl raft status`'s defaults: pods/proxy, 2 s per request, 32 in flight.
+    fn default() -> Self {
+        SurveySettings {
+            connect: ConnectOptions::default(),
+            profiles: None,
+            system: None,
+            all_namespaces: false,
+            route: Route::Proxy,
+            probe_timeout: Duration::from_secs(2),
+            max_inflight: usize::from(DEFAULT_MAX_INFLIGHT),
+            credentials: CredentialSettings::default(),
+        }
+    }
+}
+
+/// Where a cluster's credentials come from besides its annotation: a Secret the user named,
+/// a file, the environment (never printed).
+#[derive(Debug, Clone, Default)]
+pub struct CredentialSettings {
+    pub secret: Option<String>,
+    pub file: Option<PathBuf>,
+    pub from_env: bool,
 }
 
 /// Everything a verb needs to look at the clusters, set up once from the flags.
@@ -159,27 +204,27 @@ pub struct Survey {
 }
 
 impl Surveyor {
-    pub async fn new(g: &GlobalArgs, select: &SelectArgs, probe: &ProbeArgs) -> Result<Self> {
-        let catalog = load_catalog(select.profiles.as_deref())?;
-        if let Some(s) = &select.system {
+    pub async fn new(settings: &SurveySettings) -> Result<Self> {
+        let catalog = load_catalog(settings.profiles.as_deref())?;
+        if let Some(s) = &settings.system {
             catalog.require(s)?;
         }
-        let conn = connect(g).await?;
-        let namespace = g
+        let conn = connect(&settings.connect).await?;
+        let namespace = settings
+            .connect
             .namespace
             .clone()
             .unwrap_or_else(|| conn.default_namespace.clone());
-        let max = probe.max_inflight as usize;
-        let transport = match probe.via {
-            Via::Proxy => Transport::proxy(conn.probe_client.clone(), max),
-            Via::Direct => Transport::direct(max),
-            Via::PortForward => Transport::port_forward(conn.probe_client.clone(), max),
-        };
+        let transport = Transport::along(
+            settings.route,
+            &conn.probe_client,
+            settings.max_inflight.max(1),
+        );
         let credentials = CredentialSource::new(
             conn.client.clone(),
-            probe.credentials_secret.clone(),
-            probe.credentials_file.as_deref(),
-            probe.credentials_from_env,
+            settings.credentials.secret.clone(),
+            settings.credentials.file.as_deref(),
+            settings.credentials.from_env,
         )?;
         Ok(Surveyor {
             credentials,
@@ -187,8 +232,8 @@ impl Surveyor {
             catalog,
             transport,
             namespace,
-            all_namespaces: select.all_namespaces,
-            probe_timeout: probe.probe_timeout,
+            all_namespaces: settings.all_namespaces,
+            probe_timeout: settings.probe_timeout,
             watched: None,
         })
     }

@@ -63,7 +63,27 @@ type ProxyRight = (String, String, &'static str);
 /// (namespace, pod, port).
 type PodPort = (String, String, u16);
 
+/// How a command reaches the replicas (`--via` maps onto it in `cli`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The API server's pods/proxy (HTTP only; raw TCP goes through a port-forward).
+    Proxy,
+    /// Pod IPs, from inside the cluster.
+    Direct,
+    /// The API server's pods/portforward.
+    PortForward,
+}
+
 impl Transport {
+    /// A transport along `route`; `client` must not retry on its own (see `proxy`).
+    pub fn along(route: Route, client: &kube::Client, max_inflight: usize) -> Self {
+        match route {
+            Route::Proxy => Self::proxy(client.clone(), max_inflight),
+            Route::Direct => Self::direct(max_inflight),
+            Route::PortForward => Self::port_forward(client.clone(), max_inflight),
+        }
+    }
+
     /// Through the API server's pods/proxy. The client must not retry on its own (see
     /// `connect::Connection::probe_client`): a replica's 503 is an answer, not a hiccup.
     pub fn proxy(client: kube::Client, max_inflight: usize) -> Self {

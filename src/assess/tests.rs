@@ -646,7 +646,7 @@ fn the_json_report_matches_the_golden_file() {
         clusters: vec![assess(&obs, &world(&obs, Some(1)))],
     };
     let mut out = vec![];
-    crate::render::status(&report, crate::cli::Output::Json, &mut out).unwrap();
+    crate::render::status(&report, crate::render::Format::Json, &mut out).unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/status.json");
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -677,7 +677,7 @@ fn the_table_report_lines() {
         clusters: vec![assess(&obs, &snap)],
     };
     let mut out = vec![];
-    crate::render::status(&report, crate::cli::Output::Table, &mut out).unwrap();
+    crate::render::status(&report, crate::render::Format::Table, &mut out).unwrap();
     let text = String::from_utf8(out).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(

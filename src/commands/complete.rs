@@ -243,7 +243,11 @@ fn cluster() -> Option<&'static (tokio::runtime::Runtime, kube::Client, String)>
             // One client; a credential plugin gets no terminal to prompt on.
             let config = runtime
                 .block_on(async {
-                    tokio::time::timeout(CLUSTER_TIMEOUT, connect::config(&g, false)).await
+                    tokio::time::timeout(
+                        CLUSTER_TIMEOUT,
+                        connect::config(&g.connect_options(), false),
+                    )
+                    .await
                 })
                 .ok()?
                 .ok()?;

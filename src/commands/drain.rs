@@ -7,11 +7,6 @@
 //! after a verified transfer, each eviction only while the others form a quorum of healthy
 //! voters, each replacement Ready and rejoined before the next.
 
-pub(crate) mod evict;
-pub(crate) mod lock;
-pub(crate) mod nodes;
-pub(crate) mod real;
-
 use std::io::Write;
 use std::sync::Arc;
 
@@ -22,14 +17,14 @@ use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{DrainArgs, GlobalArgs, SelectArgs};
-use crate::commands::progress::Progress;
 use crate::drain::nodes::{drain_nodes, NodeDrain};
 use crate::drain::Settings;
 use crate::errors::{api_context, Reported};
+use crate::live::evict::{stop_on_ctrl_c, Evictor};
+use crate::live::nodes::{KubeNodes, Stderr};
+use crate::live::progress::Progress;
 use crate::plan::drain::{Assume, DrainOptions, PodRules};
 use crate::survey::Surveyor;
-use evict::{stop_on_ctrl_c, Evictor};
-use nodes::{RealNodes, Stderr};
 
 pub async fn run(
     g: &GlobalArgs,
@@ -42,7 +37,8 @@ pub async fn run(
         profiles: args.profiles.clone(),
         ..Default::default()
     };
-    let surveyor = Arc::new(Surveyor::new(g, &select, &args.probe).await?);
+    let surveyor =
+        Arc::new(Surveyor::new(&crate::cli::survey_settings(g, &select, &args.probe)).await?);
     let nodes = resolve_nodes(&surveyor.conn.client, args).await?;
     let d = NodeDrain {
         nodes: nodes.clone(),
@@ -76,18 +72,18 @@ pub async fn run(
         cancel: CancellationToken::new(),
     };
     let ctrl_c = stop_on_ctrl_c(evictor.cancel.clone());
-    let real = RealNodes::new(
+    let real = KubeNodes::new(
         surveyor.clone(),
         evictor,
         d.opts.clone(),
         args.pod_selector.clone(),
         args.steps.lock_namespace.clone(),
-        args.probe.probe_timeout,
+        surveyor.probe_timeout,
     );
     let report = drain_nodes(&real, &Stderr(Progress::new()), &d).await;
     ctrl_c.abort();
     let report = report?;
-    crate::render::drain_summary(&report, args.output, out)?;
+    crate::render::drain_summary(&report, args.output.into(), out)?;
     if !report.succeeded {
         if !report.dry_run {
             writeln!(err, "error: {}", report.message)?;

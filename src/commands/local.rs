@@ -307,7 +307,7 @@ async fn terminating_peers(
 ) -> Result<BTreeMap<String, Time>, String> {
     let look = async {
         // One client: the hook makes a handful of reads, not a survey.
-        let config = crate::connect::config(g, false)
+        let config = crate::connect::config(&g.connect_options(), false)
             .await
             .map_err(|e| crate::errors::anyhow_chain(&e))?;
         let ns = g

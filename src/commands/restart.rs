@@ -22,12 +22,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actions::RestartReport;
 use crate::cli::{GlobalArgs, Output, RestartArgs, SelectArgs};
-use crate::commands::drain::evict::{stop_on_ctrl_c, Evictor};
-use crate::commands::drain::lock;
-use crate::commands::drain::real::{cluster_input, Following, Real};
-use crate::commands::progress::Progress;
 use crate::drain::{drain_cluster, ClusterResult, ClusterSummary, Settings};
 use crate::errors::{api_context, Reported};
+use crate::live::cluster::{cluster_input, Following, KubeCluster};
+use crate::live::evict::{stop_on_ctrl_c, Evictor};
+use crate::live::lock;
+use crate::live::progress::Progress;
 use crate::model::Selection;
 use crate::plan::drain::{plan_cluster, Assume, DrainOptions};
 use crate::plan::restart::{
@@ -111,7 +111,7 @@ pub async fn run(
         profiles: args.profiles.clone(),
         ..Default::default()
     };
-    let surveyor = Surveyor::new(g, &select, &args.probe).await?;
+    let surveyor = Surveyor::new(&crate::cli::survey_settings(g, &select, &args.probe)).await?;
     let (targets, selector) = match (&args.name, &args.selector) {
         (Some(n), _) => (vec![(surveyor.namespace.clone(), sts_name(n)?)], None),
         (None, Some(sel)) => (selected(&surveyor, args, sel).await?, Some(sel.clone())),
@@ -122,7 +122,7 @@ pub async fn run(
         return match restart_one(&surveyor, args, ns, name, err).await? {
             Done::Line(l) => Ok(writeln!(out, "{l}")?),
             Done::Report(r) => {
-                crate::render::restart_summary(&r, args.output, out)?;
+                crate::render::restart_summary(&r, args.output.into(), out)?;
                 finish(&r, err)
             }
         };
@@ -152,7 +152,7 @@ pub async fn run(
             }
             Ok(Done::Report(r)) => {
                 if !structured {
-                    crate::render::restart_summary(&r, args.output, out)?;
+                    crate::render::restart_summary(&r, args.output.into(), out)?;
                 }
                 let ok = r.succeeded;
                 let message = r.message.clone();
@@ -186,7 +186,7 @@ pub async fn run(
             kind: "List",
             items: &reports,
         };
-        crate::render::structured(&list, args.output, out)?;
+        crate::render::structured(&list, args.output.into(), out)?;
     }
     let Some((at, why)) = stopped else {
         return if blocked {
@@ -484,12 +484,12 @@ async fn restart_locked(
         cancel: CancellationToken::new(),
     };
     let ctrl_c = stop_on_ctrl_c(evictor.cancel.clone());
-    let real = Real {
+    let real = KubeCluster {
         surveyor,
         evictor: &evictor,
         pvs: None,
         timeout: args.steps.timeout,
-        probe_limit: args.probe.probe_timeout,
+        probe_limit: surveyor.probe_timeout,
         opts,
         ns,
         name,

@@ -28,7 +28,8 @@ pub async fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    let mut surveyor = Surveyor::new(g, &args.select, &args.probe).await?;
+    let mut surveyor =
+        Surveyor::new(&crate::cli::survey_settings(g, &args.select, &args.probe)).await?;
     let sel = selection(args.name.as_deref(), &args.select);
     if args.watch {
         // Objects are watched, not listed every round; replicas are still asked each round.
@@ -98,5 +99,5 @@ pub async fn run(
         kind: "StatusReport",
         clusters: survey.reports,
     };
-    render::status(&report, args.output, out)
+    render::status(&report, args.output.into(), out)
 }

@@ -117,7 +117,7 @@ pub async fn run(
                     .iter()
                     .filter_map(|c| Some((c.cluster.clone(), c.pod.clone()?, c.column()?)))
                     .collect();
-                render::status_marked(&report, args.output, &marks, out)?;
+                render::status_marked(&report, args.output.into(), &marks, out)?;
                 writeln!(out)?;
                 for t in tallies.values() {
                     writeln!(out, "{}", t.line(at_ms))?;

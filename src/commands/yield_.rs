@@ -10,10 +10,10 @@ use kube::runtime::wait::{await_condition, conditions};
 
 use crate::actions::{HandoverFailure, YieldReport};
 use crate::cli::{GlobalArgs, Output, YieldArgs};
-use crate::commands::drain::lock;
 use crate::errors::{api_context, Reported};
 use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, WaitOptions, Waited};
+use crate::live::lock;
 use crate::model::{human_duration, ClusterObservation, Selection};
 use crate::plan::groups::{moves_off, GroupMoves};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, YieldOptions};
@@ -30,7 +30,8 @@ pub async fn run(
     if args.local {
         return crate::commands::local::run(g, args, out, err).await;
     }
-    let surveyor = Surveyor::new(g, &args.select, &args.probe).await?;
+    let surveyor =
+        Surveyor::new(&crate::cli::survey_settings(g, &args.select, &args.probe)).await?;
     let (obs, report) = find_cluster(&surveyor, args).await?;
     // A dry run changes nothing; pods chosen by -l have no StatefulSet to lock (drain's and
     // restart's locks are per StatefulSet).
@@ -426,7 +427,7 @@ fn conclude(y: &mut YieldReport, w: Waited, cluster: &str) {
 }
 
 fn print(y: &YieldReport, output: Output, via: &str, out: &mut dyn Write) -> Result<()> {
-    if crate::render::structured(y, output, out)? {
+    if crate::render::structured(y, output.into(), out)? {
         return Ok(());
     }
     let cluster = format!("{}/{}", y.namespace, y.name);

@@ -1,4 +1,4 @@
-//! The drain executor's operations on a real cluster ([`ClusterOps`] for [`Real`]): surveys
+//! The drain executor's operations on a real cluster ([`ClusterOps`] for [`KubeCluster`]): surveys
 //! through the Surveyor, evictions through the Evictor, transfers through the handover, the
 //! lock through its Lease. `drain` and `restart` both run the executor on it; they differ in
 //! which members must go (`drain`: those on the drained nodes; `restart`: those not yet
@@ -18,10 +18,10 @@ use kube::ResourceExt;
 use super::evict::{sleep_or_cancel, Evictor};
 use super::lock;
 use crate::actions::HandoverFailure;
-use crate::commands::progress::Line;
 use crate::drain::{Attempt, ClusterOps, Election, Events, Evicted, GroupsMoved, Handover, Look};
 use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
+use crate::live::progress::Line;
 use crate::model::{human_duration, pod_ready, ClusterObservation, OwnerKind, Selection};
 use crate::plan::drain::{node_local_volumes, ClusterInput, DrainOptions, DrainStep};
 use crate::plan::groups::moves_off;
@@ -121,7 +121,7 @@ pub(crate) fn cluster_input(
 
 /// What a restart replaces, followed between steps (`plan::restart::follow`): a newer template
 /// during a driven update becomes the revision it drives, with a note of it.
-pub(crate) struct Following {
+pub struct Following {
     restart: Mutex<Restart>,
     /// The StatefulSet's update revision when the run began.
     started_at: Option<String>,
@@ -218,7 +218,7 @@ pub(crate) async fn look(
 
 /// The executor's view of one real cluster: surveys through the Surveyor, evictions through
 /// the Evictor, transfers through the handover, the lock through its Lease.
-pub(crate) struct Real<'a> {
+pub struct KubeCluster<'a> {
     pub surveyor: &'a Surveyor,
     pub evictor: &'a Evictor,
     pub pvs: Option<&'a [PersistentVolume]>,
@@ -236,7 +236,7 @@ pub(crate) struct Real<'a> {
     pub restart: Option<&'a Following>,
 }
 
-impl Real<'_> {
+impl KubeCluster<'_> {
     fn pod<'l>(&self, look: &'l Look, name: &str) -> Result<&'l Pod> {
         look.obs
             .target
@@ -263,7 +263,7 @@ impl Real<'_> {
     }
 }
 
-impl ClusterOps for Real<'_> {
+impl ClusterOps for KubeCluster<'_> {
     async fn look(&self) -> Result<Option<Look>> {
         Ok(look(
             self.surveyor,

@@ -1,6 +1,6 @@
-//! The node-level drain's operations on a real cluster ([`NodeOps`] for [`RealNodes`]): the
+//! The node-level drain's operations on a real cluster ([`NodeOps`] for [`KubeNodes`]): the
 //! first survey, the nodes' pods, the rights, the locks, the cordon and the ordinary pods'
-//! evictions; each cluster's own operations are [`Real`]'s.
+//! evictions; each cluster's own operations are [`KubeCluster`]'s.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
@@ -10,20 +10,20 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
 use kube::api::{Api, ListParams};
 
+use super::cluster::{cluster_input, KubeCluster};
 use super::evict::{sleep_or_cancel, Evictor};
 use super::lock;
-use super::real::{cluster_input, Real};
-use crate::commands::progress::{Line, Progress};
 use crate::drain::nodes::{FirstLook, NodeOps, Sink};
 use crate::drain::{Attempt, Look};
 use crate::errors::{api_context, is_forbidden};
+use crate::live::progress::{Line, Progress};
 use crate::model::Selection;
 use crate::plan::drain::DrainOptions;
 use crate::preflight::{self, Need};
 use crate::survey::Surveyor;
 
 /// A real cluster's nodes, as the drain's flags name them (the nodes are `opts.nodes`).
-pub(crate) struct RealNodes {
+pub struct KubeNodes {
     pub surveyor: Arc<Surveyor>,
     /// For ordinary pods: with --grace-period.
     pub evictor: Evictor,
@@ -41,7 +41,7 @@ pub(crate) struct RealNodes {
     pvs: OnceLock<Option<Vec<PersistentVolume>>>,
 }
 
-impl RealNodes {
+impl KubeNodes {
     pub fn new(
         surveyor: Arc<Surveyor>,
         evictor: Evictor,
@@ -56,7 +56,7 @@ impl RealNodes {
             grace_period: None,
             ..evictor.clone()
         };
-        RealNodes {
+        KubeNodes {
             surveyor,
             evictor,
             members,
@@ -92,9 +92,9 @@ async fn list_pvs(client: &kube::Client) -> Result<Option<Vec<PersistentVolume>>
     }
 }
 
-impl NodeOps for RealNodes {
+impl NodeOps for KubeNodes {
     type Lock = lock::Held;
-    type Cluster<'a> = Real<'a>;
+    type Cluster<'a> = KubeCluster<'a>;
 
     async fn first_look(&self) -> Result<FirstLook> {
         let survey = self
@@ -213,8 +213,13 @@ impl NodeOps for RealNodes {
         self.evictor.dry_run(pod).await
     }
 
-    fn cluster<'a>(&'a self, ns: &'a str, name: &'a str, lock: Option<&'a lock::Held>) -> Real<'a> {
-        Real {
+    fn cluster<'a>(
+        &'a self,
+        ns: &'a str,
+        name: &'a str,
+        lock: Option<&'a lock::Held>,
+    ) -> KubeCluster<'a> {
+        KubeCluster {
             surveyor: &self.surveyor,
             evictor: &self.members,
             pvs: self.pvs(),
@@ -242,7 +247,7 @@ impl NodeOps for RealNodes {
 
 /// The drain's words on stderr: a live line per task on a terminal, timestamped lines
 /// otherwise, and kept lines around them.
-pub(crate) struct Stderr(pub Progress);
+pub struct Stderr(pub Progress);
 
 impl Sink for Stderr {
     type Line = Line;

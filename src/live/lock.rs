@@ -40,7 +40,8 @@ const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// How often a Lease held by another is looked at while waiting to see whether it is dead.
 const OBSERVE_EVERY: Duration = Duration::from_secs(2);
 
-use crate::cli::DEFAULT_LOCK_NAMESPACE as DEFAULT_NAMESPACE;
+/// Where the locks live unless the caller names another namespace.
+pub const DEFAULT_NAMESPACE: &str = "kubectl-raft";
 
 /// The Lease of StatefulSet `sts` in namespace `ns`: `kubectl-raft.NS.STS` (a namespace has no
 /// dots, so the first one after the prefix ends it); a name longer than the 253 characters

@@ -1,0 +1,12 @@
+//! The real-cluster adapters: the I/O behind the drain and restart executors.
+//!
+//! [`cluster::KubeCluster`] implements [`crate::drain::ClusterOps`] over the Kubernetes API and the
+//! replicas' health ports, [`nodes::KubeNodes`] implements [`crate::drain::nodes::NodeOps`],
+//! [`evict`] sends evictions, [`lock`] holds the per-cluster Lease, [`progress`] draws the
+//! TTY-only spinners. The executors never import these; the verbs wire them together.
+
+pub mod cluster;
+pub mod evict;
+pub mod lock;
+pub mod nodes;
+pub mod progress;

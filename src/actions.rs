@@ -221,6 +221,27 @@ pub enum HandoverFailure {
     TimedOut,
 }
 
+impl std::fmt::Display for HandoverFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandoverFailure::WentElsewhere { to } => write!(
+                f,
+                "leadership went to {to}, not where it was asked: an election, not the transfer"
+            ),
+            HandoverFailure::Returned => write!(
+                f,
+                "the leader stepped down and was chosen again: leadership did not move"
+            ),
+            HandoverFailure::TermJumped { to, by } => write!(
+                f,
+                "leadership reached {to}, but the term moved by {by} where a transfer moves it by 1: an election happened besides the transfer"
+            ),
+            HandoverFailure::Failed(e) => write!(f, "the transfer failed: {e}"),
+            HandoverFailure::TimedOut => write!(f, "no completed handover in time"),
+        }
+    }
+}
+
 impl Waited {
     /// Whether the handover this wait watched succeeded, `term_before` being the leader's
     /// term when it was asked for and `targeted` whether a member was named: the old leader

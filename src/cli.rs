@@ -51,6 +51,11 @@ pub struct GlobalArgs {
     /// How long to wait for one API server request, e.g. 10s, 1m (0 = no limit).
     #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+
+    /// Log level, as kubectl's -v: 6 and up show every request (to the API server and to the
+    /// replicas: method, where, status, time) on stderr; never a header, body or credential.
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=10))]
+    pub verbosity: u8,
 }
 
 #[derive(Debug, Subcommand)]
@@ -602,6 +607,25 @@ impl From<Via> for crate::transport::Route {
     }
 }
 
+/// The step flags drain and restart share, as the planner's options: drain's `nodes` and
+/// `--allow-degraded`; a restart has neither.
+pub fn step_options(
+    steps: &StepArgs,
+    nodes: std::collections::BTreeSet<String>,
+    allow_degraded: bool,
+) -> crate::plan::drain::DrainOptions {
+    use crate::plan::drain::{Assume, DrainOptions};
+    DrainOptions {
+        nodes,
+        max_lag: steps.max_lag,
+        allow_degraded,
+        delete_emptydir_data: steps.delete_emptydir_data,
+        allow_hostpath_data: steps.allow_hostpath_data,
+        assume_voters_are_pods: Assume::from_flag(steps.assume_voters_are_pods.as_deref()),
+        assume_followers_current: Assume::from_flag(steps.assume_followers_current.as_deref()),
+    }
+}
+
 impl From<Output> for crate::render::Format {
     fn from(o: Output) -> Self {
         match o {
@@ -716,6 +740,25 @@ mod tests {
             );
         }
         assert_eq!(parse_duration("168h").unwrap(), MAX_DURATION);
+    }
+
+    /// An embedder's `SurveySettings::default()` is what `kubectl raft status` with no flags
+    /// does: the library's defaults and clap's cannot drift apart.
+    #[test]
+    fn the_librarys_default_settings_are_the_flags_defaults() {
+        let cli = Cli::try_parse_from(["kubectl-raft", "status"]).unwrap();
+        let Command::Status(s) = cli.command else {
+            panic!("status")
+        };
+        let from_flags = survey_settings(&cli.global, &s.select, &s.probe);
+        let lib = crate::survey::SurveySettings::default();
+        assert_eq!(from_flags.probe_timeout, lib.probe_timeout);
+        assert_eq!(from_flags.max_inflight, lib.max_inflight);
+        assert_eq!(from_flags.route, lib.route);
+        assert_eq!(
+            from_flags.connect.request_timeout,
+            lib.connect.request_timeout
+        );
     }
 
     #[test]

@@ -75,6 +75,19 @@ pub async fn connect(g: &ConnectOptions) -> Result<Connection> {
     })
 }
 
+/// `uri` without a `user:password@` part.
+fn without_userinfo(uri: &http::Uri) -> http::Uri {
+    let Some(auth) = uri.authority() else {
+        return uri.clone();
+    };
+    let Some((_, host)) = auth.as_str().rsplit_once('@') else {
+        return uri.clone();
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.authority = host.parse().ok();
+    http::Uri::from_parts(parts).unwrap_or_else(|_| uri.clone())
+}
+
 /// The client configuration the flags name. Not `interactive`: an exec credential plugin
 /// gets no terminal (kubeconfig `interactiveMode: Never`), so it cannot prompt, as a shell's
 /// TAB completion requires.
@@ -99,6 +112,9 @@ pub async fn config(g: &ConnectOptions, interactive: bool) -> Result<Config> {
              pass --kubeconfig PATH",
         )?,
     };
+    // A user:password in the server's address is no credential kube-rs sends (kubectl sends
+    // it as Basic auth), and the address is printed by `-v=6` with every request: dropped.
+    config.cluster_url = without_userinfo(&config.cluster_url);
     let timeout = (!g.request_timeout.is_zero()).then_some(g.request_timeout);
     config.read_timeout = timeout;
     config.write_timeout = timeout;
@@ -111,4 +127,22 @@ pub async fn config(g: &ConnectOptions, interactive: bool) -> Result<Config> {
         }
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_in_the_servers_address_is_dropped() {
+        let u: http::Uri = "https://admin:s3cret@k8s.example:6443/base"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            without_userinfo(&u).to_string(),
+            "https://k8s.example:6443/base"
+        );
+        let plain: http::Uri = "https://k8s.example:6443".parse().unwrap();
+        assert_eq!(without_userinfo(&plain), plain);
+    }
 }

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::model::{ClusterTarget, HttpAnswer};
 use futures::StreamExt;
@@ -20,10 +22,27 @@ use crate::transport::Transport;
 /// How long replicas are still watched after the request failed.
 const AFTER_FAILURE: Duration = Duration::from_secs(2);
 
+/// How long a handover is waited for, and how long one replica's answer may take while it
+/// is watched.
 pub struct WaitOptions {
     pub timeout: Duration,
     /// The limit of one request in one round of polling.
     pub probe_limit: Duration,
+}
+
+/// The longest one replica's answer may take in one round of polling: a slow replica must
+/// not hold its own samples up longer than this, whatever `--probe-timeout` allows a survey.
+pub const POLL_PROBE_LIMIT: Duration = Duration::from_secs(1);
+
+impl WaitOptions {
+    /// The one way a verb builds its wait: `--timeout` for the whole handover, each poll
+    /// bounded by `--probe-timeout` and by [`POLL_PROBE_LIMIT`].
+    pub fn new(timeout: Duration, probe_timeout: Duration) -> Self {
+        WaitOptions {
+            timeout,
+            probe_limit: probe_timeout.min(POLL_PROBE_LIMIT),
+        }
+    }
 }
 
 fn ms(d: Duration) -> f64 {
@@ -37,7 +56,7 @@ pub async fn act_and_wait<F>(
     transport: &Transport,
     target: &ClusterTarget,
     report: &ClusterReport,
-    mut expect: Expect,
+    expect: Expect,
     opts: &WaitOptions,
     action: F,
 ) -> Waited
@@ -50,10 +69,8 @@ where
         .filter_map(|r| Some((r.raft.member_id.clone()?, r.pod.clone())))
         .collect();
     let members = report.summary.voters as usize;
-    let start = Instant::now();
-    let deadline = start + opts.timeout;
     // Until a replica answers, it is as the survey saw it.
-    let mut views: Vec<ReplicaView> = target
+    let views: Vec<ReplicaView> = target
         .pods
         .iter()
         .map(|p| {
@@ -70,22 +87,62 @@ where
         })
         .collect();
     let pod_of_member = &pod_of_member;
-    let pollers = target.pods.iter().enumerate().map(|(i, pod)| {
+    let poll = |i: usize| {
+        poll_view(
+            transport,
+            &target.profile,
+            &target.pods[i],
+            pod_of_member,
+            opts.probe_limit,
+        )
+    };
+    let watch = Watch {
+        views,
+        members,
+        expect,
+        every: transport.poll_every(),
+    };
+    wait_with(watch, opts, poll, action).await
+}
+
+/// What a handover's wait starts from: the replicas as last seen (one view per pod, in the
+/// order `poll` numbers them), how many voters the system has, what would count as done, and
+/// how often each replica is asked.
+pub struct Watch {
+    pub views: Vec<ReplicaView>,
+    pub members: usize,
+    pub expect: Expect,
+    pub every: Duration,
+}
+
+/// The wait itself, over any way of asking a replica: `poll(i)` asks the `i`th replica once.
+/// [`act_and_wait`] polls real replicas through the transport; tests poll a scripted cluster
+/// on tokio's paused clock.
+pub async fn wait_with<P, PF, F>(watch: Watch, opts: &WaitOptions, poll: P, action: F) -> Waited
+where
+    P: Fn(usize) -> PF,
+    PF: Future<Output = ReplicaView>,
+    F: Future<Output = Result<(), String>>,
+{
+    let Watch {
+        mut views,
+        members,
+        mut expect,
+        every,
+    } = watch;
+    let replicas = views.len();
+    let start = Instant::now();
+    let deadline = start + opts.timeout;
+    let poll = &poll;
+    let pollers = (0..replicas).map(|i| {
         Box::pin(futures::stream::unfold(
             None::<Instant>,
             move |last| async move {
                 if let Some(last) = last {
-                    tokio::time::sleep_until((last + transport.poll_every()).into()).await;
+                    tokio::time::sleep_until(last + every).await;
                 }
                 let asked = Instant::now();
-                let v = poll_view(
-                    transport,
-                    &target.profile,
-                    pod,
-                    pod_of_member,
-                    opts.probe_limit,
-                )
-                .await;
+                let v = poll(i).await;
                 // The moment the answer describes: halfway through the request.
                 let at = (asked - start) + asked.elapsed() / 2;
                 Some(((i, v, at, asked - start), Some(asked)))
@@ -105,7 +162,7 @@ where
     // asked before came from the old process, however late it arrives.
     let mut vanished_at: Option<Duration> = None;
     let mut old_seen_following = false;
-    let sleep = tokio::time::sleep_until(deadline.into());
+    let sleep = tokio::time::sleep_until(deadline);
     tokio::pin!(sleep);
     let verdict = loop {
         let (i, v, at, asked_at) = tokio::select! {
@@ -121,7 +178,7 @@ where
                     // Keep watching a little: whether leadership moved anyway (an election,
                     // elsewhere) says more than the failure, and the last answers are fresh.
                     let grace = Instant::now() + AFTER_FAILURE.max(opts.probe_limit * 2);
-                    sleep.as_mut().reset(grace.min(deadline).into());
+                    sleep.as_mut().reset(grace.min(deadline));
                 }
                 action_result = Some((r, start.elapsed()));
                 continue;
@@ -174,7 +231,7 @@ where
         (Done::No, Some(_)) => Outcome::Failed,
         (Done::No, None) => Outcome::TimedOut,
     };
-    let samples_per_replica = (rounds as f64 / target.pods.len().max(1) as f64).max(1.0);
+    let samples_per_replica = (rounds as f64 / replicas.max(1) as f64).max(1.0);
     Waited {
         outcome,
         new_leader,
@@ -348,5 +405,303 @@ mod tests {
             refusal_message(&text, Some("/message")),
             "404 page not found"
         );
+    }
+}
+
+/// The wait against a scripted cluster on tokio's paused clock: what each replica says is a
+/// function of the (virtual) time it is asked, and the request's answer comes when the script
+/// says. The cluster is unkind: the old leader keeps claiming, terms jump, the request fails
+/// while leadership moves anyway, a deleted leader's last answer arrives late.
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+    use crate::actions::HandoverFailure;
+    use crate::model::Role;
+
+    const PODS: [&str; 3] = ["m-0", "m-1", "m-2"];
+
+    fn says(pod: &str, role: Role, leader: Option<&str>, term: u64) -> ReplicaView {
+        ReplicaView {
+            pod: pod.into(),
+            role: Some(role),
+            leader: leader.map(Into::into),
+            has_leader: Some(leader.is_some()),
+            term: Some(term),
+            error: None,
+        }
+    }
+
+    /// Every member agrees that `leader` leads in `term`.
+    fn led_by(pod: &str, leader: &str, term: u64) -> ReplicaView {
+        let role = if pod == leader {
+            Role::Leader
+        } else {
+            Role::Follower
+        };
+        says(pod, role, Some(leader), term)
+    }
+
+    /// Three members, m-0 leading in term 5; a transfer to `target` (None: to anyone).
+    fn watch(target: Option<&str>, may_vanish: bool) -> Watch {
+        Watch {
+            views: PODS.iter().map(|p| led_by(p, "m-0", 5)).collect(),
+            members: 3,
+            expect: Expect {
+                old_leader: "m-0".into(),
+                target: target.map(Into::into),
+                old_leader_may_vanish: may_vanish,
+            },
+            every: Duration::from_millis(100),
+        }
+    }
+
+    /// Runs the wait (10 s at most) over `script(pod, asked at)`; each answer takes `answer`
+    /// to arrive, and the request answers `result` after `request`.
+    async fn run(
+        w: Watch,
+        script: impl Fn(&str, Duration) -> ReplicaView,
+        answer: impl Fn(&str) -> Duration,
+        request: Duration,
+        result: Result<(), String>,
+    ) -> Waited {
+        let t0 = Instant::now();
+        let opts = WaitOptions::new(Duration::from_secs(10), Duration::from_secs(5));
+        let pods: Vec<String> = w.views.iter().map(|v| v.pod.clone()).collect();
+        let poll = |i: usize| {
+            let v = script(&pods[i], t0.elapsed());
+            let takes = answer(&pods[i]);
+            async move {
+                tokio::time::sleep(takes).await;
+                v
+            }
+        };
+        let action = async move {
+            tokio::time::sleep(request).await;
+            result
+        };
+        wait_with(w, &opts, poll, action).await
+    }
+
+    fn quick(_: &str) -> Duration {
+        Duration::from_millis(10)
+    }
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transfer_is_done_when_all_agree_on_the_target_and_the_old_leader_follows() {
+        let w = run(
+            watch(Some("m-1"), false),
+            |p, at| {
+                if at >= SEC {
+                    led_by(p, "m-1", 6)
+                } else {
+                    led_by(p, "m-0", 5)
+                }
+            },
+            quick,
+            SEC,
+            Ok(()),
+        )
+        .await;
+        assert_eq!(w.verdict(Some(5), true), Ok(()));
+        assert_eq!(w.new_leader.as_deref(), Some("m-1"));
+        assert_eq!(w.term_after, Some(6));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_old_leader_that_still_claims_keeps_the_handover_unfinished() {
+        // The others follow m-1 from 1 s; m-0 says it leads until 3 s.
+        let w = run(
+            watch(Some("m-1"), false),
+            |p, at| match p {
+                "m-0" if at < 3 * SEC => led_by(p, "m-0", 5),
+                _ if at >= SEC => led_by(p, "m-1", 6),
+                _ => led_by(p, "m-0", 5),
+            },
+            quick,
+            SEC,
+            Ok(()),
+        )
+        .await;
+        assert_eq!(w.verdict(Some(5), true), Ok(()));
+        let old = w.last_round.iter().find(|v| v.pod == "m-0").unwrap();
+        assert_eq!(old.role, Some(Role::Follower), "done only once m-0 follows");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_term_that_jumped_past_the_transfer_is_an_election() {
+        let w = run(
+            watch(Some("m-1"), false),
+            |p, at| {
+                if at >= SEC {
+                    led_by(p, "m-1", 8)
+                } else {
+                    led_by(p, "m-0", 5)
+                }
+            },
+            quick,
+            SEC,
+            Ok(()),
+        )
+        .await;
+        assert_eq!(
+            w.verdict(Some(5), true),
+            Err(HandoverFailure::TermJumped {
+                to: "m-1".into(),
+                by: 3
+            })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn leadership_taken_by_another_member_is_not_the_transfer() {
+        let w = run(
+            watch(Some("m-1"), false),
+            |p, at| {
+                if at >= SEC {
+                    led_by(p, "m-2", 6)
+                } else {
+                    led_by(p, "m-0", 5)
+                }
+            },
+            quick,
+            SEC,
+            Ok(()),
+        )
+        .await;
+        assert_eq!(
+            w.verdict(Some(5), true),
+            Err(HandoverFailure::WentElsewhere { to: "m-2".into() })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_that_steps_down_and_is_chosen_again_returned() {
+        // From 1 s nobody leads (m-0 follows no one); from 2 s m-0 leads again, term 7.
+        let w = run(
+            watch(None, false),
+            |p, at| {
+                if at >= 2 * SEC {
+                    led_by(p, "m-0", 7)
+                } else if at >= SEC {
+                    says(p, Role::Follower, None, 6)
+                } else {
+                    led_by(p, "m-0", 5)
+                }
+            },
+            quick,
+            SEC,
+            Ok(()),
+        )
+        .await;
+        assert_eq!(w.verdict(Some(5), false), Err(HandoverFailure::Returned));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_request_that_moved_nothing_fails_without_waiting_out_the_timeout() {
+        let w = run(
+            watch(Some("m-1"), false),
+            |p, _| led_by(p, "m-0", 5),
+            quick,
+            SEC / 2,
+            Err("etcdserver: not leader".into()),
+        )
+        .await;
+        assert_eq!(
+            w.verdict(Some(5), true),
+            Err(HandoverFailure::Failed("etcdserver: not leader".into()))
+        );
+        assert!(
+            w.total_ms < 10_000.0,
+            "the wait stops after a short grace, not at --timeout"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_request_whose_leadership_moved_anyway_is_judged_by_the_members() {
+        // The request's connection broke at 0.2 s, but the transfer happened at 1 s.
+        let w = run(
+            watch(Some("m-1"), false),
+            |p, at| {
+                if at >= SEC {
+                    led_by(p, "m-1", 6)
+                } else {
+                    led_by(p, "m-0", 5)
+                }
+            },
+            quick,
+            SEC / 5,
+            Err("connection reset".into()),
+        )
+        .await;
+        assert_eq!(w.verdict(Some(5), true), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cluster_that_never_moves_times_out() {
+        let w = run(
+            watch(Some("m-1"), false),
+            |p, _| led_by(p, "m-0", 5),
+            quick,
+            SEC,
+            Ok(()),
+        )
+        .await;
+        assert_eq!(w.verdict(Some(5), true), Err(HandoverFailure::TimedOut));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_never_answers_holds_up_no_other_replicas_samples() {
+        // m-2 hangs for the whole wait; m-0 and m-1 (a majority) agree on m-1 from 1 s.
+        let w = run(
+            watch(Some("m-1"), false),
+            |p, at| {
+                if at >= SEC {
+                    led_by(p, "m-1", 6)
+                } else {
+                    led_by(p, "m-0", 5)
+                }
+            },
+            |p| {
+                if p == "m-2" {
+                    Duration::from_secs(3600)
+                } else {
+                    Duration::from_millis(10)
+                }
+            },
+            SEC,
+            Ok(()),
+        )
+        .await;
+        assert_eq!(w.verdict(Some(5), true), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deleted_leaders_late_answer_from_before_its_deletion_does_not_count() {
+        // An election by deletion: the pod is gone at 1 s. m-0's answer asked at 0 s says it
+        // leads, and arrives at 4 s; the others agree on m-1 from 2 s. That late answer must
+        // not be read as the replacement claiming leadership back.
+        let w = run(
+            watch(None, true),
+            |p, at| match p {
+                "m-0" if at < SEC => led_by(p, "m-0", 5),
+                "m-0" => says(p, Role::Follower, Some("m-1"), 6),
+                _ if at >= 2 * SEC => led_by(p, "m-1", 6),
+                _ => says(p, Role::Follower, None, 5),
+            },
+            |p| {
+                if p == "m-0" {
+                    Duration::from_secs(4)
+                } else {
+                    Duration::from_millis(10)
+                }
+            },
+            SEC,
+            Ok(()),
+        )
+        .await;
+        assert_eq!(w.verdict(Some(5), false), Ok(()));
+        assert_eq!(w.new_leader.as_deref(), Some("m-1"));
     }
 }

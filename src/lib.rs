@@ -35,4 +35,5 @@ pub mod report;
 pub mod select;
 pub mod survey;
 pub mod transport;
+pub mod verbose;
 pub mod watch;

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse_from(argv);
+    kubectl_raft::verbose::init(cli.global.verbosity);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -87,9 +87,17 @@ pub async fn ask(
     who: &Who,
 ) -> Result<(), String> {
     let payload = body.unwrap_or_default().to_string().into_bytes().into();
+    let asked = tokio::time::Instant::now();
     let answer = tokio::time::timeout(limit, client.request(subject.to_string(), payload))
         .await
         .unwrap_or_else(|_| Err(async_nats::RequestErrorKind::TimedOut.into()));
+    // At -v=6: the subject and how it ended, never the connection's user or password.
+    tracing::trace!(
+        target: crate::verbose::REQUESTS,
+        "NATS request {subject} {} in {} ms",
+        if answer.is_ok() { "answered" } else { "failed" },
+        asked.elapsed().as_millis()
+    );
     let msg = answer.map_err(|e| match (e.kind(), who) {
         (async_nats::RequestErrorKind::TimedOut, Who::System) => format!(
             "no reply to {subject} within {limit:?}: only users of the system account may move the meta leader (NATS_USER and NATS_PASSWORD, or NATS_CREDS, from {}, must name a system-account user)", vars.describe()

@@ -241,10 +241,13 @@ impl Transport {
                     None => None,
                 };
                 let _permit = self.inflight.acquire().await.expect("never closed");
-                match tokio::time::timeout(limit, self.call_unbounded(ep, req)).await {
+                let asked = tokio::time::Instant::now();
+                let r = match tokio::time::timeout(limit, self.call_unbounded(ep, req)).await {
                     Ok(r) => r,
                     Err(_) => Err(ProbeError::Timeout(limit)),
-                }
+                };
+                log_request(ep, req, &r, asked.elapsed());
+                r
             };
             match result {
                 Err(ProbeError::Throttled(m))
@@ -555,6 +558,37 @@ impl Drop for ForwardedHttp {
         self.driver.abort();
         self.forward.abort();
     }
+}
+
+/// One replica request at `-v=6` (`crate::verbose`): the profile's path, made one line, and
+/// how it ended; never a header (where credentials go), a body or a replica's error text.
+fn log_request(
+    ep: &Endpoint,
+    req: &HttpRequest,
+    r: &Result<HttpAnswer, ProbeError>,
+    took: Duration,
+) {
+    let outcome = match r {
+        Ok(a) => a.status.to_string(),
+        // The kind only: a replica's own error text may echo what it was sent.
+        Err(e) => format!("failed ({})", e.kind()),
+    };
+    tracing::trace!(
+        target: crate::verbose::REQUESTS,
+        "{}",
+        crate::model::text::one_line(
+            &format!(
+                "{} {}/{}:{}{} {outcome} in {} ms",
+                req.method,
+                ep.namespace,
+                ep.pod,
+                ep.port,
+                req.path,
+                took.as_millis()
+            ),
+            512
+        )
+    );
 }
 
 fn build_request(

@@ -38,6 +38,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "handover",
             "survey",
             "live",
+            "verbose",
         ],
     ),
     ("the edge", &["cli", "commands", "main", "lib"]),

@@ -457,6 +457,36 @@ fn a_tenant_matched_by_restart_l_gets_no_token() {
     );
 }
 
+/// `-v=10`, the most a user can ask: every request is shown, and the token the named cluster
+/// receives is in none of it.
+#[test]
+fn a_verbose_run_shows_each_request_but_never_a_token() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-verbose");
+    let dir = tenant(&ns.name, "tenant", &[("kubectl-raft.io/system", "consul")]);
+    let env = [("CONSUL_HTTP_TOKEN", ADMIN_SECRET)];
+    let out = raft_env(&env, &["status", "tenant", "-n", &ns.name, "-v=10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        mentions_secret(&dir, ADMIN_SECRET),
+        "the named cluster received the token (else this test proves nothing): {:?}",
+        recorded(&dir)
+    );
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert!(
+        e.contains(&format!("GET {}/tenant-0:", ns.name)) && e.contains("/v1/agent/self"),
+        "each replica request is shown: {e}"
+    );
+    assert!(
+        e.contains("http.url") && e.contains("/api/v1/"),
+        "each API request is shown: {e}"
+    );
+    assert!(
+        !o.contains(ADMIN_SECRET) && !e.contains(ADMIN_SECRET),
+        "the token was printed: {e}"
+    );
+}
+
 #[test]
 fn the_admins_credentials_file_goes_only_to_clusters_the_admin_names() {
     let _nodes = shared_nodes();

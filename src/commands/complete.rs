@@ -103,6 +103,7 @@ fn connection_of(typed: &[OsString]) -> GlobalArgs {
             context: None,
             namespace: None,
             request_timeout: CLUSTER_TIMEOUT,
+            verbosity: 0,
         })
 }
 

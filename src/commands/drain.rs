@@ -23,7 +23,7 @@ use crate::errors::{api_context, Reported};
 use crate::live::evict::{stop_on_ctrl_c, Evictor};
 use crate::live::nodes::{KubeNodes, Stderr};
 use crate::live::progress::Progress;
-use crate::plan::drain::{Assume, DrainOptions, PodRules};
+use crate::plan::drain::PodRules;
 use crate::survey::Surveyor;
 
 pub async fn run(
@@ -48,17 +48,11 @@ pub async fn run(
             delete_emptydir_data: args.steps.delete_emptydir_data,
             force: args.force,
         },
-        opts: DrainOptions {
-            nodes: nodes.iter().cloned().collect(),
-            max_lag: args.steps.max_lag,
-            allow_degraded: args.allow_degraded,
-            delete_emptydir_data: args.steps.delete_emptydir_data,
-            allow_hostpath_data: args.steps.allow_hostpath_data,
-            assume_voters_are_pods: Assume::from_flag(args.steps.assume_voters_are_pods.as_deref()),
-            assume_followers_current: Assume::from_flag(
-                args.steps.assume_followers_current.as_deref(),
-            ),
-        },
+        opts: crate::cli::step_options(
+            &args.steps,
+            nodes.iter().cloned().collect(),
+            args.allow_degraded,
+        ),
         settings: Settings {
             timeout: args.steps.timeout,
         },

@@ -13,9 +13,10 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodCondition, Po
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::Api;
 
+use crate::actions::HandoverFailure;
 use crate::cli::{GlobalArgs, YieldArgs};
 use crate::errors::Reported;
-use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
+use crate::handover::{act_and_wait, send_transfer, WaitOptions};
 use crate::model::{human_duration, ClusterTarget, OwnerKind, Role, Snapshot};
 use crate::observe::{observe_cluster, observe_replica, poll_view};
 use crate::plan::{plan_yield, self_yield_call, stepped_down, YieldOptions};
@@ -248,10 +249,7 @@ async fn run_within(
         force: true,
     };
     let plan = plan_yield(&report, &profile, &opts).map_err(|r| anyhow!("{ME}: {r}"))?;
-    let wait = WaitOptions {
-        timeout: args.timeout,
-        probe_limit: limit.min(Duration::from_secs(1)),
-    };
+    let wait = WaitOptions::new(args.timeout, limit);
     let waited = act_and_wait(
         &transport,
         &obs.target,
@@ -268,8 +266,11 @@ async fn run_within(
     } else {
         format!(" (despite: {})", forced.join("; "))
     };
-    match waited.outcome {
-        Outcome::Transferred => {
+    // The one verdict (yield's and drain's). What the hook is for is this replica no longer
+    // leading: an election besides the transfer (a term that jumped, another member) still
+    // lets the pod stop without taking leadership with it, so it is said, not failed.
+    match waited.verdict(plan.term, plan.targeted) {
+        Ok(()) => {
             writeln!(
                 out,
                 "{ME}: {} handed leadership to {} in {total} (term {} → {}){note}",
@@ -280,15 +281,20 @@ async fn run_within(
             )?;
             Ok(())
         }
-        other => {
+        Err(f @ (HandoverFailure::TermJumped { .. } | HandoverFailure::WentElsewhere { .. })) => {
+            writeln!(
+                out,
+                "{ME}: {} no longer leads after {total}, but not by this transfer alone: {f}{note}",
+                plan.leader,
+            )?;
+            Ok(())
+        }
+        Err(failure) => {
             writeln!(
                 err,
-                "{ME}: {} could not hand leadership over ({other:?} after {total}): {}",
+                "{ME}: {} could not hand leadership over (after {total}): {failure}; leader now {}",
                 plan.leader,
-                waited.error.unwrap_or_else(|| format!(
-                    "leader now {}",
-                    waited.new_leader.as_deref().unwrap_or("unknown")
-                ))
+                waited.new_leader.as_deref().unwrap_or("unknown"),
             )?;
             Err(Reported.into())
         }
@@ -410,7 +416,7 @@ async fn hand_over_alone(
         credentials_secret: None,
         named: true,
     };
-    let limit = args.probe.probe_timeout.min(Duration::from_secs(1));
+    let limit = WaitOptions::new(args.timeout, args.probe.probe_timeout).probe_limit;
     let start = Instant::now();
     if let Err(e) = send_transfer(transport, &target, &call, args.timeout).await {
         writeln!(err, "{ME}: this replica leads but could not hand over: {e}")?;

@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::wait::{await_condition, conditions};
 
 use crate::actions::{HandoverFailure, YieldReport};
-use crate::cli::{GlobalArgs, Output, YieldArgs};
+use crate::cli::{GlobalArgs, YieldArgs};
 use crate::errors::{api_context, Reported};
 use crate::groups::move_off;
 use crate::handover::{act_and_wait, send_transfer, WaitOptions, Waited};
@@ -18,8 +18,50 @@ use crate::model::{human_duration, ClusterObservation, Selection};
 use crate::plan::groups::{moves_off, GroupMoves};
 use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, YieldOptions};
 use crate::preflight::{self, Need};
+use crate::render::Format;
 use crate::report::{ClusterReport, API_VERSION};
 use crate::survey::Surveyor;
+
+/// One yield as the flags ask it, read once (`From<&YieldArgs>`, below): what the steps
+/// below take, never clap's struct.
+pub struct YieldSettings {
+    /// NAME: a pod, or a StatefulSet (sts/NAME).
+    pub name: Option<String>,
+    pub nodes: Vec<String>,
+    pub selector: Option<String>,
+    pub system: Option<String>,
+    pub to: Option<String>,
+    pub max_lag: u64,
+    pub force: bool,
+    pub allow_election: bool,
+    pub streams: bool,
+    pub dry_run: bool,
+    pub timeout: std::time::Duration,
+    pub output: Format,
+    pub lock_namespace: String,
+}
+
+/// The one place yield's flags meet its steps (cli.rs cannot name a verb's type: the edge
+/// imports downwards only).
+impl From<&YieldArgs> for YieldSettings {
+    fn from(a: &YieldArgs) -> Self {
+        YieldSettings {
+            name: a.name.clone(),
+            nodes: a.select.node.iter().cloned().collect(),
+            selector: a.select.selector.clone(),
+            system: a.select.system.clone(),
+            to: a.to.clone(),
+            max_lag: a.max_lag,
+            force: a.force,
+            allow_election: a.allow_election,
+            streams: a.streams,
+            dry_run: a.dry_run,
+            timeout: a.timeout,
+            output: a.output.into(),
+            lock_namespace: a.lock_namespace.clone(),
+        }
+    }
+}
 
 pub async fn run(
     g: &GlobalArgs,
@@ -32,6 +74,7 @@ pub async fn run(
     }
     let surveyor =
         Surveyor::new(&crate::cli::survey_settings(g, &args.select, &args.probe)).await?;
+    let args = &YieldSettings::from(args);
     let (obs, report) = find_cluster(&surveyor, args).await?;
     // A dry run changes nothing; pods chosen by -l have no StatefulSet to lock (drain's and
     // restart's locks are per StatefulSet).
@@ -84,7 +127,7 @@ pub async fn run(
 /// carries it out.
 async fn decide_and_act(
     surveyor: &Surveyor,
-    args: &YieldArgs,
+    args: &YieldSettings,
     obs: ClusterObservation,
     report: ClusterReport,
     out: &mut dyn Write,
@@ -99,13 +142,7 @@ async fn decide_and_act(
     };
     let profile = &obs.target.profile;
     let cluster = format!("{}/{}", report.namespace, report.name);
-    let wait = WaitOptions {
-        timeout: args.timeout,
-        probe_limit: args
-            .probe
-            .probe_timeout
-            .min(std::time::Duration::from_secs(1)),
-    };
+    let wait = WaitOptions::new(args.timeout, surveyor.probe_timeout);
     let plan = match plan_yield(&report, profile, &opts) {
         Ok(p) => p,
         Err(r) if r.reason == RefusalReason::NoTransfer && args.allow_election => {
@@ -222,7 +259,7 @@ fn planned_group_moves(obs: &ClusterObservation, leader: &str) -> Result<GroupMo
 /// run as usual) and wait until the others agree on a new leader.
 async fn election(
     surveyor: &Surveyor,
-    args: &YieldArgs,
+    args: &YieldSettings,
     obs: &ClusterObservation,
     report: &ClusterReport,
     wait: &WaitOptions,
@@ -278,6 +315,11 @@ async fn election(
     ];
     let warn = |m: &str| eprintln!("Warning: {}", crate::render::clean(m));
     preflight::check(&surveyor.conn.client, "the yield", &needs, &warn).await?;
+    // Watched as a transfer is: with the cluster's own credentials.
+    let transport = surveyor
+        .transport_for(&obs.target)
+        .await
+        .with_context(|| format!("cannot yield in {cluster}: nothing was deleted"))?;
     writeln!(
         err,
         "{cluster}: {} has no leadership transfer; deleting the leader pod {leader} (--allow-election): expect an election",
@@ -317,15 +359,7 @@ async fn election(
         target: None,
         old_leader_may_vanish: true,
     };
-    let waited = act_and_wait(
-        &surveyor.transport,
-        &obs.target,
-        report,
-        expect,
-        wait,
-        delete,
-    )
-    .await;
+    let waited = act_and_wait(&transport, &obs.target, report, expect, wait, delete).await;
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
@@ -345,7 +379,7 @@ fn finish(
     mut y: YieldReport,
     waited: Waited,
     cluster: &str,
-    output: Output,
+    output: Format,
     via: &str,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -357,7 +391,7 @@ fn finish(
 /// The report printed; exit 1 (already explained) unless it succeeded.
 fn report_verdict(
     y: &YieldReport,
-    output: Output,
+    output: Format,
     via: &str,
     out: &mut dyn Write,
     err: &mut dyn Write,
@@ -426,8 +460,8 @@ fn conclude(y: &mut YieldReport, w: Waited, cluster: &str) {
     y.waited = Some(w);
 }
 
-fn print(y: &YieldReport, output: Output, via: &str, out: &mut dyn Write) -> Result<()> {
-    if crate::render::structured(y, output.into(), out)? {
+fn print(y: &YieldReport, output: Format, via: &str, out: &mut dyn Write) -> Result<()> {
+    if crate::render::structured(y, output, out)? {
         return Ok(());
     }
     let cluster = format!("{}/{}", y.namespace, y.name);
@@ -524,15 +558,15 @@ fn last_round(views: &[ReplicaView], out: &mut dyn Write) -> Result<()> {
 /// NAME is a StatefulSet (NAME or sts/NAME) or any pod of a recognised cluster.
 async fn find_cluster(
     surveyor: &Surveyor,
-    args: &YieldArgs,
+    args: &YieldSettings,
 ) -> Result<(ClusterObservation, ClusterReport)> {
     let explicit_sts = args.name.as_deref().is_some_and(|n| n.contains('/'));
     let sel = Selection {
         name: args.name.clone().filter(|_| explicit_sts),
         named: explicit_sts,
-        nodes: args.select.node.iter().cloned().collect(),
-        selector: args.select.selector.clone(),
-        system: args.select.system.clone(),
+        nodes: args.nodes.clone(),
+        selector: args.selector.clone(),
+        system: args.system.clone(),
     };
     let survey = surveyor.survey(&sel).await?;
     let mut found: Vec<(ClusterObservation, ClusterReport)> = survey

@@ -28,6 +28,7 @@ use crate::plan::drain::{
 use crate::report::{CheckState, ReplicaReport, VotersFrom};
 
 pub mod nodes;
+pub mod rollout;
 
 /// How often a blocked cluster is surveyed again.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(2);

@@ -68,6 +68,10 @@ pub(super) struct Scripted {
     unready_left: Cell<u32>,
     /// Applied at every look (the world moving on its own: a scale, a member list that fails).
     pub(super) every_look: RefCell<Option<Change>>,
+    /// From this look on (the first is 1) the cluster is not found any more (its StatefulSet
+    /// deleted, its pods' labels changed).
+    pub(super) vanishes_at_look: Cell<Option<u32>>,
+    looks: Cell<u32>,
 }
 
 fn etcd3() -> ClusterReport {
@@ -112,6 +116,8 @@ impl Scripted {
             replacement_unready_looks: Cell::new(0),
             unready_left: Cell::new(0),
             every_look: RefCell::new(None),
+            vanishes_at_look: Cell::new(None),
+            looks: Cell::new(0),
         }
     }
 
@@ -159,6 +165,14 @@ fn pod(name: &str) -> Pod {
 
 impl ClusterOps for Scripted {
     async fn look(&self) -> Result<Option<Look>> {
+        self.looks.set(self.looks.get() + 1);
+        if self
+            .vanishes_at_look
+            .get()
+            .is_some_and(|n| self.looks.get() >= n)
+        {
+            return Ok(None);
+        }
         if let Some(change) = self.every_look.borrow().as_ref() {
             change(&mut self.report.borrow_mut());
         }
@@ -425,7 +439,7 @@ impl ClusterOps for &Scripted {
 
 /// Events as a test reads them.
 #[derive(Default)]
-pub(super) struct Said(RefCell<Vec<String>>);
+pub(super) struct Said(pub(super) RefCell<Vec<String>>);
 
 impl Events for Said {
     fn doing(&self, msg: &str) {

@@ -247,10 +247,7 @@ impl KubeCluster<'_> {
     }
 
     fn wait_options(&self) -> WaitOptions {
-        WaitOptions {
-            timeout: self.timeout,
-            probe_limit: self.probe_limit.min(Duration::from_secs(1)),
-        }
+        WaitOptions::new(self.timeout, self.probe_limit)
     }
 
     /// The cluster's transport (its credentials); without them (already said by the

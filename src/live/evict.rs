@@ -38,7 +38,7 @@ pub fn stop_on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> 
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();
-            eprintln!("interrupted: stopping after the current step (Ctrl-C again to exit at once; a transfer in flight is then not reported)");
+            eprintln!("interrupted: stopping after the current step (Ctrl-C again to exit at once: a transfer in flight is then not reported, and the cluster's lock stays until it expires, 30s after its last renewal)");
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);
             }

@@ -3,10 +3,12 @@
 //! [`cluster::KubeCluster`] implements [`crate::drain::ClusterOps`] over the Kubernetes API and the
 //! replicas' health ports, [`nodes::KubeNodes`] implements [`crate::drain::nodes::NodeOps`],
 //! [`evict`] sends evictions, [`lock`] holds the per-cluster Lease, [`progress`] draws the
-//! TTY-only spinners. The executors never import these; the verbs wire them together.
+//! TTY-only spinners, [`statefulset::KubeRollout`] implements
+//! [`crate::drain::rollout::RolloutOps`] (the restart record, the update strategy). The executors never import these; the verbs wire them together.
 
 pub mod cluster;
 pub mod evict;
 pub mod lock;
 pub mod nodes;
 pub mod progress;
+pub mod statefulset;

@@ -164,6 +164,20 @@ pub enum ProbeError {
     Other(String),
 }
 
+impl ProbeError {
+    /// What kind of failure, in a word, without its message (which may be a replica's text).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProbeError::Timeout(_) => "timeout",
+            ProbeError::Unreachable(_) => "unreachable",
+            ProbeError::Forbidden(_) => "forbidden",
+            ProbeError::TooLarge(_) => "too large",
+            ProbeError::Throttled(_) => "throttled",
+            ProbeError::Other(_) => "error",
+        }
+    }
+}
+
 impl fmt::Display for ProbeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -224,6 +224,121 @@ pub fn from_annotation(value: &str) -> Restart {
     }
 }
 
+/// A staged RollingUpdate driven under OnDelete: the user's strategy, and whether this run
+/// switches to OnDelete (false: an earlier, interrupted run did).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Driven {
+    pub strategy: StatefulSetUpdateStrategy,
+    pub switch_now: bool,
+}
+
+/// "RollingUpdate, partition 3" (what the user set, to be put back).
+pub fn describe_strategy(s: &StatefulSetUpdateStrategy) -> String {
+    let kind = s.type_.as_deref().unwrap_or("RollingUpdate");
+    match s.rolling_update.as_ref().and_then(|r| r.partition) {
+        Some(p) => format!("{kind}, partition {p}"),
+        None => kind.to_string(),
+    }
+}
+
+/// The merge patch that puts `s` back and removes the record of it.
+pub fn restore_patch(s: &StatefulSetUpdateStrategy) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {"annotations": {SAVED_STRATEGY: null}},
+        "spec": {"updateStrategy": s},
+    })
+}
+
+/// What a restart of one StatefulSet does, decided from the StatefulSet, its pods and the
+/// record on its lock, before anything is changed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Every member is at the update revision, but the run that drove it stopped before it
+    /// put the user's strategy back: put it back, nothing else.
+    RestoreOnly(StatefulSetUpdateStrategy),
+    /// Replace these members, driving a staged update under OnDelete if `driven`; `note`
+    /// tells the user first that an earlier run is resumed.
+    Run {
+        restart: Restart,
+        driven: Option<Driven>,
+        note: Option<String>,
+    },
+}
+
+/// Decides a restart: a controller's rollout is refused (the message says why and what to do
+/// instead), a staged update is driven, an interrupted run is resumed from its record
+/// (`on_lock`, or the StatefulSet's annotation older versions wrote), otherwise every member
+/// is restarted. A dry run never puts a strategy back.
+pub fn decide(
+    cluster: &str,
+    sts: &StatefulSet,
+    pods: &[Pod],
+    on_lock: Option<&str>,
+    dry_run: bool,
+) -> Result<Decision, String> {
+    let saved = saved_strategy(sts);
+    Ok(match mode(sts, pods) {
+        Mode::ControllerRolling { current, update } => return Err(format!(
+            "{cluster} is being rolled by its controller (RollingUpdate from revision {current} to {update}): it replaces members in reverse ordinal order whichever leads. Let it finish; next time stage the update (spec.updateStrategy.rollingUpdate.partition at the number of replicas before changing the template, or type OnDelete) and kubectl raft restart drives it in the safe order"
+        )),
+        Mode::Staged { revision, strategy } => Decision::Run {
+            restart: Restart::Update { revision },
+            driven: Some(Driven {
+                strategy,
+                switch_now: true,
+            }),
+            note: None,
+        },
+        Mode::Update { revision } => {
+            let driven = saved.map(|strategy| Driven {
+                strategy,
+                switch_now: false,
+            });
+            let note = driven.is_some().then(|| format!(
+                "resuming the staged update that {SAVED_STRATEGY} on the StatefulSet records; its update strategy is put back when every member is updated"
+            ));
+            Decision::Run {
+                restart: Restart::Update { revision },
+                driven,
+                note,
+            }
+        }
+        Mode::Restart if saved.is_some() && !dry_run => {
+            Decision::RestoreOnly(saved.expect("checked"))
+        }
+        Mode::Restart => {
+            // The record of a restart that stopped is on the cluster's lock (older versions
+            // kept it on the StatefulSet: read there too).
+            let on_sts = sts
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(RESTART_PENDING))
+                .map(String::as_str);
+            let marked = on_lock
+                .or(on_sts)
+                .map(from_annotation)
+                .filter(|r| !pending(pods, r).is_empty());
+            match marked {
+                // A restart that stopped: resume it (members replaced since are done).
+                Some(r) => Decision::Run {
+                    note: Some(format!(
+                        "resuming the restart that {RESTART_PENDING} on its lock records: {} member(s) still to restart; those already replaced are not restarted again",
+                        pending(pods, &r).len()
+                    )),
+                    restart: r,
+                    driven: None,
+                },
+                None => Decision::Run {
+                    restart: restart_all(pods),
+                    driven: None,
+                    note: None,
+                },
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,5 +589,135 @@ mod tests {
         };
         assert_eq!(from_annotation(&to_annotation(uids)), r);
         assert_eq!(from_annotation(" u0, ,u1 "), r);
+    }
+
+    fn annotated(mut s: StatefulSet, key: &str, value: &str) -> StatefulSet {
+        s.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value.into());
+        s
+    }
+
+    fn three_at(revision: &str) -> [Pod; 3] {
+        [
+            pod("a-0", revision, "u0"),
+            pod("a-1", revision, "u1"),
+            pod("a-2", revision, "u2"),
+        ]
+    }
+
+    #[test]
+    fn a_controllers_rollout_is_refused_with_what_to_do_instead() {
+        let pods = [pod("a-0", "r1", T0), pod("a-1", "r2", T1)];
+        let e = decide(
+            "ns/a",
+            &sts("RollingUpdate", "r1", "r2"),
+            &pods,
+            None,
+            false,
+        )
+        .unwrap_err();
+        assert!(e.contains("being rolled by its controller"), "{e}");
+        assert!(e.contains("partition"), "{e}");
+    }
+
+    #[test]
+    fn a_staged_update_is_driven_under_on_delete_switched_by_this_run() {
+        let d = decide("ns/a", &staged(3), &three_at("r1"), None, false).unwrap();
+        let Decision::Run {
+            driven: Some(d), ..
+        } = d
+        else {
+            panic!("driven: {d:?}")
+        };
+        assert!(d.switch_now);
+        assert_eq!(describe_strategy(&d.strategy), "RollingUpdate, partition 3");
+    }
+
+    #[test]
+    fn an_update_an_earlier_run_drove_is_resumed_without_switching_again() {
+        let saved = serde_json::to_string(&staged(3).spec.unwrap().update_strategy).unwrap();
+        let s = annotated(sts("OnDelete", "r1", "r2"), SAVED_STRATEGY, &saved);
+        let Decision::Run {
+            driven: Some(d),
+            note: Some(note),
+            ..
+        } = decide("ns/a", &s, &three_at("r1"), None, false).unwrap()
+        else {
+            panic!("a resumed driven update")
+        };
+        assert!(!d.switch_now);
+        assert!(note.contains("resuming the staged update"), "{note}");
+    }
+
+    #[test]
+    fn a_finished_update_whose_strategy_was_not_put_back_is_only_put_back() {
+        let saved = serde_json::to_string(&staged(3).spec.unwrap().update_strategy).unwrap();
+        let s = annotated(sts("OnDelete", "r2", "r2"), SAVED_STRATEGY, &saved);
+        assert!(matches!(
+            decide("ns/a", &s, &three_at("r2"), None, false).unwrap(),
+            Decision::RestoreOnly(_)
+        ));
+        // A dry run changes nothing: it plans a restart instead.
+        assert!(matches!(
+            decide("ns/a", &s, &three_at("r2"), None, true).unwrap(),
+            Decision::Run { .. }
+        ));
+    }
+
+    #[test]
+    fn a_restart_recorded_on_the_lock_resumes_with_the_members_not_yet_replaced() {
+        // u0 was replaced since (a-0 has a new UID); u1 and u2 are still to go.
+        let pods = [
+            pod("a-0", "r1", "new"),
+            pod("a-1", "r1", "u1"),
+            pod("a-2", "r1", "u2"),
+        ];
+        let Decision::Run { restart, note, .. } = decide(
+            "ns/a",
+            &sts("RollingUpdate", "r1", "r1"),
+            &pods,
+            Some("u0,u1,u2"),
+            false,
+        )
+        .unwrap() else {
+            panic!("a run")
+        };
+        assert_eq!(
+            pending(&pods, &restart),
+            BTreeSet::from(["a-1".to_string(), "a-2".to_string()])
+        );
+        assert!(note.unwrap().contains("2 member(s) still to restart"));
+    }
+
+    #[test]
+    fn a_restart_recorded_on_the_statefulset_by_an_older_version_resumes_too() {
+        let pods = [pod("a-0", "r1", "new"), pod("a-1", "r1", "u1")];
+        let s = annotated(sts("RollingUpdate", "r1", "r1"), RESTART_PENDING, "u0,u1");
+        let Decision::Run { restart, .. } = decide("ns/a", &s, &pods, None, false).unwrap() else {
+            panic!("a run")
+        };
+        assert_eq!(
+            pending(&pods, &restart),
+            BTreeSet::from(["a-1".to_string()])
+        );
+    }
+
+    #[test]
+    fn a_record_whose_members_are_all_replaced_starts_a_new_restart_of_every_member() {
+        let pods = three_at("r1");
+        let Decision::Run { restart, note, .. } = decide(
+            "ns/a",
+            &sts("RollingUpdate", "r1", "r1"),
+            &pods,
+            Some("old0,old1"),
+            false,
+        )
+        .unwrap() else {
+            panic!("a run")
+        };
+        assert_eq!(pending(&pods, &restart).len(), 3);
+        assert_eq!(note, None);
     }
 }

@@ -387,6 +387,18 @@ mod tests {
         assert!(format!("{e:#}").contains("must start with"));
     }
 
+    /// A path with a line break would forge a line of `-v`'s log (and of error messages).
+    #[test]
+    fn a_path_with_a_line_break_or_a_space_is_refused() {
+        for path in ["/h\nkube-system/etcd-0:2379/health 200", "/h x", "/h\u{7}"] {
+            let e = describe("x", &ann(&[(PORT, "1"), (HEALTH_PATH, path)])).unwrap_err();
+            assert!(
+                format!("{e:#}").contains("a space or a control character"),
+                "{path:?}: {e:#}"
+            );
+        }
+    }
+
     #[test]
     fn a_whole_profile_in_one_annotation() {
         let yaml = "name: mine\nport: {numbers: [7000]}\nhealth: {request: {path: /ok}}\n";

@@ -133,6 +133,14 @@ impl Profile {
             if !p.starts_with('/') {
                 bail!("profile {}: path {p:?} must start with '/'", self.name);
             }
+            if p.chars()
+                .any(|c| c.is_whitespace() || crate::model::text::is_unprintable(c))
+            {
+                bail!(
+                    "profile {}: path {p:?} has a space or a control character: encode it (%20)",
+                    self.name
+                );
+            }
             if escapes_its_pod(p) {
                 bail!(
                     "profile {}: path {p:?} has a '.' or '..' segment (or one encoded): a request must stay on the replica's own port",

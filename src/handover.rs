@@ -482,6 +482,21 @@ mod wait_tests {
         wait_with(w, &opts, poll, action).await
     }
 
+    /// m-0 leads in term 5 until `at`, then every member agrees on `leader` in `term`.
+    fn moves_at(
+        at: Duration,
+        leader: &'static str,
+        term: u64,
+    ) -> impl Fn(&str, Duration) -> ReplicaView {
+        move |p, now| {
+            if now >= at {
+                led_by(p, leader, term)
+            } else {
+                led_by(p, "m-0", 5)
+            }
+        }
+    }
+
     fn quick(_: &str) -> Duration {
         Duration::from_millis(10)
     }
@@ -492,13 +507,7 @@ mod wait_tests {
     async fn a_transfer_is_done_when_all_agree_on_the_target_and_the_old_leader_follows() {
         let w = run(
             watch(Some("m-1"), false),
-            |p, at| {
-                if at >= SEC {
-                    led_by(p, "m-1", 6)
-                } else {
-                    led_by(p, "m-0", 5)
-                }
-            },
+            moves_at(SEC, "m-1", 6),
             quick,
             SEC,
             Ok(()),
@@ -533,13 +542,7 @@ mod wait_tests {
     async fn a_term_that_jumped_past_the_transfer_is_an_election() {
         let w = run(
             watch(Some("m-1"), false),
-            |p, at| {
-                if at >= SEC {
-                    led_by(p, "m-1", 8)
-                } else {
-                    led_by(p, "m-0", 5)
-                }
-            },
+            moves_at(SEC, "m-1", 8),
             quick,
             SEC,
             Ok(()),
@@ -558,13 +561,7 @@ mod wait_tests {
     async fn leadership_taken_by_another_member_is_not_the_transfer() {
         let w = run(
             watch(Some("m-1"), false),
-            |p, at| {
-                if at >= SEC {
-                    led_by(p, "m-2", 6)
-                } else {
-                    led_by(p, "m-0", 5)
-                }
-            },
+            moves_at(SEC, "m-2", 6),
             quick,
             SEC,
             Ok(()),
@@ -623,13 +620,7 @@ mod wait_tests {
         // The request's connection broke at 0.2 s, but the transfer happened at 1 s.
         let w = run(
             watch(Some("m-1"), false),
-            |p, at| {
-                if at >= SEC {
-                    led_by(p, "m-1", 6)
-                } else {
-                    led_by(p, "m-0", 5)
-                }
-            },
+            moves_at(SEC, "m-1", 6),
             quick,
             SEC / 5,
             Err("connection reset".into()),
@@ -656,13 +647,7 @@ mod wait_tests {
         // m-2 hangs for the whole wait; m-0 and m-1 (a majority) agree on m-1 from 1 s.
         let w = run(
             watch(Some("m-1"), false),
-            |p, at| {
-                if at >= SEC {
-                    led_by(p, "m-1", 6)
-                } else {
-                    led_by(p, "m-0", 5)
-                }
-            },
+            moves_at(SEC, "m-1", 6),
             |p| {
                 if p == "m-2" {
                     Duration::from_secs(3600)

@@ -191,7 +191,7 @@ pub async fn roll<O: RolloutOps, E: Events>(
 async fn begin<O: RolloutOps, E: Events>(ops: &O, events: &E, r: &Rollout) -> Result<()> {
     let interrupted = || {
         if ops.cluster().interrupted() {
-            bail!("interrupted before the restart changed anything");
+            bail!("interrupted before any member was restarted or the StatefulSet changed");
         }
         Ok(())
     };

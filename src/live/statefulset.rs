@@ -63,11 +63,7 @@ async fn switch_to_on_delete(
     // Conditioned on the StatefulSet as read with the strategy this run decided on: a
     // strategy someone changed since is not overwritten.
     let current = read_sts(api, name).await?;
-    let theirs = current
-        .spec
-        .as_ref()
-        .and_then(|x| x.update_strategy.clone())
-        .unwrap_or_default();
+    let theirs = strategy_of(&current);
     if &theirs != s {
         bail!(
             "statefulset {name}'s update strategy changed since this restart read it (now {}); nothing was changed: run the same command again",
@@ -83,6 +79,14 @@ async fn switch_to_on_delete(
         .map_err(|e| api_context(e, "patch", "statefulsets", ""))
         .with_context(|| format!("setting statefulset {name}'s update strategy to OnDelete"))?;
     Ok(())
+}
+
+/// The StatefulSet's update strategy as read (RollingUpdate when unset).
+fn strategy_of(sts: &StatefulSet) -> StatefulSetUpdateStrategy {
+    sts.spec
+        .as_ref()
+        .and_then(|x| x.update_strategy.clone())
+        .unwrap_or_default()
 }
 
 async fn read_sts(api: &Api<StatefulSet>, name: &str) -> Result<StatefulSet> {
@@ -104,11 +108,7 @@ pub async fn restore_strategy(
     // StatefulSet's status often: a conflict is read again, a few times.
     for attempt in 1..=3 {
         let current = read_sts(api, name).await?;
-        let theirs = current
-            .spec
-            .as_ref()
-            .and_then(|x| x.update_strategy.clone())
-            .unwrap_or_default();
+        let theirs = strategy_of(&current);
         if theirs.type_.as_deref() != Some("OnDelete") {
             bail!(
                 "statefulset {name}'s update strategy was changed meanwhile (now {}); it is left as it is, and {} is not put back",

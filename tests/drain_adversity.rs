@@ -447,9 +447,16 @@ fn a_controller_rollout_started_during_a_drain_is_waited_for() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let worst = watcher.join().unwrap();
     assert_eq!(code, Some(0), "{err}\n{out}");
-    assert!(
-        err.contains("controller is rolling it"),
-        "the drain said it waited for the rollout: {err}"
-    );
     assert!(worst <= 1, "{worst} members were down at once");
+    // Either a look fell inside the rollout and the drain waited for it, or the controller
+    // had already replaced the member on the node (elsewhere: the node is cordoned) between
+    // two looks, and the drain had nothing left to evict. Never an eviction beside it.
+    let report: serde_json::Value = serde_json::from_str(&out).expect("the drain's JSON");
+    let evictions = report["clusters"][0]["evictions"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    assert!(
+        err.contains("controller is rolling it") || evictions == 0,
+        "the drain evicted {evictions} member(s) without saying it waited for the rollout: {err}\n{out}"
+    );
 }

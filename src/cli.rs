@@ -134,6 +134,105 @@ pub enum Command {
         kubectl-raft copy-to /raft      # in an init container of the kubectl-raft image\n\n\
         The image holds nothing but this binary (no shell, no cp); see docs/yield.md.")]
     CopyTo(CopyArgs),
+
+    /// The eviction gate: an admission webhook that gives every evictor (plain kubectl drain,
+    /// cluster-autoscaler, Karpenter, node upgrades) the decision `kubectl raft drain` makes.
+    #[command(after_help = "Examples:\n  \
+        kubectl-raft gate serve                       # in-cluster, as docs/gate.yaml runs it\n  \
+        kubectl-raft gate serve --listen 127.0.0.1:9443 --tls-name 127.0.0.1 --webhook my-gate\n\n\
+        Install it with `kubectl apply -f docs/gate.yaml`, then opt a namespace in:\n  \
+        kubectl label namespace db kubectl-raft.io/gate=enabled\n\n\
+        See docs/gate.md: what it allows, what it refuses (429, retried by every evictor), and\n\
+        what happens when it is down.")]
+    Gate(GateArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GateArgs {
+    #[command(subcommand)]
+    pub command: GateCommand,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum GateCommand {
+    /// Serve the admission webhook (HTTPS), its /metrics and /healthz.
+    Serve(GateServeArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct GateServeArgs {
+    /// Where to listen (HTTPS).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
+    pub listen: std::net::SocketAddr,
+
+    /// The Secret (in the gate's namespace, -n) that keeps its CA and serving certificate;
+    /// created by the first replica to start.
+    #[arg(long, value_name = "NAME", default_value = "kubectl-raft-gate-tls")]
+    pub tls_secret: String,
+
+    /// The gate's Service: its certificate names NAME.NAMESPACE.svc.
+    #[arg(long, value_name = "NAME", default_value = "kubectl-raft-gate")]
+    pub service: String,
+
+    /// A further name (or IP) the serving certificate carries; repeatable.
+    #[arg(long = "tls-name", value_name = "NAME")]
+    pub tls_names: Vec<String>,
+
+    /// The ValidatingWebhookConfiguration whose webhooks get the gate's CA ("" for none).
+    #[arg(long, value_name = "NAME", default_value = "kubectl-raft-gate")]
+    pub webhook: String,
+
+    /// Where kubectl raft drain and restart keep their Leases: an eviction of a cluster whose
+    /// lock someone holds is refused, unless that holder sent it.
+    #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_LOCK_NAMESPACE)]
+    pub lock_namespace: String,
+
+    /// A member more entries behind the leader than this is not counted healthy.
+    #[arg(long, value_name = "ENTRIES", default_value_t = crate::assess::voter::DEFAULT_MAX_LAG)]
+    pub max_lag: u64,
+
+    /// The longest one decision may take; past it the eviction is refused (429) and retried.
+    /// Keep it under the webhook's timeoutSeconds.
+    #[arg(long, value_name = "DURATION", default_value = "8s", value_parser = parse_duration)]
+    pub decide_within: Duration,
+
+    /// The longest a leadership transfer the gate started is waited for.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub transfer_timeout: Duration,
+
+    /// Extra profiles (YAML), as for the other verbs.
+    #[arg(long, value_name = "FILE")]
+    pub profiles: Option<PathBuf>,
+
+    /// How to reach each replica (in the cluster: `direct`, the pod IPs).
+    #[arg(long, value_enum, default_value_t = Via::Proxy)]
+    pub via: Via,
+
+    /// Time limit for one request to one replica.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub probe_timeout: Duration,
+
+    /// Requests to replicas in flight at once.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INFLIGHT, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_inflight: u16,
+    // No credential flags: the gate answers any evictor, so a token of its own (a file, its
+    // environment, a Secret named on its command line) would go to whatever pod an evictor
+    // names. A cluster's credentials come only from the Secret its StatefulSet names and its
+    // writer labelled kubectl-raft.io/credentials=true.
+}
+
+impl GateServeArgs {
+    /// The replica settings, without any credential of the gate's own.
+    pub fn probe(&self) -> ProbeArgs {
+        ProbeArgs {
+            via: self.via,
+            probe_timeout: self.probe_timeout,
+            max_inflight: self.max_inflight,
+            credentials_secret: None,
+            credentials_file: None,
+            credentials_from_env: false,
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone)]
@@ -609,6 +708,15 @@ impl From<Via> for crate::transport::Route {
 
 /// The step flags drain and restart share, as the planner's options: drain's `nodes` and
 /// `--allow-degraded`; a restart has neither.
+/// The gate's settings from its flags.
+pub fn gate_settings(a: &GateServeArgs) -> crate::gate::Settings {
+    let mut s = crate::gate::Settings::default();
+    s.opts.max_lag = a.max_lag;
+    s.decide_within = a.decide_within;
+    s.transfer_timeout = a.transfer_timeout;
+    s
+}
+
 pub fn step_options(
     steps: &StepArgs,
     nodes: std::collections::BTreeSet<String>,

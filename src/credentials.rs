@@ -216,6 +216,12 @@ impl CredentialSource {
         })
     }
 
+    /// Forgets every Secret read: the next survey reads them again (a long-running process, the
+    /// eviction gate, sees a rotated token or a label taken away at its next decision).
+    pub fn forget(&self) {
+        self.cache.lock().expect("not poisoned").clear();
+    }
+
     /// The cluster's credentials, first to last: the Secret `--credentials-secret` names, or
     /// (without it) the Secret its annotation names when that Secret is labelled
     /// [`SECRET_LABEL`]; then, for a cluster the user named or with --credentials-from-env,

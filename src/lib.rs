@@ -21,6 +21,7 @@ pub mod connect;
 pub mod credentials;
 pub mod drain;
 pub mod errors;
+pub mod gate;
 pub mod groups;
 pub mod handover;
 pub mod live;

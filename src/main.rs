@@ -17,7 +17,12 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let cli = Cli::parse_from(argv);
-    kubectl_raft::verbose::init(cli.global.verbosity);
+    // A server logs what it decides: the gate at level 2 at least.
+    let level = match cli.command {
+        Command::Gate(_) => cli.global.verbosity.max(2),
+        _ => cli.global.verbosity,
+    };
+    kubectl_raft::verbose::init(level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
             Command::Version(args) => commands::version::run(args, &mut out),
             Command::Systems(args) => commands::systems::run(args, &mut out),
             Command::CopyTo(args) => commands::copy::run(args, &mut err),
+            Command::Gate(args) => commands::gate::run(&cli.global, args).await,
         }
     });
     let _ = out.flush();

@@ -162,12 +162,13 @@ pub fn rank_targets(
             None => ok.push(x.clone()),
         }
     }
-    // Least lag first; then a schedulable, Ready node; then the name, so that the order of
-    // the input never changes the choice.
+    // A schedulable, Ready node first (a member on a cordoned node is the next to be drained:
+    // leadership given to it moves again); then the least lag (every one is within the
+    // limit); then the name, so that the order of the input never changes the choice.
     ok.sort_by_key(|x| {
         (
-            x.raft.lag.unwrap_or(u64::MAX),
             x.node_unschedulable || x.node_ready == Some(false),
+            x.raft.lag.unwrap_or(u64::MAX),
             x.pod.clone(),
         )
     });

@@ -27,6 +27,9 @@ const KUBE_HTTP: &str = "kube_client::client::builder";
 /// What a level shows.
 pub fn filter(level: u8) -> Targets {
     let mut t = Targets::new();
+    if level >= 2 {
+        t = t.with_target("kubectl_raft", Level::INFO);
+    }
     if level >= 4 {
         t = t.with_target("kubectl_raft", Level::DEBUG);
     }

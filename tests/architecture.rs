@@ -24,7 +24,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "render", "watch",
         ],
     ),
-    ("executors", &["drain"]),
+    ("executors", &["drain", "gate"]),
     (
         "I/O",
         &[

@@ -12,27 +12,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-/// Applies the manifest and waits until one server leads, every pod is Ready and the three
-/// voters are healthy.
-fn deploy(ns: &str) -> Value {
-    let manifest = repo().join("tests/manifests/hraft-5.yaml");
-    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
-    let mut report = Value::Null;
-    wait_in(
-        ns,
-        Duration::from_secs(180),
-        "5 Ready hraft servers, one leading, 3 healthy voters",
-        || {
-            report = status_json(&["hraft", "-n", ns]);
-            let c = &report["clusters"][0];
-            c["summary"]["leader"].is_string()
-                && c["summary"]["healthyVoters"] == 3
-                && c["summary"]["readyPods"] == 5
-        },
-    );
-    report["clusters"][0].clone()
-}
-
 fn leader(c: &Value) -> String {
     c["summary"]["leader"].as_str().unwrap().to_string()
 }
@@ -59,7 +38,7 @@ fn a_voter_follower(c: &Value, not: &str) -> String {
 fn status_tells_the_configured_voters_from_the_non_voters() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("hraft-status");
-    let c = deploy(&ns.name);
+    let c = deploy_hraft(&ns.name);
     assert_eq!(c["summary"]["members"], 5, "{c:#}");
     assert_eq!(c["summary"]["voters"], 3, "{c:#}");
     assert_eq!(c["summary"]["votersFrom"], "configuration", "{c:#}");
@@ -77,7 +56,7 @@ fn status_tells_the_configured_voters_from_the_non_voters() {
 fn a_hung_voter_is_not_made_up_for_by_non_voters() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("hraft-hung");
-    let c = deploy(&ns.name);
+    let c = deploy_hraft(&ns.name);
     let hung = a_voter_follower(&c, "");
     let victim = a_voter_follower(&c, &hung);
     let node = node_of(&ns.name, &victim);
@@ -119,7 +98,7 @@ fn a_hung_voter_is_not_made_up_for_by_non_voters() {
 fn yield_never_hands_leadership_to_a_non_voter() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("hraft-yield");
-    let c = deploy(&ns.name);
+    let c = deploy_hraft(&ns.name);
     let before = leader(&c);
     // The stand-in (as real Consul, on hashicorp/raft 1.8) accepts a transfer to a non-voter
     // and then starts an election; the plugin must never ask for one.
@@ -145,7 +124,7 @@ fn yield_never_hands_leadership_to_a_non_voter() {
 fn a_non_voters_node_is_drained_without_touching_the_voters() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("hraft-nonvoter");
-    let c = deploy(&ns.name);
+    let c = deploy_hraft(&ns.name);
     let node = node_of(&ns.name, "hraft-4");
     wait_node_alone(&node, &ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);

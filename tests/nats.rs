@@ -15,40 +15,12 @@ use serde_json::Value;
 /// The system account's user, from the manifest's Secret nats-sys.
 const SYS: [(&str, &str); 2] = [("NATS_USER", "sys"), ("NATS_PASSWORD", "sys-secret")];
 
-fn deploy_nats(ns: &str, servers: u32) {
-    let manifest = repo().join(format!("tests/manifests/nats-{servers}.yaml"));
-    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
-    wait_in(
-        ns,
-        Duration::from_secs(120),
-        &format!("{servers} NATS servers Ready with a meta leader"),
-        || {
-            kubectl_json(&["get", "sts", "nats", "-n", ns])["status"]["readyReplicas"] == servers
-                && meta_leader(ns, "nats-0").is_some()
-        },
-    );
-}
-
 /// A namespace of its own with `servers` NATS servers Ready, and the meta leader's name.
 fn nats_cluster(prefix: &str, servers: u32) -> (TestNamespace, String) {
     let ns = TestNamespace::new(prefix);
     deploy_nats(&ns.name, servers);
     let leader = meta_leader(&ns.name, "nats-0").expect("a meta leader");
     (ns, leader)
-}
-
-/// The meta leader as `server` names it in its own /jsz (through the API server).
-fn meta_leader(ns: &str, server: &str) -> Option<String> {
-    let out = kubectl(&[
-        "get",
-        "--raw",
-        &format!("/api/v1/namespaces/{ns}/pods/{server}:8222/proxy/jsz"),
-    ]);
-    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-    v["meta_cluster"]["leader"]
-        .as_str()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
 }
 
 /// `kubectl raft VERB ARGS -o json` with `env`: (exit code, report, stderr).

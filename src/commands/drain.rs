@@ -64,6 +64,7 @@ pub async fn run(
         disable_eviction: args.steps.disable_eviction,
         timeout: args.steps.timeout,
         cancel: CancellationToken::new(),
+        lock_holder: None,
     };
     let ctrl_c = stop_on_ctrl_c(evictor.cancel.clone());
     let real = KubeNodes::new(

@@ -6,6 +6,7 @@
 pub mod complete;
 pub mod copy;
 pub mod drain;
+pub mod gate;
 pub mod local;
 pub mod restart;
 pub mod status;

@@ -361,6 +361,7 @@ async fn restart_one(
         disable_eviction: args.steps.disable_eviction,
         timeout: args.steps.timeout,
         cancel: CancellationToken::new(),
+        lock_holder: Some(holder.clone()),
     };
     let ctrl_c = stop_on_ctrl_c(evictor.cancel.clone());
     let ops = KubeRollout {

@@ -28,23 +28,36 @@ pub struct Evictor {
     pub timeout: Duration,
     /// Ctrl-C: every wait ends early when it fires.
     pub cancel: CancellationToken,
+    /// This run's lock holder, named on each Eviction (`gate::LOCK_HOLDER_ANNOTATION`): an
+    /// eviction gate lets the lock holder's own evictions through, which it decided with the
+    /// same planner.
+    pub lock_holder: Option<String>,
 }
 
 pub use crate::drain::{Attempt, Evicted};
 
 /// Ctrl-C cancels `cancel` (the verb stops after its current step, saying so); a second one
-/// exits at once. Abort the handle when the verb is done.
+/// releases the locks this process holds (for at most [`RELEASE_WITHIN`]) and exits. Abort the
+/// handle when the verb is done.
 pub fn stop_on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();
-            eprintln!("interrupted: stopping after the current step (Ctrl-C again to exit at once: a transfer in flight is then not reported, and the cluster's lock stays until it expires, 30s after its last renewal)");
+            eprintln!("interrupted: stopping after the current step (Ctrl-C again to exit at once: a transfer in flight is then not reported; the cluster's lock is released first)");
             if tokio::signal::ctrl_c().await.is_ok() {
+                let released =
+                    tokio::time::timeout(RELEASE_WITHIN, super::lock::release_all_now()).await;
+                if released.is_err() {
+                    eprintln!("the cluster's lock could not be released within {}s: it is taken over 30s after its last renewal", RELEASE_WITHIN.as_secs());
+                }
                 std::process::exit(130);
             }
         }
     })
 }
+
+/// How long a second Ctrl-C waits for the locks to be released before the process exits.
+pub const RELEASE_WITHIN: Duration = Duration::from_secs(3);
 
 /// Sleeps `d`, or less if `cancel` fires; true when it fired.
 pub async fn sleep_or_cancel(cancel: &CancellationToken, d: Duration) -> bool {
@@ -56,11 +69,18 @@ pub async fn sleep_or_cancel(cancel: &CancellationToken, d: Duration) -> bool {
 
 /// The Eviction of this pod (its UID: never a successor under the same name), with the grace
 /// period when one is given.
-fn eviction(p: &Pod, grace_period: Option<u32>) -> Eviction {
+fn eviction(p: &Pod, grace_period: Option<u32>, lock_holder: Option<&str>) -> Eviction {
     Eviction {
         metadata: ObjectMeta {
             name: p.metadata.name.clone(),
             namespace: p.metadata.namespace.clone(),
+            annotations: lock_holder.map(|h| {
+                [(
+                    crate::gate::LOCK_HOLDER_ANNOTATION.to_string(),
+                    h.to_string(),
+                )]
+                .into()
+            }),
             ..Default::default()
         },
         delete_options: Some(DeleteOptions {
@@ -105,7 +125,7 @@ impl Evictor {
                 dry_run,
                 field_manager: None,
             };
-            let body = eviction(p, self.grace_period);
+            let body = eviction(p, self.grace_period, self.lock_holder.as_deref());
             api.create_subresource::<_, serde_json::Value>("eviction", &p.name_any(), &pp, &body)
                 .await
                 .map(|_| ())
@@ -251,7 +271,7 @@ mod tests {
     /// `delete_options`) loses the grace period and the UID precondition without an error.
     #[test]
     fn an_eviction_carries_its_grace_period_and_uid_where_the_api_server_reads_them() {
-        let body = serde_json::to_value(eviction(&pod(), Some(1))).unwrap();
+        let body = serde_json::to_value(eviction(&pod(), Some(1), None)).unwrap();
         assert_eq!(body["deleteOptions"]["gracePeriodSeconds"], 1, "{body}");
         assert_eq!(
             body["deleteOptions"]["preconditions"]["uid"], "u-1",
@@ -262,9 +282,19 @@ mod tests {
 
     #[test]
     fn an_eviction_without_a_grace_period_leaves_the_pods_own() {
-        let body = serde_json::to_value(eviction(&pod(), None)).unwrap();
+        let body = serde_json::to_value(eviction(&pod(), None, None)).unwrap();
         assert!(
             body["deleteOptions"].get("gracePeriodSeconds").is_none(),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn an_eviction_names_the_lock_holder_for_an_eviction_gate() {
+        let body = serde_json::to_value(eviction(&pod(), None, Some("alice@h pid 1"))).unwrap();
+        assert_eq!(
+            body["metadata"]["annotations"][crate::gate::LOCK_HOLDER_ANNOTATION],
+            "alice@h pid 1",
             "{body}"
         );
     }

@@ -47,7 +47,17 @@ pub const DEFAULT_NAMESPACE: &str = "kubectl-raft";
 /// dots, so the first one after the prefix ends it); a name longer than the 253 characters
 /// Kubernetes allows keeps its start and ends in a checksum of the whole.
 pub fn lease_name(ns: &str, sts: &str) -> String {
-    let full = format!("kubectl-raft.{ns}.{sts}");
+    named("kubectl-raft", ns, sts)
+}
+
+/// The Lease in which the eviction gate's replicas keep their record of cluster NS/STS
+/// (`gate::Record`): `kubectl-raft-gate.NS.STS`, shortened as [`lease_name`] is.
+pub fn gate_record_name(ns: &str, sts: &str) -> String {
+    named("kubectl-raft-gate", ns, sts)
+}
+
+fn named(prefix: &str, ns: &str, sts: &str) -> String {
+    let full = format!("{prefix}.{ns}.{sts}");
     if full.len() <= 253 {
         return full;
     }
@@ -98,7 +108,7 @@ pub struct Held {
     /// last one wrote.
     writes: Arc<tokio::sync::Mutex<()>>,
     /// The Lease's annotations as this run found and wrote them (a record for the next run).
-    annotations: Mutex<BTreeMap<String, String>>,
+    annotations: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
 /// Annotations of a cluster's Lease that are a record for a later run, not the lock's own.
@@ -125,6 +135,40 @@ pub async fn peek(
         .into_iter()
         .filter(|(k, _)| is_record(k))
         .collect())
+}
+
+/// A held Lease as an observer sees it: its holder, its resourceVersion (which every renewal
+/// changes) and its duration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub holder: String,
+    pub version: Option<String>,
+    pub duration: Duration,
+}
+
+/// The cluster's Lease, if it has a holder, for an observer that judges its liveness by its own
+/// clock (the eviction gate: held while its version changed within its duration, as
+/// `acquire` judges a Lease it waits for; never its renewTime against this clock).
+pub async fn seen(client: &Client, lock_ns: &str, ns: &str, sts: &str) -> Result<Option<Seen>> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), lock_ns);
+    let lease = match api.get_opt(&lease_name(ns, sts)).await {
+        Ok(l) => l,
+        // No lock namespace: nobody can hold a lock.
+        Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => None,
+        Err(e) => {
+            return Err(api_context(e, "get", "leases.coordination.k8s.io", lock_ns)
+                .context(format!("reading the lock of {ns}/{sts}")))
+        }
+    };
+    let Some(l) = lease else { return Ok(None) };
+    let version = l.metadata.resource_version.clone();
+    let Some(s) = l.spec else { return Ok(None) };
+    let seconds = s.lease_duration_seconds.unwrap_or(LEASE_SECONDS).max(1);
+    Ok(s.holder_identity.map(|holder| Seen {
+        holder,
+        version,
+        duration: Duration::from_secs(seconds as u64),
+    }))
 }
 
 fn spec(holder: &str, transitions: i32) -> LeaseSpec {
@@ -293,7 +337,42 @@ fn held(api: Api<Lease>, name: String, ns: &str, sts: &str, holder: &str, writte
         state,
         renew,
         writes,
-        annotations: Mutex::new(written.metadata.annotations.unwrap_or_default()),
+        annotations: Arc::new(Mutex::new(written.metadata.annotations.unwrap_or_default())),
+    }
+    .registered()
+}
+
+/// What a held lock needs to be released when the process must exit at once (a second
+/// Ctrl-C): every lock this process holds, by its Lease's name.
+struct Releasable {
+    api: Api<Lease>,
+    state: Arc<Mutex<State>>,
+    annotations: Arc<Mutex<BTreeMap<String, String>>>,
+}
+
+static HELD: Mutex<Vec<(String, Releasable)>> = Mutex::new(Vec::new());
+
+/// Releases every lock this process still holds, as `Held::release` does, without waiting for
+/// a renewal in flight: for a process about to exit (`live::evict::stop_on_ctrl_c`'s second
+/// Ctrl-C). Bound it with a timeout; a lock it could not release is taken over 30 s after its
+/// last renewal.
+pub async fn release_all_now() {
+    let held: Vec<(String, Releasable)> = std::mem::take(&mut *HELD.lock().expect("not poisoned"));
+    for (name, r) in held {
+        let (version, lost) = {
+            let st = r.state.lock().expect("not poisoned");
+            (st.version.clone(), st.lost.is_some())
+        };
+        if lost {
+            continue;
+        }
+        let keeps = r
+            .annotations
+            .lock()
+            .expect("not poisoned")
+            .keys()
+            .any(|k| is_record(k));
+        free(&r.api, &name, version, keeps).await;
     }
 }
 
@@ -362,7 +441,62 @@ async fn renew_loop(
     }
 }
 
+/// Frees Lease `name` as last written at `version`: deleted, or, when it keeps a record for the
+/// next run, kept with its holder cleared. A Lease written by someone else since is left alone.
+async fn free(api: &Api<Lease>, name: &str, version: Option<String>, keeps_record: bool) {
+    if keeps_record {
+        let result = async {
+            let mut l = api.get(name).await?;
+            l.metadata.resource_version = version.clone();
+            if let Some(s) = l.spec.as_mut() {
+                s.holder_identity = None;
+                s.renew_time = None;
+            }
+            api.replace(name, &PostParams::default(), &l).await
+        }
+        .await;
+        if let Err(e) = result {
+            if !status_of(&e).is_some_and(|s| s.code == 409 || s.code == 404) {
+                eprintln!(
+                    "Warning: cannot release the lock {name} (it is taken over {LEASE_SECONDS}s after its last renewal): {}",
+                    anyhow_chain(&anyhow::Error::new(e))
+                );
+            }
+        }
+        return;
+    }
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            resource_version: version,
+            uid: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(name, &dp).await {
+        Ok(_) => {}
+        // Changed since this drain's last write: another drain's now; leave it.
+        Err(e) if status_of(&e).is_some_and(|s| s.code == 409 || s.code == 404) => {}
+        Err(e) => eprintln!(
+            "Warning: cannot delete the drain lock {name} (it is taken over {LEASE_SECONDS}s after its last renewal): {}",
+            anyhow_chain(&anyhow::Error::new(e))
+        ),
+    }
+}
+
 impl Held {
+    /// Listed for `release_all_now`.
+    fn registered(self) -> Self {
+        HELD.lock().expect("not poisoned").push((
+            self.name.clone(),
+            Releasable {
+                api: self.api.clone(),
+                state: self.state.clone(),
+                annotations: self.annotations.clone(),
+            },
+        ));
+        self
+    }
+
     /// A record this run's Lease carries for a later run (restart's members still to restart).
     pub fn record(&self, key: &str) -> Option<String> {
         self.annotations
@@ -455,6 +589,9 @@ impl Held {
         let writes = self.writes.clone();
         let _one_write = writes.lock().await;
         self.renew.abort();
+        HELD.lock()
+            .expect("not poisoned")
+            .retain(|(n, _)| *n != self.name);
         let (version, lost) = {
             let st = self.state.lock().expect("not poisoned");
             (st.version.clone(), st.lost.is_some())
@@ -463,54 +600,13 @@ impl Held {
             // Not ours any more: someone else's drain holds it.
             return;
         }
-        // A record for the next run: keep the Lease, free (no holder), as this run wrote it.
         let keeps_record = self
             .annotations
             .lock()
             .expect("not poisoned")
             .keys()
             .any(|k| is_record(k));
-        if keeps_record {
-            let result = async {
-                let mut l = self.api.get(&self.name).await?;
-                l.metadata.resource_version = version.clone();
-                if let Some(s) = l.spec.as_mut() {
-                    s.holder_identity = None;
-                    s.renew_time = None;
-                }
-                self.api
-                    .replace(&self.name, &PostParams::default(), &l)
-                    .await
-            }
-            .await;
-            if let Err(e) = result {
-                if !status_of(&e).is_some_and(|s| s.code == 409 || s.code == 404) {
-                    eprintln!(
-                        "Warning: cannot release the lock {} (it is taken over {LEASE_SECONDS}s after its last renewal): {}",
-                        self.name,
-                        anyhow_chain(&anyhow::Error::new(e))
-                    );
-                }
-            }
-            return;
-        }
-        let dp = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: version,
-                uid: None,
-            }),
-            ..Default::default()
-        };
-        match self.api.delete(&self.name, &dp).await {
-            Ok(_) => {}
-            // Changed since this drain's last write: another drain's now; leave it.
-            Err(e) if status_of(&e).is_some_and(|s| s.code == 409 || s.code == 404) => {}
-            Err(e) => eprintln!(
-                "Warning: cannot delete the drain lock {} (it is taken over {LEASE_SECONDS}s after its last renewal): {}",
-                self.name,
-                anyhow_chain(&anyhow::Error::new(e))
-            ),
-        }
+        free(&self.api, &self.name, version, keeps_record).await;
     }
 }
 
@@ -645,7 +741,7 @@ mod fenced_tests {
             })),
             renew: tokio::spawn(async {}),
             writes: Arc::new(tokio::sync::Mutex::new(())),
-            annotations: Mutex::new(BTreeMap::new()),
+            annotations: Arc::new(Mutex::new(BTreeMap::new())),
         }
     }
 
@@ -670,6 +766,18 @@ mod fenced_tests {
             Some("bob"),
             "bob's lock was deleted"
         );
+    }
+
+    /// A second Ctrl-C exits at once; the lock goes first (`release_all_now`), not 30 s later.
+    #[tokio::test]
+    async fn an_exit_at_once_still_releases_the_lock() {
+        let fake = std::sync::Arc::new(Fake {
+            lease: StdMutex::new(Some(lease("alice", "4"))),
+            ..Default::default()
+        });
+        let _held = held(client(fake.clone()), "4").registered();
+        release_all_now().await;
+        assert!(fake.lease.lock().unwrap().is_none());
     }
 
     #[tokio::test]

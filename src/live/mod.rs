@@ -6,9 +6,12 @@
 //! TTY-only spinners, [`statefulset::KubeRollout`] implements
 //! [`crate::drain::rollout::RolloutOps`] (the restart record, the update strategy). The executors never import these; the verbs wire them together.
 
+pub mod certs;
 pub mod cluster;
 pub mod evict;
+pub mod gate;
 pub mod lock;
 pub mod nodes;
 pub mod progress;
 pub mod statefulset;
+pub mod webhook;

@@ -52,6 +52,10 @@ impl KubeNodes {
     ) -> Self {
         let nodes: Vec<&str> = opts.nodes.iter().map(String::as_str).collect();
         let holder = lock::holder_identity(&format!("drain {}", nodes.join(" ")));
+        let evictor = Evictor {
+            lock_holder: Some(holder.clone()),
+            ..evictor
+        };
         let members = Evictor {
             grace_period: None,
             ..evictor.clone()

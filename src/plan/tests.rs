@@ -129,6 +129,23 @@ fn etcd_hands_over_to_the_least_lagging_follower_with_its_member_id() {
     assert!(p.why.contains("caught up"), "{}", p.why);
 }
 
+/// A member on a cordoned node is the next to be drained: leadership given to it would move
+/// again, so a caught-up member on a schedulable node is preferred to one a little closer.
+#[test]
+fn leadership_goes_to_a_schedulable_node_before_a_cordoned_one() {
+    let cordoned = M {
+        cordoned: true,
+        ..m(Role::Follower)
+    };
+    let a_little_behind = M {
+        lag: Some(3),
+        ..m(Role::Follower)
+    };
+    let c = cluster(&[cordoned, m(Role::Leader), a_little_behind]);
+    let p = plan_yield(&c, &etcd(), &opts()).unwrap();
+    assert_eq!(p.target, "etcd-2");
+}
+
 #[test]
 fn a_named_target_is_used_and_bad_ones_are_refused_with_the_reason() {
     let learner = m(Role::Learner);

@@ -401,6 +401,57 @@ pub fn deploy_zookeeper(ns: &str) {
 }
 
 /// Applies tests/manifests/etcd-N.yaml and waits until every member is Ready.
+/// The hashicorp/raft stand-in (tests/manifests/hraft-5.yaml: hraft-0..2 vote, hraft-3/4 do
+/// not): applies the manifest and waits until one server leads, every pod is Ready and the three
+/// voters are healthy.
+pub fn deploy_hraft(ns: &str) -> Value {
+    let manifest = repo().join("tests/manifests/hraft-5.yaml");
+    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    let mut report = Value::Null;
+    wait_in(
+        ns,
+        Duration::from_secs(180),
+        "5 Ready hraft servers, one leading, 3 healthy voters",
+        || {
+            report = status_json(&["hraft", "-n", ns]);
+            let c = &report["clusters"][0];
+            c["summary"]["leader"].is_string()
+                && c["summary"]["healthyVoters"] == 3
+                && c["summary"]["readyPods"] == 5
+        },
+    );
+    report["clusters"][0].clone()
+}
+
+/// NATS JetStream (tests/manifests/nats-N.yaml), `servers` Ready with a meta leader.
+pub fn deploy_nats(ns: &str, servers: u32) {
+    let manifest = repo().join(format!("tests/manifests/nats-{servers}.yaml"));
+    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    wait_in(
+        ns,
+        Duration::from_secs(120),
+        &format!("{servers} NATS servers Ready with a meta leader"),
+        || {
+            kubectl_json(&["get", "sts", "nats", "-n", ns])["status"]["readyReplicas"] == servers
+                && meta_leader(ns, "nats-0").is_some()
+        },
+    );
+}
+
+/// The meta leader as `server` names it in its own /jsz (through the API server).
+pub fn meta_leader(ns: &str, server: &str) -> Option<String> {
+    let out = kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/{ns}/pods/{server}:8222/proxy/jsz"),
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    v["meta_cluster"]["leader"]
+        .as_str()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
 pub fn deploy_etcd(ns: &str, members: u32) {
     let manifest = repo().join(format!("tests/manifests/etcd-{members}.yaml"));
     kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);

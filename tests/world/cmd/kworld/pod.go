@@ -611,7 +611,13 @@ func (w *podWorker) computeStatus() corev1.PodStatus {
 	cs := append([]*containerRunner(nil), w.containers...)
 	w.mu.Unlock()
 
-	st := corev1.PodStatus{StartTime: start, HostIP: bridgeIP, HostIPs: []corev1.HostIP{{IP: bridgeIP}}, QOSClass: corev1.PodQOSBestEffort}
+	// The QoS class the API server computed at creation: it is immutable, and a pod with
+	// requests is Burstable or Guaranteed, not BestEffort.
+	qos := p.Status.QOSClass
+	if qos == "" {
+		qos = corev1.PodQOSBestEffort
+	}
+	st := corev1.PodStatus{StartTime: start, HostIP: bridgeIP, HostIPs: []corev1.HostIP{{IP: bridgeIP}}, QOSClass: qos}
 	if pn != nil {
 		st.PodIP = pn.ip
 		st.PodIPs = []corev1.PodIP{{IP: pn.ip}}

@@ -134,6 +134,9 @@ func cmdUp(args []string) error {
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC",
 			"--allow-privileged=true", "--profiling=false", "--v=1",
+			// Webhooks (and aggregated APIs) given as a Service are reached at an endpoint
+			// of it: the world has no kube-proxy to make a ClusterIP work.
+			"--enable-aggregator-routing=true",
 			"--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,StorageObjectInUseProtection,DefaultTolerationSeconds,PersistentVolumeClaimResize"}},
 		{"kube-controller-manager", "kube-controller-manager", []string{
 			"--kubeconfig=" + l.run("controller-manager.kubeconfig"),

@@ -1,0 +1,51 @@
+//! `kubectl-raft gate serve`: the eviction gate's webhook, wired from its flags
+//! (`gate::Gate` over `live::gate::KubeGate`, served by `live::webhook`).
+
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::cli::{GateArgs, GateCommand, GlobalArgs, SelectArgs};
+use crate::gate::Gate;
+use crate::live::certs::CertSettings;
+use crate::live::gate::KubeGate;
+use crate::live::webhook::{serve, ServeSettings};
+use crate::survey::Surveyor;
+
+pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
+    let GateCommand::Serve(a) = &args.command;
+    let select = SelectArgs {
+        all_namespaces: true,
+        profiles: a.profiles.clone(),
+        ..Default::default()
+    };
+    let surveyor =
+        Arc::new(Surveyor::new(&crate::cli::survey_settings(g, &select, &a.probe())).await?);
+    let namespace = g
+        .namespace
+        .clone()
+        .unwrap_or_else(|| surveyor.conn.default_namespace.clone());
+    let mut names = vec![
+        format!("{}.{namespace}.svc", a.service),
+        format!("{}.{namespace}.svc.cluster.local", a.service),
+    ];
+    names.extend(a.tls_names.iter().cloned());
+    let client = surveyor.conn.client.clone();
+    let settings = crate::cli::gate_settings(a);
+    let ops = KubeGate {
+        surveyor,
+        lock_namespace: a.lock_namespace.clone(),
+        transfer_timeout: settings.transfer_timeout,
+        watched: Default::default(),
+    };
+    let serve_settings = ServeSettings {
+        listen: a.listen,
+        certs: CertSettings {
+            namespace,
+            secret: a.tls_secret.clone(),
+            names,
+            webhook: (!a.webhook.is_empty()).then(|| a.webhook.clone()),
+        },
+    };
+    serve(Gate::new(ops, settings), client, serve_settings).await
+}

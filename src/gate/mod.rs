@@ -1,0 +1,627 @@
+//! The eviction gate, as a library: one answer per eviction of a Raft member that any evictor
+//! sends (plain `kubectl drain`, cluster-autoscaler, Karpenter, kured, a managed node upgrade),
+//! decided the way `kubectl raft drain` decides its own.
+//!
+//! It decides nothing itself: `plan::drain::plan_cluster` does, on a fresh look at the member's
+//! cluster with the member's node drained, exactly as `drain` would plan that node. The gate
+//! only turns the plan's first step into an answer:
+//!
+//! - the member is the next to go (a follower, or the leader of a system that cannot transfer)
+//!   and the others keep a quorum of healthy, caught-up voters: **allowed**;
+//! - the member leads and the system can transfer: the verified transfer `drain` runs is
+//!   started in the background and the eviction is **refused with 429** ("transferring
+//!   leadership ...; retry"); evictors retry a 429, and the retried eviction finds a follower;
+//! - anything else the planner blocks on (a member hanging, a quorum at risk, no leader, the
+//!   cluster's lock held by a `kubectl raft drain` or `restart`): **refused with 429** and
+//!   the planner's own sentence; never a 5xx, which makes `kubectl drain` abort.
+//!
+//! Two evictors at once cannot both pass on the same look, whichever of the gate's replicas
+//! each reaches: every cluster has a [`Record`] in the API (a Lease) of the evictions admitted
+//! and the transfer under way, read before each decision and written, conditioned on the
+//! version read, before an eviction is admitted or a transfer started; a replica that loses
+//! that race refuses (429, retried). A member whose eviction was admitted counts as
+//! terminating until the API server shows it so (or its replacement). Within one replica,
+//! decisions on one cluster are also taken one at a time.
+//! Everything the gate observes or starts goes through [`GateOps`]; `live::gate` implements it
+//! on a real cluster, the tests here on a scripted one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::drain::{Handover, Look};
+use crate::plan::drain::{plan_cluster, Action, DrainOptions, DrainStep};
+
+pub mod review;
+
+#[cfg(test)]
+mod tests;
+
+/// An eviction as the gate reads it from the API server's review.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Request {
+    pub namespace: String,
+    pub pod: String,
+    /// A dry-run eviction: answered, nothing started, nothing remembered.
+    pub dry_run: bool,
+    /// The lock holder a `kubectl raft drain`/`restart` names on its own evictions
+    /// ([`LOCK_HOLDER_ANNOTATION`]).
+    pub lock_holder: Option<String>,
+}
+
+/// The annotation `kubectl raft drain` and `restart` put on their Evictions: the holder of
+/// the cluster's lock, which decided the eviction with the same planner.
+pub const LOCK_HOLDER_ANNOTATION: &str = "kubectl-raft.io/lock-holder";
+
+/// The member an eviction is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The cluster's namespace and StatefulSet.
+    pub namespace: String,
+    pub name: String,
+    pub pod: String,
+    pub uid: Option<String>,
+    pub node: Option<String>,
+}
+
+impl Member {
+    pub fn cluster(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why an eviction was refused: a stable code (Events' `reason`, the metrics' label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// The plan's blocker (its `BlockReason`, by name).
+    Blocked(crate::plan::drain::BlockReason),
+    /// The member leads; a transfer was started now.
+    TransferStarted,
+    /// A transfer of this cluster is under way.
+    TransferInProgress,
+    /// Another member of the same cluster goes first (the plan's order).
+    OtherFirst,
+    /// A `kubectl raft drain` or `restart` holds the cluster's lock.
+    LockHeld,
+    /// A member evicted earlier has not rejoined as a healthy voter yet.
+    Rejoining,
+    /// The last transfer failed, or one began too recently: the next waits.
+    TransferBackoff,
+    /// Another decision about the cluster is being taken, or was written meanwhile.
+    Busy,
+    /// A dry run of the leader's eviction: a real one would start a transfer.
+    WouldTransfer,
+    /// The gate could not look at the cluster (an error, a timeout): refused, to be retried.
+    CannotDecide,
+}
+
+impl Code {
+    /// The reason as Events and metrics carry it (UpperCamelCase, as Kubernetes' reasons).
+    pub fn reason(self) -> String {
+        match self {
+            Code::Blocked(b) => format!("{b:?}"),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+/// The gate's answer to one eviction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Allow(String),
+    /// Refused with 429 and this sentence; evictors retry.
+    Refuse(Code, String),
+}
+
+impl Verdict {
+    pub fn allowed(&self) -> bool {
+        matches!(self, Verdict::Allow(_))
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Verdict::Allow(m) | Verdict::Refuse(_, m) => m,
+        }
+    }
+
+    /// `allowed` or the refusal's reason code.
+    pub fn reason(&self) -> String {
+        match self {
+            Verdict::Allow(_) => "Allowed".into(),
+            Verdict::Refuse(c, _) => c.reason(),
+        }
+    }
+}
+
+/// An eviction the gate admitted: the pod (its UID) and when (seconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Admitted {
+    pub pod: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    pub at: f64,
+}
+
+/// A transfer a gate replica started (seconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Started {
+    pub from: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    pub at: f64,
+}
+
+/// What the gate's replicas share of one cluster, kept in the API and written only on the
+/// version read (`version`: the store's, e.g. a resourceVersion; None when there is none yet).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    #[serde(default)]
+    pub admitted: Vec<Admitted>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<Started>,
+    #[serde(skip)]
+    pub version: Option<String>,
+}
+
+/// How a conditioned write of a [`Record`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Done,
+    /// Someone else wrote it since it was read (another replica's decision).
+    Conflict,
+}
+
+/// A transfer the gate started, and how it ended.
+#[derive(Debug, Clone)]
+pub struct Transfer {
+    pub from: String,
+    pub to: Option<String>,
+    pub started: Instant,
+    /// None while it runs.
+    pub ended: Option<Result<Handover, String>>,
+}
+
+/// Where a background transfer reports its end.
+pub type TransferSlot = Arc<Mutex<Option<Transfer>>>;
+
+/// Everything the gate learns from, or starts in, the world.
+#[allow(async_fn_in_trait)]
+pub trait GateOps {
+    /// The Raft cluster this pod is a member of; None when it is none the gate knows (not a
+    /// StatefulSet's pod, no profile recognises it): such evictions are never refused.
+    async fn member(&self, namespace: &str, pod: &str) -> Result<Option<Member>>;
+    /// Who holds the cluster's lock now (a Lease renewed within its duration), if anyone.
+    async fn lock_holder(&self, m: &Member) -> Result<Option<String>>;
+    /// The cluster now, planned as a drain of the member's node; None when it is gone.
+    async fn look(&self, m: &Member, opts: &DrainOptions) -> Result<Option<Look>>;
+    /// Start the verified transfer `drain` runs for this step, in the background; its end
+    /// goes into `slot` (`Transfer::ended`).
+    fn start_transfer(&self, look: Look, step: DrainStep, opts: DrainOptions, slot: TransferSlot);
+    /// The cluster's shared record, with its version.
+    async fn record(&self, m: &Member) -> Result<Record>;
+    /// Writes the record if nobody wrote it since `record.version` was read.
+    async fn write_record(&self, m: &Member, record: &Record) -> Result<Written>;
+    /// Now, in seconds since the epoch (the clock the record's times are in).
+    fn now(&self) -> f64;
+}
+
+/// The gate's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// What `drain` would be run with (max lag; the assumptions are never made by the gate).
+    pub opts: DrainOptions,
+    /// The longest a transfer may run before another can be started.
+    pub transfer_timeout: Duration,
+    /// How long an admitted eviction counts its member as terminating while the API server
+    /// still shows it running (a PDB may refuse it after the gate admitted it).
+    pub admitted_for: Duration,
+    /// The longest one decision may take; past it the eviction is refused (429, retried).
+    pub decide_within: Duration,
+    /// How long after a transfer began (or failed) the next may begin.
+    pub transfer_backoff: Duration,
+    /// How long an evicted member's replacement is waited for before the next eviction; after
+    /// it, the planner's count of healthy voters alone decides.
+    pub rejoin_within: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            opts: DrainOptions {
+                max_lag: crate::assess::voter::DEFAULT_MAX_LAG,
+                ..Default::default()
+            },
+            transfer_timeout: Duration::from_secs(60),
+            admitted_for: Duration::from_secs(30),
+            decide_within: Duration::from_secs(8),
+            transfer_backoff: Duration::from_secs(30),
+            rejoin_within: Duration::from_secs(600),
+        }
+    }
+}
+
+/// One cluster's memory in this replica: the last transfer it started.
+#[derive(Default)]
+struct ClusterState {
+    transfer: TransferSlot,
+}
+
+/// The gate: decisions one cluster at a time, over [`GateOps`].
+pub struct Gate<O> {
+    pub ops: O,
+    pub settings: Settings,
+    clusters: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<ClusterState>>>>,
+}
+
+impl<O: GateOps> Gate<O> {
+    pub fn new(ops: O, settings: Settings) -> Self {
+        Gate {
+            ops,
+            settings,
+            clusters: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The answer to one eviction, within `decide_within` (past it: refused, to be retried).
+    pub async fn review(&self, req: &Request) -> Verdict {
+        match tokio::time::timeout(self.settings.decide_within, self.decide(req)).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => Verdict::Refuse(
+                Code::CannotDecide,
+                format!("kubectl-raft gate cannot decide the eviction of {}/{} now: {e:#}; retry", req.namespace, req.pod),
+            ),
+            Err(_) => Verdict::Refuse(
+                Code::CannotDecide,
+                format!(
+                    "kubectl-raft gate could not decide the eviction of {}/{} within {}s (a replica or the API server is slow); retry",
+                    req.namespace,
+                    req.pod,
+                    self.settings.decide_within.as_secs()
+                ),
+            ),
+        }
+    }
+
+    /// The transfer this gate last started for a cluster, if any.
+    pub fn last_transfer(&self, cluster: &str) -> Option<Transfer> {
+        let state = self
+            .clusters
+            .lock()
+            .expect("not poisoned")
+            .get(cluster)?
+            .clone();
+        let state = state.try_lock().ok()?;
+        let t = state.transfer.lock().expect("not poisoned").clone();
+        t
+    }
+
+    async fn decide(&self, req: &Request) -> Result<Verdict> {
+        let Some(m) = self.ops.member(&req.namespace, &req.pod).await? else {
+            return Ok(Verdict::Allow(format!(
+                "{}/{} is not a member of a Raft cluster the gate knows",
+                req.namespace, req.pod
+            )));
+        };
+        let cluster = m.cluster();
+        let state = self
+            .clusters
+            .lock()
+            .expect("not poisoned")
+            .entry(cluster.clone())
+            .or_default()
+            .clone();
+        // One decision per cluster at a time in this replica; one asked meanwhile is retried
+        // (it would otherwise queue behind slow looks and run out of time there).
+        let Ok(mut state) = state.try_lock() else {
+            return Ok(Verdict::Refuse(
+                Code::Busy,
+                format!("{cluster}: another eviction of it is being decided; retry"),
+            ));
+        };
+        // The lock under the same guard as the decision: a drain that takes it meanwhile has
+        // its own evictions wait for this one (the record below).
+        let by_holder = match self.ops.lock_holder(&m).await? {
+            Some(h) if req.lock_holder.as_deref() == Some(h.as_str()) => true,
+            Some(h) => {
+                return Ok(Verdict::Refuse(
+                    Code::LockHeld,
+                    format!("{cluster} is being drained or restarted by {} (kubectl raft's lock): its members are evicted by that command only until it ends; retry", public_holder(&h)),
+                ))
+            }
+            None => false,
+        };
+        let mut opts = self.settings.opts.clone();
+        opts.nodes = m.node.iter().cloned().collect();
+        // The record first, then the look: an eviction admitted after this read makes the
+        // write below fail, never pass unseen.
+        let mut record = self.ops.record(&m).await?;
+        let Some(mut look) = self.ops.look(&m, &opts).await? else {
+            return Ok(Verdict::Allow(format!(
+                "{cluster} is not a Raft cluster the gate recognises (or no longer exists)"
+            )));
+        };
+        let now = self.ops.now();
+        let rejoining = settle_admitted(&mut record, &mut look, now, &self.settings);
+        if let Some(pod) = rejoining.iter().find(|p| **p != m.pod) {
+            return Ok(Verdict::Refuse(
+                Code::Rejoining,
+                format!("{cluster}: {pod} was evicted and its replacement has not rejoined as a healthy voter yet (as kubectl raft drain, the gate waits for it before the next member); retry"),
+            ));
+        }
+        let leader = look
+            .input
+            .report
+            .replicas
+            .iter()
+            .find(|x| x.raft.role == crate::model::Role::Leader)
+            .map(|x| x.pod.clone());
+        if let Some(t) = &record.transfer {
+            let running = now - t.at < self.settings.transfer_timeout.as_secs_f64()
+                && leader.as_deref() == Some(t.from.as_str())
+                && !ended_here(&state.transfer, &t.from);
+            if running {
+                let to = t.to.as_deref().unwrap_or("another member");
+                return Ok(Verdict::Refuse(
+                    Code::TransferInProgress,
+                    format!(
+                        "{cluster}: transferring leadership from {} to {to}; retry",
+                        t.from
+                    ),
+                ));
+            }
+        }
+        let conflict = || {
+            Verdict::Refuse(
+                Code::Busy,
+                format!("{cluster}: another eviction of it was decided at the same moment; retry"),
+            )
+        };
+        if by_holder {
+            // The holder decided it with the same planner, on a look of its own: only what it
+            // may not have seen is checked, another member on its way out.
+            let going = look
+                .input
+                .report
+                .replicas
+                .iter()
+                .find(|x| x.terminating && x.pod != m.pod)
+                .map(|x| x.pod.clone());
+            if let Some(pod) = going {
+                return Ok(Verdict::Refuse(
+                    Code::Blocked(crate::plan::drain::BlockReason::Terminating),
+                    format!("{cluster}: {pod} is terminating; retry"),
+                ));
+            }
+            let allow = Verdict::Allow(format!(
+                "{cluster}'s lock holder decided this eviction with the same planner"
+            ));
+            return Ok(self
+                .admit(&m, &mut record, now, req.dry_run, allow)
+                .await?
+                .unwrap_or_else(conflict));
+        }
+        let plan = plan_cluster(&look.input, &opts);
+        let verdict = match plan.steps.first() {
+            Some(step) if step.pod != m.pod => Verdict::Refuse(
+                Code::OtherFirst,
+                format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
+            ),
+            Some(step) => match step.action {
+                Action::Evict | Action::EvictLeader => {
+                    let allow = Verdict::Allow(format!(
+                        "{cluster}: {} ({}); {} healthy voter(s) stay where {} are needed",
+                        m.pod, step.why, step.healthy_voters_during, step.quorum
+                    ));
+                    self.admit(&m, &mut record, now, req.dry_run, allow)
+                        .await?
+                        .unwrap_or_else(conflict)
+                }
+                Action::TransferThenEvict if req.dry_run => Verdict::Refuse(
+                    Code::WouldTransfer,
+                    format!(
+                        "{cluster}: {} leads; a real eviction would start a transfer to {} first",
+                        m.pod,
+                        step.target.as_deref().unwrap_or("another member")
+                    ),
+                ),
+                Action::TransferThenEvict => {
+                    if let Some(v) = self.backing_off(&cluster, &state.transfer, &record, now) {
+                        return Ok(v);
+                    }
+                    record.transfer = Some(Started {
+                        from: m.pod.clone(),
+                        to: step.target.clone(),
+                        at: now,
+                    });
+                    if self.ops.write_record(&m, &record).await? == Written::Conflict {
+                        return Ok(conflict());
+                    }
+                    // A slot of its own: a transfer that outlives its timeout cannot write its
+                    // end onto the next one.
+                    let slot: TransferSlot = Arc::new(Mutex::new(Some(Transfer {
+                        from: m.pod.clone(),
+                        to: step.target.clone(),
+                        started: Instant::now(),
+                        ended: None,
+                    })));
+                    state.transfer = slot.clone();
+                    let to = step
+                        .target
+                        .clone()
+                        .unwrap_or_else(|| "another member".into());
+                    self.ops.start_transfer(look, step.clone(), opts, slot);
+                    Verdict::Refuse(
+                        Code::TransferStarted,
+                        format!(
+                            "{cluster}: {} leads; transferring leadership to {to} first; retry",
+                            m.pod
+                        ),
+                    )
+                }
+            },
+            None => match plan.blocker {
+                Some(b) => Verdict::Refuse(Code::Blocked(b.reason), b.message),
+                None => Verdict::Allow(format!(
+                    "{cluster}: {} is not one of its members now",
+                    m.pod
+                )),
+            },
+        };
+        Ok(verdict)
+    }
+
+    /// Records the admission (not for a dry run) and answers `allow`; None when another
+    /// decision wrote the record since it was read.
+    async fn admit(
+        &self,
+        m: &Member,
+        record: &mut Record,
+        now: f64,
+        dry_run: bool,
+        allow: Verdict,
+    ) -> Result<Option<Verdict>> {
+        if dry_run {
+            return Ok(Some(allow));
+        }
+        record.admitted.push(Admitted {
+            pod: m.pod.clone(),
+            uid: m.uid.clone(),
+            at: now,
+        });
+        Ok(match self.ops.write_record(m, record).await? {
+            Written::Done => Some(allow),
+            Written::Conflict => None,
+        })
+    }
+
+    /// A refusal while no transfer of this cluster may start: this replica's last one failed
+    /// less than `transfer_backoff` after it began, or any replica began one less than
+    /// `transfer_backoff` ago. Evictors retry every few seconds: without this, a transfer that
+    /// fails (or a leader that takes leadership back), or a forged review, would be tried on
+    /// every retry.
+    fn backing_off(
+        &self,
+        cluster: &str,
+        slot: &TransferSlot,
+        record: &Record,
+        now: f64,
+    ) -> Option<Verdict> {
+        let backoff = self.settings.transfer_backoff;
+        let mine = slot.lock().expect("not poisoned").clone();
+        if let Some(Transfer {
+            from,
+            started,
+            ended: Some(Err(e)),
+            ..
+        }) = mine
+        {
+            if started.elapsed() < backoff {
+                return Some(Verdict::Refuse(
+                    Code::TransferBackoff,
+                    format!("{cluster}: {e}; the next transfer from {from} may begin {}s after this one; retry", backoff.as_secs()),
+                ));
+            }
+        }
+        let t = record.transfer.as_ref()?;
+        (now - t.at < backoff.as_secs_f64()).then(|| {
+            Verdict::Refuse(
+                Code::TransferBackoff,
+                format!("{cluster}: a transfer from {} began {:.0}s ago; the next may begin {}s after it; retry", t.from, now - t.at, backoff.as_secs()),
+            )
+        })
+    }
+}
+
+/// A lock holder as a refusal names it to any evictor: who and what, without the process id
+/// and start time that make the identity an eviction must carry to pass (`lock_holder`).
+fn public_holder(holder: &str) -> String {
+    match (holder.find(" pid "), holder.find(" (")) {
+        (Some(a), Some(b)) if a < b => format!("{}{}", &holder[..a], &holder[b..]),
+        _ => "another kubectl raft command".into(),
+    }
+}
+
+/// Whether this replica's own transfer away from `from` has ended (its record may still say
+/// it runs: the record is not written again when it ends).
+fn ended_here(slot: &TransferSlot, from: &str) -> bool {
+    slot.lock()
+        .expect("not poisoned")
+        .as_ref()
+        .is_some_and(|t| t.from == from && t.ended.is_some())
+}
+
+/// The record's admissions against what the look shows, as `drain` waits between steps:
+/// - the pod still runs under the admitted UID, not deleted: its eviction is under way (or was
+///   refused further down the chain): it counts as terminating for `admitted_for`, then is
+///   forgotten;
+/// - the pod is terminating: the planner sees that itself;
+/// - a replacement (another UID, or none yet): kept until it is a healthy voter, for at most
+///   `rejoin_within`; returned, so that the next eviction waits for it.
+///
+/// Entries that no longer matter are dropped (written with the next admission).
+fn settle_admitted(
+    record: &mut Record,
+    look: &mut Look,
+    now: f64,
+    settings: &Settings,
+) -> Vec<String> {
+    let report = &look.input.report;
+    let pods: BTreeMap<String, (Option<String>, bool)> = look
+        .obs
+        .target
+        .pods
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                (
+                    p.metadata.uid.clone(),
+                    p.metadata.deletion_timestamp.is_some(),
+                ),
+            )
+        })
+        .collect();
+    let leader = report
+        .replicas
+        .iter()
+        .find(|x| x.raft.role == crate::model::Role::Leader);
+    let healthy = |pod: &str| {
+        report.replicas.iter().any(|x| {
+            x.pod == pod
+                && crate::plan::drain::healthy_voter(x, leader, settings.opts.max_lag).is_ok()
+        })
+    };
+    let mut pending = BTreeSet::new();
+    let mut rejoining = vec![];
+    record.admitted.retain(|a| {
+        let age = now - a.at;
+        let same = |uid: &Option<String>| a.uid.is_none() || *uid == a.uid;
+        match pods.get(&a.pod) {
+            Some((uid, false)) if same(uid) => {
+                let keep = age < settings.admitted_for.as_secs_f64();
+                if keep {
+                    pending.insert(a.pod.clone());
+                }
+                keep
+            }
+            Some((uid, true)) if same(uid) => true,
+            _ => {
+                let keep = age < settings.rejoin_within.as_secs_f64() && !healthy(&a.pod);
+                if keep {
+                    rejoining.push(a.pod.clone());
+                }
+                keep
+            }
+        }
+    });
+    for x in &mut look.input.report.replicas {
+        if pending.contains(x.pod.as_str()) {
+            x.terminating = true;
+        }
+    }
+    rejoining
+}

@@ -1,0 +1,388 @@
+//! The gate's certificates without cert-manager: a CA and a serving certificate kept in a
+//! Secret (created by the first replica to start, read by the others), the CA put into the
+//! gate's own ValidatingWebhookConfiguration, the serving certificate re-issued from the same
+//! CA before it expires, so the API server never sees an unknown one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::ByteString;
+use kube::api::{Api, PostParams};
+use kube::Client;
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
+use time::{Duration as Days, OffsetDateTime};
+
+use crate::errors::{api_context, status_of};
+
+/// The CA's life, and the serving certificate's; it is re-issued when less than
+/// [`RENEW_BEFORE_DAYS`] are left.
+const CA_DAYS: i64 = 3650;
+const SERVING_DAYS: i64 = 365;
+pub const RENEW_BEFORE_DAYS: i64 = 30;
+/// The annotation on the Secret that says when its serving certificate expires (RFC 3339).
+const NOT_AFTER: &str = "kubectl-raft.io/not-after";
+/// The annotation on the Secret that lists the names its serving certificate carries.
+const NAMES: &str = "kubectl-raft.io/names";
+/// The label of a Secret the gate made (it never writes over another).
+const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kubectl-raft");
+
+/// Where the certificates live and whom they name.
+#[derive(Debug, Clone)]
+pub struct CertSettings {
+    pub namespace: String,
+    pub secret: String,
+    /// The names the serving certificate carries (the Service's DNS names; an IP for a URL
+    /// webhook).
+    pub names: Vec<String>,
+    /// The ValidatingWebhookConfiguration whose webhooks get the CA (None: leave it alone).
+    pub webhook: Option<String>,
+}
+
+/// The PEMs a Secret holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pems {
+    pub ca_cert: String,
+    pub ca_key: String,
+    pub cert: String,
+    pub key: String,
+    pub not_after: OffsetDateTime,
+    /// The names the serving certificate carries (comma-separated).
+    pub names: String,
+}
+
+fn ca_params() -> Result<CertificateParams> {
+    let mut p = CertificateParams::new(Vec::<String>::new())?;
+    p.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    p.distinguished_name
+        .push(DnType::CommonName, "kubectl-raft gate CA");
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let now = OffsetDateTime::now_utc();
+    p.not_before = now - Days::hours(1);
+    p.not_after = now + Days::days(CA_DAYS);
+    Ok(p)
+}
+
+/// A serving certificate for `names`, signed by the CA whose key is given (the CA's subject
+/// is always [`ca_params`]'s, so the issuer is rebuilt from it and the key).
+fn serving(ca_key: &str, names: &[String]) -> Result<(String, String, OffsetDateTime)> {
+    let ca_key = KeyPair::from_pem(ca_key).context("the gate CA's key in its Secret")?;
+    let issuer = Issuer::new(ca_params()?, ca_key);
+    let key = KeyPair::generate()?;
+    let mut p = CertificateParams::new(names.to_vec())?;
+    p.distinguished_name.push(
+        DnType::CommonName,
+        names
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "kubectl-raft-gate".into()),
+    );
+    let now = OffsetDateTime::now_utc();
+    p.not_before = now - Days::hours(1);
+    p.not_after = now + Days::days(SERVING_DAYS);
+    let cert = p.signed_by(&key, &issuer)?;
+    Ok((cert.pem(), key.serialize_pem(), p.not_after))
+}
+
+/// A new CA and a serving certificate from it.
+pub fn issue(names: &[String]) -> Result<Pems> {
+    let ca_key = KeyPair::generate()?;
+    let ca_key_pem = ca_key.serialize_pem();
+    let ca = CertifiedIssuer::self_signed(ca_params()?, ca_key)?;
+    let ca_cert = ca.pem();
+    let (cert, key, not_after) = serving(&ca_key_pem, names)?;
+    Ok(Pems {
+        ca_cert,
+        ca_key: ca_key_pem,
+        cert,
+        key,
+        not_after,
+        names: names.join(","),
+    })
+}
+
+/// Whether a serving certificate expiring at `not_after` is re-issued now.
+pub fn due(not_after: OffsetDateTime, now: OffsetDateTime) -> bool {
+    not_after - now < Days::days(RENEW_BEFORE_DAYS)
+}
+
+fn text(s: &Secret, key: &str) -> Option<String> {
+    let b = s.data.as_ref()?.get(key)?;
+    String::from_utf8(b.0.clone()).ok()
+}
+
+fn read(s: &Secret) -> Option<Pems> {
+    let annotations = s.metadata.annotations.as_ref()?;
+    let not_after = annotations.get(NOT_AFTER).and_then(|t| {
+        OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+    })?;
+    Some(Pems {
+        ca_cert: text(s, "ca.crt")?,
+        ca_key: text(s, "ca.key")?,
+        cert: text(s, "tls.crt")?,
+        key: text(s, "tls.key")?,
+        not_after,
+        names: annotations.get(NAMES).cloned().unwrap_or_default(),
+    })
+}
+
+/// Whether the gate made this Secret.
+fn ours(s: &Secret) -> bool {
+    s.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY.0))
+        .is_some_and(|v| v == MANAGED_BY.1)
+}
+
+fn secret(c: &CertSettings, p: &Pems, base: Option<&Secret>) -> Result<Secret> {
+    let mut s = base.cloned().unwrap_or_else(|| Secret {
+        metadata: ObjectMeta {
+            name: Some(c.secret.clone()),
+            namespace: Some(c.namespace.clone()),
+            labels: Some([(MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string())].into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        ..Default::default()
+    });
+    let when = p
+        .not_after
+        .format(&time::format_description::well_known::Rfc3339)?;
+    let annotations = s.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(NOT_AFTER.into(), when);
+    annotations.insert(NAMES.into(), p.names.clone());
+    let data = [
+        ("ca.crt", &p.ca_cert),
+        ("ca.key", &p.ca_key),
+        ("tls.crt", &p.cert),
+        ("tls.key", &p.key),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), ByteString(v.clone().into_bytes())))
+    .collect();
+    s.data = Some(data);
+    Ok(s)
+}
+
+/// The certificates to serve with: read from the Secret, created there when it has none,
+/// re-issued from its CA when due (a 409 means another replica wrote first: its are used).
+pub async fn ensure(client: &Client, c: &CertSettings) -> Result<Pems> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), &c.namespace);
+    let secrets = |e, verb| api_context(e, verb, "secrets", &c.namespace);
+    for _ in 0..3 {
+        let current = api
+            .get_opt(&c.secret)
+            .await
+            .map_err(|e| secrets(e, "get"))?;
+        if current.as_ref().is_some_and(|s| !ours(s)) {
+            return Err(anyhow!(
+                "the Secret {}/{} exists and was not made by the gate (no label {}={}): it is never written over; name another with --tls-secret",
+                c.namespace,
+                c.secret,
+                MANAGED_BY.0,
+                MANAGED_BY.1
+            ));
+        }
+        let found = current.as_ref().and_then(read);
+        let names = c.names.join(",");
+        let wanted = match &found {
+            Some(p) if !due(p.not_after, OffsetDateTime::now_utc()) && p.names == names => {
+                return Ok(p.clone())
+            }
+            // Due, or for other names (--tls-name changed): re-issued from the same CA.
+            Some(p) => {
+                let (cert, key, not_after) = serving(&p.ca_key, &c.names)?;
+                Pems {
+                    cert,
+                    key,
+                    not_after,
+                    names,
+                    ..p.clone()
+                }
+            }
+            None => issue(&c.names)?,
+        };
+        let s = secret(c, &wanted, current.as_ref())?;
+        let written = match &current {
+            None => api.create(&PostParams::default(), &s).await,
+            Some(_) => api.replace(&c.secret, &PostParams::default(), &s).await,
+        };
+        match written {
+            Ok(_) => return Ok(wanted),
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => continue,
+            Err(e) => {
+                return Err(secrets(
+                    e,
+                    if current.is_none() {
+                        "create"
+                    } else {
+                        "update"
+                    },
+                ))
+            }
+        }
+    }
+    Err(anyhow!(
+        "the gate's Secret {}/{} kept changing while it was written; retry",
+        c.namespace,
+        c.secret
+    ))
+}
+
+/// Puts the CA into every webhook of the gate's ValidatingWebhookConfiguration that lacks it.
+pub async fn inject_ca(client: &Client, webhook: &str, ca_pem: &str) -> Result<bool> {
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let vwc = |e, verb| {
+        api_context(
+            e,
+            verb,
+            "validatingwebhookconfigurations.admissionregistration.k8s.io",
+            "",
+        )
+    };
+    for _ in 0..3 {
+        let mut cfg = api.get(webhook).await.map_err(|e| vwc(e, "get"))?;
+        let want = ByteString(ca_pem.as_bytes().to_vec());
+        let mut changed = false;
+        for w in cfg.webhooks.iter_mut().flatten() {
+            if w.client_config.ca_bundle.as_ref() != Some(&want) {
+                w.client_config.ca_bundle = Some(want.clone());
+                changed = true;
+            }
+        }
+        if !changed {
+            return Ok(false);
+        }
+        match api.replace(webhook, &PostParams::default(), &cfg).await {
+            Ok(_) => return Ok(true),
+            Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => continue,
+            Err(e) => return Err(vwc(e, "update")),
+        }
+    }
+    Err(anyhow!("the ValidatingWebhookConfiguration {webhook} kept changing while the gate put its CA in; retry"))
+}
+
+/// The serving certificate as rustls serves it.
+pub fn certified_key(p: &Pems) -> Result<Arc<CertifiedKey>> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(p.cert.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow!("the gate's serving certificate: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(p.key.as_bytes())
+        .map_err(|e| anyhow!("the gate's serving key: {e}"))?;
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key)
+        .map_err(|e| anyhow!("the gate's serving key: {e}"))?;
+    Ok(Arc::new(CertifiedKey::new(certs, signing)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_serving_certificate_is_signed_by_the_new_ca_and_loads() {
+        let p = issue(&["kubectl-raft-gate.kubectl-raft.svc".into()]).unwrap();
+        assert!(p.ca_cert.contains("BEGIN CERTIFICATE"));
+        assert!(certified_key(&p).is_ok());
+        assert!(!due(p.not_after, OffsetDateTime::now_utc()));
+    }
+
+    /// Whether the serving certificate chains to the CA for its first name, as the API server
+    /// checks it (rustls' webpki verifier).
+    fn verifies(p: &Pems) -> bool {
+        use rustls::client::danger::ServerCertVerifier;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(p.ca_cert.as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(p.cert.as_bytes())
+            .map(|c| c.unwrap())
+            .collect();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        verifier
+            .verify_server_cert(
+                &chain[0],
+                &chain[1..],
+                &name,
+                &[],
+                rustls::pki_types::UnixTime::now(),
+            )
+            .is_ok()
+    }
+
+    #[test]
+    fn a_new_serving_certificate_chains_to_its_ca() {
+        let p = issue(&["127.0.0.1".into()]).unwrap();
+        assert!(verifies(&p));
+    }
+
+    #[test]
+    fn a_certificate_from_another_ca_does_not_chain() {
+        let p = issue(&["127.0.0.1".into()]).unwrap();
+        let other = issue(&["127.0.0.1".into()]).unwrap();
+        assert!(!verifies(&Pems {
+            ca_cert: other.ca_cert,
+            ..p
+        }));
+    }
+
+    #[test]
+    fn a_certificate_is_renewed_a_month_before_it_expires() {
+        let now = OffsetDateTime::now_utc();
+        assert!(due(now + Days::days(RENEW_BEFORE_DAYS - 1), now));
+        assert!(!due(now + Days::days(RENEW_BEFORE_DAYS + 1), now));
+    }
+
+    #[test]
+    fn a_renewed_certificate_comes_from_the_same_ca() {
+        let names = vec!["127.0.0.1".to_string()];
+        let p = issue(&names).unwrap();
+        let (cert, key, _) = serving(&p.ca_key, &names).unwrap();
+        assert_ne!(cert, p.cert);
+        let renewed = Pems {
+            cert,
+            key,
+            ..p.clone()
+        };
+        assert!(
+            verifies(&renewed),
+            "the renewed certificate chains to the CA"
+        );
+    }
+
+    #[test]
+    fn the_secret_round_trips_what_it_stores() {
+        let c = CertSettings {
+            namespace: "kubectl-raft".into(),
+            secret: "gate-tls".into(),
+            names: vec!["a".into()],
+            webhook: None,
+        };
+        let p = issue(&c.names).unwrap();
+        let s = secret(&c, &p, None).unwrap();
+        let back = read(&s).unwrap();
+        assert_eq!(back.cert, p.cert);
+        assert_eq!(
+            back.not_after.unix_timestamp(),
+            p.not_after.unix_timestamp()
+        );
+    }
+}

@@ -1,0 +1,620 @@
+//! The eviction gate through the real API server's admission chain, with plain `kubectl drain`
+//! (the machine's own kubectl) as the evictor: the gate's webhook is registered as a
+//! ValidatingWebhookConfiguration on `CREATE pods/eviction`, scoped to the test's namespace.
+//!
+//! The world has no kube-proxy, so the API server cannot reach a Service's ClusterIP: the
+//! webhook is a URL webhook (`https://127.0.0.1:PORT/validate`) to the gate run beside the API
+//! server, which is how the API server reaches a webhook here (docs/test-world.md). The gate
+//! makes its CA and serving certificate itself, keeps them in a Secret, and puts its CA into
+//! the webhook configuration, as it does in-cluster.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// A free port on loopback for the gate.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The gate, serving the webhook that sends it the evictions of namespace `ns`; removed on
+/// drop (first the webhook, so that nothing is sent to a gate that is gone).
+struct Gated {
+    webhook: String,
+    gate: Running,
+    port: u16,
+}
+
+impl Gated {
+    fn start(ns: &str) -> Self {
+        let port = free_port();
+        let webhook = format!("kubectl-raft-gate-{ns}");
+        kubectl_ok(&[
+            "label",
+            "namespace",
+            ns,
+            &format!("kubectl-raft.io/gate-test={ns}"),
+        ]);
+        let config = format!(
+            r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
+  "metadata":{{"name":"{webhook}"}},
+  "webhooks":[{{"name":"evictions.gate.kubectl-raft.io","admissionReviewVersions":["v1"],
+    "sideEffects":"NoneOnDryRun","failurePolicy":"Fail","timeoutSeconds":10,
+    "namespaceSelector":{{"matchLabels":{{"kubectl-raft.io/gate-test":"{ns}"}}}},
+    "rules":[{{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["pods/eviction"],"scope":"Namespaced"}}],
+    "clientConfig":{{"url":"https://127.0.0.1:{port}/validate"}}}}]}}"#
+        );
+        let file = tempfile(&config);
+        kubectl_ok(&["apply", "-f", file.path_str()]);
+        let listen = format!("127.0.0.1:{port}");
+        let mut gate = Running::start(&[
+            "gate",
+            "serve",
+            "-n",
+            ns,
+            "--listen",
+            &listen,
+            "--tls-name",
+            "127.0.0.1",
+            "--tls-secret",
+            "gate-tls",
+            "--webhook",
+            &webhook,
+            "--lock-namespace",
+            LOCK_NS,
+        ]);
+        gate.wait_for("serving on", Duration::from_secs(60));
+        Gated {
+            webhook,
+            gate,
+            port,
+        }
+    }
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "validatingwebhookconfiguration", &self.webhook]);
+        if std::thread::panicking() {
+            eprintln!("the gate's log:\n{}", self.gate.stderr_so_far());
+        }
+    }
+}
+
+/// The leader's term as a member reports it.
+fn term(ns: &str, pod: &str) -> Option<u64> {
+    etcd_status(ns, pod)?["raftTerm"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+}
+
+fn ca_bundle(webhook: &str) -> Value {
+    kubectl_json(&["get", "validatingwebhookconfiguration", webhook])["webhooks"][0]["clientConfig"]
+        ["caBundle"]
+        .clone()
+}
+
+#[test]
+fn the_gate_puts_its_own_ca_into_its_webhook_and_keeps_it_in_a_secret() {
+    let ns = TestNamespace::new("gate-ca");
+    let g = Gated::start(&ns.name);
+    assert!(ca_bundle(&g.webhook).is_string(), "caBundle set");
+    let secret = kubectl_json(&["get", "secret", "gate-tls", "-n", &ns.name]);
+    for key in ["ca.crt", "ca.key", "tls.crt", "tls.key"] {
+        assert!(secret["data"][key].is_string(), "{key} in the Secret");
+    }
+    // The CA in the webhook is the Secret's.
+    assert_eq!(ca_bundle(&g.webhook), secret["data"]["ca.crt"]);
+}
+
+#[test]
+fn the_gate_serves_its_metrics_over_the_tls_its_ca_signs() {
+    let ns = TestNamespace::new("gate-metrics");
+    let g = Gated::start(&ns.name);
+    let secret = kubectl_json(&["get", "secret", "gate-tls", "-n", &ns.name]);
+    let ca = tempfile(
+        &String::from_utf8(
+            std::process::Command::new("base64")
+                .arg("-d")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    use std::io::Write;
+                    c.stdin
+                        .take()
+                        .unwrap()
+                        .write_all(secret["data"]["ca.crt"].as_str().unwrap().as_bytes())?;
+                    c.wait_with_output()
+                })
+                .unwrap()
+                .stdout,
+        )
+        .unwrap(),
+    );
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--cacert",
+            ca.path_str(),
+            &format!("https://127.0.0.1:{}/metrics", g.port),
+        ])
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("kubectl_raft_gate_decision_seconds"),
+        "{text}"
+    );
+}
+
+#[test]
+fn plain_kubectl_drain_of_the_leaders_node_gets_one_transfer_and_no_election() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-leader");
+    deploy_etcd(&ns.name, 3);
+    let _g = Gated::start(&ns.name);
+    drain_the_etcd_leaders_node(&ns.name, 3);
+}
+
+/// The gate as docs/gate.yaml installs it: two replicas behind a Service, as the ServiceAccount
+/// its roles describe (least privilege, in the cluster), its CA put into the webhook by itself.
+#[test]
+fn the_gate_installed_from_docs_gate_yaml_holds_the_leader_for_a_transfer() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-installed");
+    deploy_etcd(&ns.name, 3);
+    let _g = Installed::apply(&ns.name);
+    drain_the_etcd_leaders_node(&ns.name, 3);
+}
+
+#[test]
+fn plain_kubectl_drain_of_the_leaders_node_of_a_5_member_etcd_gets_one_transfer() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-leader5");
+    deploy_etcd(&ns.name, 5);
+    let _g = Gated::start(&ns.name);
+    drain_the_etcd_leaders_node(&ns.name, 5);
+}
+
+/// Plain `kubectl drain` of the node of etcd's leader, under a write load: the drain ends, the
+/// gate's Event says it transferred, the term moved by exactly 1, no write was lost.
+fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
+    let (leader, _) = etcd_leader(ns).expect("a leader");
+    let term_before = term(ns, &leader).expect("a term");
+    let node = node_of(ns, &leader);
+    wait_node_alone(&node, ns);
+    let load = Load::start_following(ns);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let out = kubectl_with(
+        &machine_kubectl_bin(),
+        &[
+            "drain",
+            &node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=180s",
+        ],
+    );
+    // kubectl drain says what it retries on stdout or stderr, by version.
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "kubectl drain {node} failed: {said}");
+    // The gate said what it did where kubectl describe shows it: an Event on the pod.
+    let events = kubectl_json(&["get", "events", "-n", ns]);
+    let transfer = events["items"].as_array().unwrap().iter().find(|e| {
+        e["reason"] == "TransferStarted" && e["involvedObject"]["name"] == leader.as_str()
+    });
+    assert!(
+        transfer.is_some_and(|e| e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("transferring leadership")),
+        "an Event TransferStarted on {leader}: {events}"
+    );
+    wait_etcd_ready(ns, members);
+    let summary = load.finish();
+    let (now, _) = etcd_leader(ns).expect("a leader after the drain");
+    assert_ne!(now, leader, "leadership moved off the drained member");
+    let term_after = term(ns, &now).expect("a term");
+    assert_eq!(
+        term_after,
+        term_before + 1,
+        "one leader change (a transfer moves the term by 1; an election besides it would move it more)"
+    );
+    assert_eq!(summary["lost"], 0, "no write lost: {summary}");
+}
+
+/// docs/gate.yaml applied as it is, but for two things the world needs: its namespace is the
+/// world's lock namespace already (not applied, never deleted), and the container runs the
+/// release image's binary from the host (the world's pods run host executables). Removed on
+/// drop.
+struct Installed {
+    manifest: TempFile,
+}
+
+impl Installed {
+    fn apply(ns: &str) -> Self {
+        let text = std::fs::read_to_string(repo().join("docs/gate.yaml")).unwrap();
+        let image = "        image: ghcr.io/kubectl-raft/kubectl-raft:v0.1.0\n";
+        assert!(
+            text.contains(image),
+            "docs/gate.yaml runs the release image"
+        );
+        let docs: Vec<&str> = text
+            .split("\n---\n")
+            .filter(|d| !d.contains("\nkind: Namespace\n"))
+            .collect();
+        let text = docs.join("\n---\n").replace(
+            image,
+            &format!("{image}        command: [{}]\n", image_binary().display()),
+        );
+        let manifest = tempfile(&text);
+        kubectl_ok(&["apply", "-f", manifest.path_str()]);
+        kubectl_ok(&["label", "namespace", ns, "kubectl-raft.io/gate=enabled"]);
+        wait_until(
+            Duration::from_secs(120),
+            "the gate's two replicas Ready",
+            || {
+                let d = kubectl_json(&["get", "deployment", "kubectl-raft-gate", "-n", LOCK_NS]);
+                d["status"]["readyReplicas"] == 2
+            },
+        );
+        wait_until(
+            Duration::from_secs(60),
+            "the gate's CA in its webhook",
+            || ca_bundle("kubectl-raft-gate").is_string(),
+        );
+        Installed { manifest }
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs = kubectl(&[
+                "logs",
+                "-n",
+                LOCK_NS,
+                "-l",
+                "app.kubernetes.io/name=kubectl-raft-gate",
+                "--tail=50",
+            ]);
+            eprintln!("the gate's logs:\n{}{}", stdout(&logs), stderr(&logs));
+        }
+        let _ = kubectl(&[
+            "delete",
+            "--ignore-not-found",
+            "-f",
+            self.manifest.path_str(),
+        ]);
+        let _ = kubectl(&[
+            "delete",
+            "secret",
+            "--ignore-not-found",
+            "-n",
+            LOCK_NS,
+            "kubectl-raft-gate-tls",
+        ]);
+    }
+}
+
+#[test]
+fn plain_kubectl_drain_evicts_nothing_while_another_member_hangs() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-hung");
+    deploy_etcd(&ns.name, 3);
+    let _g = Gated::start(&ns.name);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let followers = others_than(&leader, "etcd", 3);
+    let (hung, drained) = (&followers[0], &followers[1]);
+    let node = node_of(&ns.name, drained);
+    wait_node_alone(&node, &ns.name);
+    let before = uids(&ns.name);
+    let pid = container_pid(&ns.name, hung);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let out = while_frozen(pid, || {
+        // The PDB alone lets one more member go once the hung one is not Ready.
+        set_pdb(&ns.name, "etcd", 2, 1);
+        kubectl_with(
+            &machine_kubectl_bin(),
+            &[
+                "drain",
+                &node,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=25s",
+            ],
+        )
+    });
+    let err = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!out.status.success(), "kubectl drain gave up: {err}");
+    assert_eq!(
+        uids(&ns.name).get(drained.as_str()),
+        before.get(drained.as_str()),
+        "{drained} was not evicted"
+    );
+    assert!(
+        err.contains("healthy voter(s) where 2 are needed"),
+        "kubectl drain printed the gate's reason while it retried: {err}"
+    );
+}
+
+/// A Go duration as hashicorp/raft prints it ("35.1ms", "1.2s", "800µs"), in seconds.
+fn go_duration(s: &str) -> Option<f64> {
+    let num = |t: &str| t.parse::<f64>().ok();
+    if let Some(v) = s.strip_suffix("ms") {
+        return num(v).map(|v| v / 1e3);
+    }
+    if let Some(v) = s.strip_suffix("µs").or_else(|| s.strip_suffix("us")) {
+        return num(v).map(|v| v / 1e6);
+    }
+    if let Some(v) = s.strip_suffix("ns") {
+        return num(v).map(|v| v / 1e9);
+    }
+    s.strip_suffix('s').and_then(num)
+}
+
+/// Samples, until stopped, how long hraft's voters that follow have not heard from a leader
+/// (hashicorp/raft's `last_contact`, from Consul's `/v1/agent/self`, through pods/proxy): a
+/// leader that goes without handing over leaves them unheard for at least the heartbeat
+/// timeout (1 s) before an election; a transfer never does.
+struct ContactSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(u32, f64)>>,
+}
+
+impl ContactSampler {
+    fn start(ns: &str) -> Self {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, ns) = (stop.clone(), ns.to_string());
+        let thread = std::thread::spawn(move || {
+            let (mut samples, mut longest) = (0, 0.0f64);
+            while !flag.load(Ordering::SeqCst) {
+                for i in 0..3 {
+                    let path =
+                        format!("/api/v1/namespaces/{ns}/pods/hraft-{i}:8500/proxy/v1/agent/self");
+                    let out = kubectl(&["get", "--raw", &path, "--request-timeout=1s"]);
+                    let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
+                        continue;
+                    };
+                    let raft = &v["Stats"]["raft"];
+                    if raft["state"] != "Follower" {
+                        continue;
+                    }
+                    // "never": a replacement that has not heard from anyone yet.
+                    if let Some(d) = raft["last_contact"].as_str().and_then(go_duration) {
+                        samples += 1;
+                        longest = longest.max(d);
+                    }
+                }
+            }
+            (samples, longest)
+        });
+        ContactSampler {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// (samples, the longest a follower had not heard from a leader, in seconds).
+    fn finish(mut self) -> (u32, f64) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+/// Consul's servers (and the hashicorp/raft stand-in) do not hand leadership over on SIGTERM:
+/// a plain `kubectl drain` of the leader's node costs an election (seconds without a leader).
+/// Through the gate, the leader is held until a transfer to a voter (never one of the two
+/// non-voters) has made it a follower.
+#[test]
+fn plain_kubectl_drain_of_a_consul_leaders_node_transfers_to_a_voter_first() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-hraft");
+    let c = deploy_hraft(&ns.name);
+    let _g = Gated::start(&ns.name);
+    let leader = c["summary"]["leader"].as_str().unwrap().to_string();
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let sampler = ContactSampler::start(&ns.name);
+    let out = kubectl_with(
+        &machine_kubectl_bin(),
+        &[
+            "drain",
+            &node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=180s",
+        ],
+    );
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "kubectl drain {node} failed: {said}");
+    // Until the replacement is back and a leader is agreed.
+    let mut now = Value::Null;
+    wait_in(
+        &ns.name,
+        Duration::from_secs(120),
+        "the servers healthy again",
+        || {
+            now = status_json(&["hraft", "-n", &ns.name])["clusters"][0].clone();
+            now["summary"]["leader"].is_string() && now["summary"]["healthyVoters"] == 3
+        },
+    );
+    let (samples, longest) = sampler.finish();
+    eprintln!("longest a follower went without a leader: {longest:.3}s ({samples} samples)");
+    let new = now["summary"]["leader"].as_str().unwrap();
+    assert_ne!(new, leader, "leadership moved off the drained server");
+    assert!(
+        ["hraft-0", "hraft-1", "hraft-2"].contains(&new),
+        "a voter leads, not a non-voter: {new}"
+    );
+    assert!(
+        samples >= 10,
+        "the sampler saw the drain: {samples} samples"
+    );
+    assert!(
+        longest < 0.8,
+        "no follower went {longest:.2}s without hearing from a leader (the heartbeat timeout is 1s): a transfer, not an election ({samples} samples)"
+    );
+}
+
+/// A StatefulSet no profile recognises (a web server here) in an opted-in namespace: its pod is
+/// evicted as if there were no gate, never held.
+#[test]
+fn a_statefulset_that_is_no_raft_cluster_is_evicted_as_usual() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-plain");
+    deploy_python_sts(
+        &ns.name,
+        "web",
+        "import http.server\nhttp.server.HTTPServer(('', 8080), http.server.SimpleHTTPRequestHandler).serve_forever()",
+        &[],
+        None,
+    );
+    let _g = Gated::start(&ns.name);
+    let node = node_of(&ns.name, "web-0");
+    let before = uids(&ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let out = kubectl_with(
+        &machine_kubectl_bin(),
+        &[
+            "drain",
+            &node,
+            "--pod-selector=app=web",
+            "--ignore-daemonsets",
+            "--timeout=60s",
+        ],
+    );
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "kubectl drain {node}: {said}");
+    assert_ne!(
+        uids(&ns.name).get("web-0"),
+        before.get("web-0"),
+        "web-0 was evicted"
+    );
+}
+
+/// The gate down (its process gone, its webhook still registered, failurePolicy Fail): the
+/// API server cannot ask it, and evicts nothing in the namespaces it guards.
+#[test]
+fn with_the_gate_down_nothing_in_its_namespaces_is_evicted() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-down");
+    deploy_etcd(&ns.name, 3);
+    let g = Gated::start(&ns.name);
+    signal(g.gate.pid(), "KILL");
+    let log = g.gate.stderr_so_far();
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = others_than(&leader, "etcd", 3).remove(0);
+    let node = node_of(&ns.name, &follower);
+    let before = uids(&ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let out = kubectl_with(
+        &machine_kubectl_bin(),
+        &[
+            "drain",
+            &node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=20s",
+        ],
+    );
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        !out.status.success(),
+        "kubectl drain stopped: {said}\n{log}"
+    );
+    assert!(said.contains("failed calling webhook"), "{said}");
+    assert_eq!(
+        uids(&ns.name).get(follower.as_str()),
+        before.get(follower.as_str()),
+        "{follower} was not evicted"
+    );
+}
+
+/// NATS: the JetStream meta leader's node drained by plain `kubectl drain`. The gate moves the
+/// meta leader (a system-account request, with the credentials the StatefulSet names in a
+/// Secret its writer labelled for it) before the server goes.
+#[test]
+fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-nats");
+    deploy_nats(&ns.name, 3);
+    // The system account's user, in a Secret the gate may use: named by the StatefulSet and
+    // labelled by its writer.
+    kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "nats-ops",
+        "-n",
+        &ns.name,
+        "--from-literal=NATS_USER=sys",
+        "--from-literal=NATS_PASSWORD=sys-secret",
+    ]);
+    kubectl_ok(&[
+        "label",
+        "secret",
+        "nats-ops",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/credentials=true",
+    ]);
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "nats",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/credentials-secret=nats-ops",
+    ]);
+    let _g = Gated::start(&ns.name);
+    let leader = meta_leader(&ns.name, "nats-0").expect("a meta leader");
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let out = kubectl_with(
+        &machine_kubectl_bin(),
+        &[
+            "drain",
+            &node,
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=180s",
+        ],
+    );
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "kubectl drain {node} failed: {said}");
+    let events = kubectl_json(&["get", "events", "-n", &ns.name]);
+    assert!(
+        events["items"].as_array().unwrap().iter().any(|e| {
+            e["reason"] == "TransferStarted" && e["involvedObject"]["name"] == leader.as_str()
+        }),
+        "the gate held {leader} for a transfer: {events}"
+    );
+    let mut now = None;
+    wait_in(
+        &ns.name,
+        Duration::from_secs(120),
+        "a meta leader again",
+        || {
+            now = meta_leader(&ns.name, "nats-0");
+            now.is_some()
+        },
+    );
+    assert_ne!(
+        now.as_deref(),
+        Some(leader.as_str()),
+        "the meta leader moved"
+    );
+}

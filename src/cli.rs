@@ -196,6 +196,18 @@ pub struct GateServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "8s", value_parser = parse_duration)]
     pub decide_within: Duration,
 
+    /// How long a serving certificate the gate issues lives.
+    #[arg(long, value_name = "DURATION", default_value = "365days", value_parser = parse_lifetime, help_heading = "Certificates")]
+    pub cert_validity: Duration,
+
+    /// How long before its end a serving certificate is issued again (from the same CA).
+    #[arg(long, value_name = "DURATION", default_value = "30days", value_parser = parse_lifetime, help_heading = "Certificates")]
+    pub cert_renew_before: Duration,
+
+    /// How often the certificate, and the CA in the webhook configuration, are checked.
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration, help_heading = "Certificates")]
+    pub cert_check_every: Duration,
+
     /// The longest a leadership transfer the gate started is waited for.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub transfer_timeout: Duration,
@@ -752,6 +764,16 @@ pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Parses durations as kubectl does (Go's `time.ParseDuration`: `500ms`, `2s`, `1m30s`, `1h`,
 /// `1.5s`) or plain seconds (`3`), through humantime for the unit sequences; anything above
 /// [`MAX_DURATION`] is refused with a message, never a panic.
+/// A certificate's lifetime: humantime's forms ("365days", "12h", "90s"), at least a second.
+pub fn parse_lifetime(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("invalid duration {s:?}: {e} (e.g. 365days, 12h, 90s)"))?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("{s:?} is shorter than a second"));
+    }
+    Ok(d)
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let bad = || format!("invalid duration {s:?}: expected e.g. 500ms, 2s, 1m30s, 1h");

@@ -209,23 +209,7 @@ fn lease_unchanged_for(lease: &str, quiet: Duration) {
 fn five_configured_servers_on_three_pods_stop_the_eviction_of_a_follower() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("adv-conf");
-    // server.1 … server.5 in the configuration; replicas: 3. Three of five form the quorum.
-    let manifest =
-        std::fs::read_to_string(repo().join("tests/manifests/zookeeper-3.yaml")).unwrap();
-    let five = manifest.replace("for i in 0 1 2; do", "for i in 0 1 2 3 4; do");
-    assert_ne!(five, manifest, "the manifest's server loop changed");
-    let f = tempfile(&five);
-    kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
-    wait_in(
-        &ns.name,
-        Duration::from_secs(180),
-        "3 of 5 ZooKeeper servers with a leader",
-        || {
-            let v = status_json(&["zk", "-n", &ns.name]);
-            v["clusters"][0]["summary"]["leader"].is_string()
-                && v["clusters"][0]["summary"]["healthyVoters"] == 3
-        },
-    );
+    deploy_zookeeper_five_on_three(&ns.name);
     let status = status_json(&["zk", "-n", &ns.name]);
     let summary = &status["clusters"][0]["summary"];
     assert_eq!(

@@ -34,6 +34,11 @@ struct Gated {
 
 impl Gated {
     fn start(ns: &str) -> Self {
+        Self::start_with(ns, &[])
+    }
+
+    /// With further flags of `gate serve`.
+    fn start_with(ns: &str, extra: &[&str]) -> Self {
         let port = free_port();
         let webhook = format!("kubectl-raft-gate-{ns}");
         kubectl_ok(&[
@@ -54,7 +59,7 @@ impl Gated {
         let file = tempfile(&config);
         kubectl_ok(&["apply", "-f", file.path_str()]);
         let listen = format!("127.0.0.1:{port}");
-        let mut gate = Running::start(&[
+        let mut args = vec![
             "gate",
             "serve",
             "-n",
@@ -69,7 +74,9 @@ impl Gated {
             &webhook,
             "--lock-namespace",
             LOCK_NS,
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let mut gate = Running::start(&args);
         gate.wait_for("serving on", Duration::from_secs(60));
         Gated {
             webhook,
@@ -86,6 +93,19 @@ impl Drop for Gated {
             eprintln!("the gate's log:\n{}", self.gate.stderr_so_far());
         }
     }
+}
+
+/// Plain `kubectl drain NODE ARGS` (the machine's own kubectl, as an operator runs it):
+/// whether it succeeded, and all it said (it reports its retries on stdout or stderr, by
+/// version).
+fn plain_drain(node: &str, args: &[&str]) -> (bool, String) {
+    let mut a = vec!["drain", node];
+    a.extend_from_slice(args);
+    let out = kubectl_with(&machine_kubectl_bin(), &a);
+    (
+        out.status.success(),
+        format!("{}{}", stdout(&out), stderr(&out)),
+    )
 }
 
 /// The leader's term as a member reports it.
@@ -194,19 +214,15 @@ fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
     wait_node_alone(&node, ns);
     let load = Load::start_following(ns);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let out = kubectl_with(
-        &machine_kubectl_bin(),
+    let (ok, said) = plain_drain(
+        &node,
         &[
-            "drain",
-            &node,
             "--ignore-daemonsets",
             "--delete-emptydir-data",
             "--timeout=180s",
         ],
     );
-    // kubectl drain says what it retries on stdout or stderr, by version.
-    let said = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "kubectl drain {node} failed: {said}");
+    assert!(ok, "kubectl drain {node} failed: {said}");
     // The gate said what it did where kubectl describe shows it: an Event on the pod.
     let events = kubectl_json(&["get", "events", "-n", ns]);
     let transfer = events["items"].as_array().unwrap().iter().find(|e| {
@@ -320,22 +336,19 @@ fn plain_kubectl_drain_evicts_nothing_while_another_member_hangs() {
     let before = uids(&ns.name);
     let pid = container_pid(&ns.name, hung);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let out = while_frozen(pid, || {
+    let (ok, err) = while_frozen(pid, || {
         // The PDB alone lets one more member go once the hung one is not Ready.
         set_pdb(&ns.name, "etcd", 2, 1);
-        kubectl_with(
-            &machine_kubectl_bin(),
+        plain_drain(
+            &node,
             &[
-                "drain",
-                &node,
                 "--ignore-daemonsets",
                 "--delete-emptydir-data",
                 "--timeout=25s",
             ],
         )
     });
-    let err = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(!out.status.success(), "kubectl drain gave up: {err}");
+    assert!(!ok, "kubectl drain gave up: {err}");
     assert_eq!(
         uids(&ns.name).get(drained.as_str()),
         before.get(drained.as_str()),
@@ -427,18 +440,15 @@ fn plain_kubectl_drain_of_a_consul_leaders_node_transfers_to_a_voter_first() {
     wait_node_alone(&node, &ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
     let sampler = ContactSampler::start(&ns.name);
-    let out = kubectl_with(
-        &machine_kubectl_bin(),
+    let (ok, said) = plain_drain(
+        &node,
         &[
-            "drain",
-            &node,
             "--ignore-daemonsets",
             "--delete-emptydir-data",
             "--timeout=180s",
         ],
     );
-    let said = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "kubectl drain {node} failed: {said}");
+    assert!(ok, "kubectl drain {node} failed: {said}");
     // Until the replacement is back and a leader is agreed.
     let mut now = Value::Null;
     wait_in(
@@ -485,18 +495,15 @@ fn a_statefulset_that_is_no_raft_cluster_is_evicted_as_usual() {
     let node = node_of(&ns.name, "web-0");
     let before = uids(&ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let out = kubectl_with(
-        &machine_kubectl_bin(),
+    let (ok, said) = plain_drain(
+        &node,
         &[
-            "drain",
-            &node,
             "--pod-selector=app=web",
             "--ignore-daemonsets",
             "--timeout=60s",
         ],
     );
-    let said = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "kubectl drain {node}: {said}");
+    assert!(ok, "kubectl drain {node}: {said}");
     assert_ne!(
         uids(&ns.name).get("web-0"),
         before.get("web-0"),
@@ -519,26 +526,47 @@ fn with_the_gate_down_nothing_in_its_namespaces_is_evicted() {
     let node = node_of(&ns.name, &follower);
     let before = uids(&ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let out = kubectl_with(
-        &machine_kubectl_bin(),
+    let (ok, said) = plain_drain(
+        &node,
         &[
-            "drain",
-            &node,
             "--ignore-daemonsets",
             "--delete-emptydir-data",
             "--timeout=20s",
         ],
     );
-    let said = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(
-        !out.status.success(),
-        "kubectl drain stopped: {said}\n{log}"
-    );
+    assert!(!ok, "kubectl drain stopped: {said}\n{log}");
     assert!(said.contains("failed calling webhook"), "{said}");
     assert_eq!(
         uids(&ns.name).get(follower.as_str()),
         before.get(follower.as_str()),
         "{follower} was not evicted"
+    );
+    // A namespace that did not opt in is never sent to the gate: its pods are evicted as if
+    // there were no gate, while it is down.
+    let other = TestNamespace::new("gate-down-other");
+    deploy_python_sts(
+        &other.name,
+        "web",
+        "import http.server\nhttp.server.HTTPServer(('', 8080), http.server.SimpleHTTPRequestHandler).serve_forever()",
+        &[],
+        None,
+    );
+    let web_node = node_of(&other.name, "web-0");
+    let web_before = uids(&other.name);
+    let _web_cordoned = Cordoned(vec![web_node.clone()]);
+    let (ok, said) = plain_drain(
+        &web_node,
+        &[
+            "--pod-selector=app=web",
+            "--ignore-daemonsets",
+            "--timeout=60s",
+        ],
+    );
+    assert!(ok, "kubectl drain {web_node}: {said}");
+    assert_ne!(
+        uids(&other.name).get("web-0"),
+        web_before.get("web-0"),
+        "web-0 was evicted"
     );
 }
 
@@ -583,18 +611,15 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
     let node = node_of(&ns.name, &leader);
     wait_node_alone(&node, &ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let out = kubectl_with(
-        &machine_kubectl_bin(),
+    let (ok, said) = plain_drain(
+        &node,
         &[
-            "drain",
-            &node,
             "--ignore-daemonsets",
             "--delete-emptydir-data",
             "--timeout=180s",
         ],
     );
-    let said = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "kubectl drain {node} failed: {said}");
+    assert!(ok, "kubectl drain {node} failed: {said}");
     let events = kubectl_json(&["get", "events", "-n", &ns.name]);
     assert!(
         events["items"].as_array().unwrap().iter().any(|e| {
@@ -616,5 +641,218 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
         now.as_deref(),
         Some(leader.as_str()),
         "the meta leader moved"
+    );
+}
+
+/// The fingerprint of the first certificate in PEM `pem` (openssl).
+fn fingerprint(pem: &str) -> String {
+    let f = tempfile(pem);
+    let out = std::process::Command::new("openssl")
+        .args([
+            "x509",
+            "-noout",
+            "-fingerprint",
+            "-sha256",
+            "-in",
+            f.path_str(),
+        ])
+        .output()
+        .expect("openssl runs");
+    stdout(&out).trim().to_string()
+}
+
+/// A Secret's key, decoded.
+fn secret_text(ns: &str, name: &str, key: &str) -> String {
+    let v = kubectl_json(&["get", "secret", name, "-n", ns]);
+    let out = std::process::Command::new("bash")
+        .args(["-c", "base64 -d"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(v["data"][key].as_str().unwrap_or("").as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The certificate the gate serves now, as openssl sees it.
+fn served(port: u16) -> String {
+    let out = std::process::Command::new("bash")
+        .args([
+            "-c",
+            &format!(
+                "openssl s_client -connect 127.0.0.1:{port} </dev/null 2>/dev/null | openssl x509"
+            ),
+        ])
+        .output()
+        .expect("openssl runs");
+    stdout(&out)
+}
+
+/// A serving certificate that lives 60 s and is renewed 45 s before its end: the gate issues
+/// a new one from the same CA (the webhook's caBundle unchanged) and serves it without a
+/// restart.
+#[test]
+fn the_serving_certificate_is_renewed_from_the_same_ca_and_served() {
+    let ns = TestNamespace::new("gate-renew");
+    let g = Gated::start_with(
+        &ns.name,
+        &[
+            "--cert-validity",
+            "60s",
+            "--cert-renew-before",
+            "45s",
+            "--cert-check-every",
+            "2s",
+        ],
+    );
+    let first = secret_text(&ns.name, "gate-tls", "tls.crt");
+    let ca = ca_bundle(&g.webhook);
+    assert_eq!(fingerprint(&served(g.port)), fingerprint(&first));
+    let mut renewed = String::new();
+    wait_until(
+        Duration::from_secs(60),
+        "a renewed serving certificate",
+        || {
+            renewed = secret_text(&ns.name, "gate-tls", "tls.crt");
+            renewed != first
+        },
+    );
+    wait_until(
+        Duration::from_secs(20),
+        "the renewed certificate served",
+        || fingerprint(&served(g.port)) == fingerprint(&renewed),
+    );
+    assert_eq!(ca_bundle(&g.webhook), ca, "the same CA");
+}
+
+/// Two operators (or an autoscaler and an operator) drain two members' nodes at the same
+/// moment; the PDB, at maxUnavailable 2, would let both go. Through the gate one goes, its
+/// replacement rejoins, then the other: never two members down.
+#[test]
+fn two_plain_kubectl_drains_at_once_never_take_two_members_down() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-two");
+    deploy_etcd(&ns.name, 3);
+    set_pdb(&ns.name, "etcd", 2, 2);
+    let _g = Gated::start(&ns.name);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let followers = others_than(&leader, "etcd", 3);
+    let nodes: Vec<String> = followers.iter().map(|f| node_of(&ns.name, f)).collect();
+    for n in &nodes {
+        wait_node_alone(n, &ns.name);
+    }
+    let _cordoned = Cordoned(nodes.clone());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (stop, ns) = (stop.clone(), ns.name.clone());
+        std::thread::spawn(move || {
+            let mut most = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let down = etcd_pods(&ns)
+                    .iter()
+                    .filter(|p| !p["metadata"]["deletionTimestamp"].is_null() || !pod_ready(p))
+                    .count()
+                    + 3usize.saturating_sub(etcd_pods(&ns).len());
+                most = most.max(down);
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            most
+        })
+    };
+    let drains: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            let n = n.clone();
+            std::thread::spawn(move || {
+                plain_drain(
+                    &n,
+                    &[
+                        "--ignore-daemonsets",
+                        "--delete-emptydir-data",
+                        "--timeout=240s",
+                    ],
+                )
+            })
+        })
+        .collect();
+    let results: Vec<(bool, String)> = drains.into_iter().map(|d| d.join().unwrap()).collect();
+    wait_etcd_ready(&ns.name, 3);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let most_down = sampler.join().unwrap();
+    for (ok, said) in &results {
+        assert!(ok, "both drains end: {said}");
+    }
+    assert_eq!(most_down, 1, "at most one member down at any moment");
+}
+
+/// ZooKeeper configured with five servers, running three: no fault tolerance. Every member's
+/// eviction is refused, follower or leader, with the planner's reason.
+#[test]
+fn zookeeper_five_configured_on_three_pods_has_every_member_eviction_refused() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-zk5");
+    deploy_zookeeper_five_on_three(&ns.name);
+    let _g = Gated::start(&ns.name);
+    let before = uids(&ns.name);
+    for i in 0..3 {
+        let pod = format!("zk-{i}");
+        let node = node_of(&ns.name, &pod);
+        let _cordoned = Cordoned(vec![node.clone()]);
+        let (ok, said) = plain_drain(
+            &node,
+            &[
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                &format!("--pod-selector=statefulset.kubernetes.io/pod-name={pod}"),
+                "--timeout=15s",
+            ],
+        );
+        assert!(!ok, "the eviction of {pod} was refused: {said}");
+        assert!(said.contains("where 3 are needed"), "{pod}: {said}");
+    }
+    assert_eq!(uids(&ns.name), before, "nothing was evicted");
+}
+
+/// `kubectl raft drain` with the gate installed: its own evictions (it names its lock holder
+/// on them) pass, nothing waits on the gate's refusal of them.
+#[test]
+fn kubectl_raft_drain_with_the_gate_installed_is_not_held_by_it() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-raftdrain");
+    deploy_etcd(&ns.name, 3);
+    let _g = Gated::start(&ns.name);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "120s"]);
+    assert_eq!(code, Some(0), "{err}\n{report:#}");
+    let c = cluster(&report, &ns.name);
+    assert_eq!(
+        drain_counts(c),
+        (Some(1), Some(1), Some(0)),
+        "one eviction, one transfer, no election: {c:#}"
+    );
+    let events = kubectl_json(&["get", "events", "-n", &ns.name]);
+    let refused: Vec<&Value> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["reportingComponent"] == "kubectl-raft-gate"
+                || e["source"]["component"] == "kubectl-raft-gate"
+        })
+        .filter(|e| e["type"] == "Warning")
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the gate refused none of its evictions: {refused:?}"
     );
 }

@@ -7,13 +7,20 @@ use anyhow::Result;
 
 use crate::cli::{GateArgs, GateCommand, GlobalArgs, SelectArgs};
 use crate::gate::Gate;
-use crate::live::certs::CertSettings;
+use crate::live::certs::{CertSettings, Lifetimes};
 use crate::live::gate::KubeGate;
 use crate::live::webhook::{serve, ServeSettings};
 use crate::survey::Surveyor;
 
 pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
     let GateCommand::Serve(a) = &args.command;
+    if a.cert_renew_before >= a.cert_validity {
+        anyhow::bail!(
+            "--cert-renew-before ({}) must be shorter than --cert-validity ({}): the certificate would be issued again at every check",
+            humantime::format_duration(a.cert_renew_before),
+            humantime::format_duration(a.cert_validity)
+        );
+    }
     let select = SelectArgs {
         all_namespaces: true,
         profiles: a.profiles.clone(),
@@ -45,7 +52,12 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
             secret: a.tls_secret.clone(),
             names,
             webhook: (!a.webhook.is_empty()).then(|| a.webhook.clone()),
+            lifetimes: Lifetimes {
+                validity: a.cert_validity,
+                renew_before: a.cert_renew_before,
+            },
         },
+        cert_check_every: a.cert_check_every,
     };
     serve(Gate::new(ops, settings), client, serve_settings).await
 }

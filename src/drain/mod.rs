@@ -682,6 +682,8 @@ fn rejoined(
 }
 
 #[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
 mod prop_tests;
 #[cfg(test)]
 pub(crate) mod tests;

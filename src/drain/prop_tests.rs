@@ -15,9 +15,8 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use super::*;
-use crate::model::{ClusterTarget, Role};
+use crate::model::Role;
 use crate::plan::tests::{cluster, M};
-use crate::profile::Catalog;
 use crate::report::{CheckState, ClusterReport, Configured, VotersFrom};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,13 +86,6 @@ struct Sim {
     evictions: std::cell::Cell<u32>,
     looks: std::cell::Cell<u32>,
     drained: BTreeSet<String>,
-}
-
-/// The etcd profile, parsed once for all the cases.
-fn etcd_profile() -> crate::profile::Profile {
-    static ETCD: std::sync::OnceLock<crate::profile::Profile> = std::sync::OnceLock::new();
-    ETCD.get_or_init(|| Catalog::builtin().get("etcd").unwrap().clone())
-        .clone()
 }
 
 fn name(i: usize) -> String {
@@ -186,18 +178,10 @@ impl Sim {
 }
 
 fn pod(name: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("db".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    super::fixtures::pod(name, None)
 }
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 impl ClusterOps for Sim {
     async fn look(&self) -> Result<Option<Look>> {
@@ -243,41 +227,8 @@ impl ClusterOps for Sim {
             p.cut_off = false;
         }
         let report = self.report();
-        let target = ClusterTarget {
-            namespace: "db".into(),
-            name: "etcd".into(),
-            owner_kind: OwnerKind::StatefulSet,
-            profile: etcd_profile(),
-            desired_replicas: report.replicas.len() as u32,
-            pods: report.replicas.iter().map(|x| pod(&x.pod)).collect(),
-            credentials_secret: None,
-            named: false,
-        };
-        Ok(Some(Look {
-            obs: ClusterObservation {
-                target,
-                replicas: vec![],
-                members: None,
-                credentials_error: None,
-            },
-            input: ClusterInput {
-                report,
-                can_transfer: true,
-                target_needs_id: false,
-                stuck: Default::default(),
-                empty_dirs: Default::default(),
-                host_paths: Default::default(),
-                placement_unknown: None,
-                replace: Default::default(),
-                conflict: None,
-                comes_back_at: Default::default(),
-                liveness: crate::model::profile::Liveness::Health,
-                least_voters: 0,
-                configuration_seen: false,
-                evicted_before: Default::default(),
-                controller_rolling: None,
-            },
-        }))
+        let pods = report.replicas.iter().map(|x| pod(&x.pod)).collect();
+        Ok(Some(super::fixtures::look(report, pods, false)))
     }
 
     async fn check_lock(&self) -> Result<()> {

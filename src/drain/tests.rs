@@ -7,12 +7,10 @@ use std::collections::BTreeSet;
 
 use anyhow::anyhow;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
-use crate::model::{ClusterTarget, Role};
+use crate::model::Role;
 use crate::plan::tests::{cluster, M};
-use crate::profile::Catalog;
 use crate::report::ClusterReport;
 
 /// What can happen to the cluster while the executor waits or acts.
@@ -153,14 +151,7 @@ impl Scripted {
 }
 
 fn pod(name: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("db".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    super::fixtures::pod(name, None)
 }
 
 impl ClusterOps for Scripted {
@@ -195,41 +186,11 @@ impl ClusterOps for Scripted {
                 }
             }
         }
-        let target = ClusterTarget {
-            namespace: "db".into(),
-            name: "etcd".into(),
-            owner_kind: OwnerKind::StatefulSet,
-            profile: Catalog::builtin().get("etcd").unwrap().clone(),
-            desired_replicas: 3,
-            pods: report.replicas.iter().map(|x| pod(&x.pod)).collect(),
-            credentials_secret: None,
-            named: false,
-        };
-        Ok(Some(Look {
-            obs: ClusterObservation {
-                target,
-                replicas: vec![],
-                members: None,
-                credentials_error: None,
-            },
-            input: ClusterInput {
-                report,
-                can_transfer: true,
-                target_needs_id: true,
-                stuck: Default::default(),
-                empty_dirs: Default::default(),
-                host_paths: Default::default(),
-                placement_unknown: None,
-                replace: self.replace(),
-                conflict: None,
-                comes_back_at: Default::default(),
-                liveness: crate::model::profile::Liveness::Health,
-                least_voters: 0,
-                configuration_seen: false,
-                evicted_before: Default::default(),
-                controller_rolling: None,
-            },
-        }))
+        let pods = report.replicas.iter().map(|x| pod(&x.pod)).collect();
+        let mut look = super::fixtures::look(report, pods, true);
+        look.obs.target.desired_replicas = 3;
+        look.input.replace = self.replace();
+        Ok(Some(look))
     }
 
     async fn check_lock(&self) -> Result<()> {

@@ -180,6 +180,8 @@ pub enum Written {
 pub struct Transfer {
     pub from: String,
     pub to: Option<String>,
+    /// The record's stamp of this transfer (`Started::at`): which transfer of the record it is.
+    pub record_at: f64,
     pub started: Instant,
     /// None while it runs.
     pub ended: Option<Result<Handover, String>>,
@@ -255,6 +257,9 @@ pub struct Gate<O> {
     pub ops: O,
     pub settings: Settings,
     clusters: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<ClusterState>>>>,
+    /// When this replica first saw each entry of a record (by its stamp): ages are judged by
+    /// this process's own clock, never by comparing another replica's wall clock with it.
+    first_seen: Mutex<BTreeMap<String, Instant>>,
 }
 
 impl<O: GateOps> Gate<O> {
@@ -263,6 +268,7 @@ impl<O: GateOps> Gate<O> {
             ops,
             settings,
             clusters: Mutex::new(BTreeMap::new()),
+            first_seen: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -345,7 +351,8 @@ impl<O: GateOps> Gate<O> {
             )));
         };
         let now = self.ops.now();
-        let rejoining = settle_admitted(&mut record, &mut look, now, &self.settings);
+        let age = |key: String| self.age(&cluster, key);
+        let rejoining = settle_admitted(&mut record, &mut look, &m.pod, &age, &self.settings);
         if let Some(pod) = rejoining.iter().find(|p| **p != m.pod) {
             return Ok(Verdict::Refuse(
                 Code::Rejoining,
@@ -360,9 +367,9 @@ impl<O: GateOps> Gate<O> {
             .find(|x| x.raft.role == crate::model::Role::Leader)
             .map(|x| x.pod.clone());
         if let Some(t) = &record.transfer {
-            let running = now - t.at < self.settings.transfer_timeout.as_secs_f64()
+            let running = age(transfer_key(t)) < self.settings.transfer_timeout
                 && leader.as_deref() == Some(t.from.as_str())
-                && !ended_here(&state.transfer, &t.from);
+                && !ended_here(&state.transfer, t);
             if running {
                 let to = t.to.as_deref().unwrap_or("another member");
                 return Ok(Verdict::Refuse(
@@ -381,28 +388,9 @@ impl<O: GateOps> Gate<O> {
             )
         };
         if by_holder {
-            // The holder decided it with the same planner, on a look of its own: only what it
-            // may not have seen is checked, another member on its way out.
-            let going = look
-                .input
-                .report
-                .replicas
-                .iter()
-                .find(|x| x.terminating && x.pod != m.pod)
-                .map(|x| x.pod.clone());
-            if let Some(pod) = going {
-                return Ok(Verdict::Refuse(
-                    Code::Blocked(crate::plan::drain::BlockReason::Terminating),
-                    format!("{cluster}: {pod} is terminating; retry"),
-                ));
-            }
-            let allow = Verdict::Allow(format!(
-                "{cluster}'s lock holder decided this eviction with the same planner"
-            ));
-            return Ok(self
-                .admit(&m, &mut record, now, req.dry_run, allow)
-                .await?
-                .unwrap_or_else(conflict));
+            return self
+                .holders(&m, &mut record, now, req.dry_run, &look, &opts)
+                .await;
         }
         let plan = plan_cluster(&look.input, &opts);
         let verdict = match plan.steps.first() {
@@ -416,9 +404,12 @@ impl<O: GateOps> Gate<O> {
                         "{cluster}: {} ({}); {} healthy voter(s) stay where {} are needed",
                         m.pod, step.why, step.healthy_voters_during, step.quorum
                     ));
-                    self.admit(&m, &mut record, now, req.dry_run, allow)
-                        .await?
-                        .unwrap_or_else(conflict)
+                    match self.admit(&m, &mut record, now, req.dry_run, allow).await? {
+                        // A dry run took nothing: no lock to look at again.
+                        Some(v) if req.dry_run => v,
+                        Some(v) => self.still_unlocked(&m, v).await?,
+                        None => conflict(),
+                    }
                 }
                 Action::TransferThenEvict if req.dry_run => Verdict::Refuse(
                     Code::WouldTransfer,
@@ -429,7 +420,7 @@ impl<O: GateOps> Gate<O> {
                     ),
                 ),
                 Action::TransferThenEvict => {
-                    if let Some(v) = self.backing_off(&cluster, &state.transfer, &record, now) {
+                    if let Some(v) = self.backing_off(&cluster, &state.transfer, &record) {
                         return Ok(v);
                     }
                     record.transfer = Some(Started {
@@ -440,11 +431,24 @@ impl<O: GateOps> Gate<O> {
                     if self.ops.write_record(&m, &record).await? == Written::Conflict {
                         return Ok(conflict());
                     }
+                    if let Some(t) = &record.transfer {
+                        // Its age starts now, in this replica's clock.
+                        self.age(&cluster, transfer_key(t));
+                    }
                     // A slot of its own: a transfer that outlives its timeout cannot write its
                     // end onto the next one.
+                    // A drain that took the lock meanwhile acts on its own: the transfer is not
+                    // started beside it (the record's entry only holds back, and expires).
+                    if let Verdict::Refuse(c, why) = self
+                        .still_unlocked(&m, Verdict::Allow(String::new()))
+                        .await?
+                    {
+                        return Ok(Verdict::Refuse(c, why));
+                    }
                     let slot: TransferSlot = Arc::new(Mutex::new(Some(Transfer {
                         from: m.pod.clone(),
                         to: step.target.clone(),
+                        record_at: now,
                         started: Instant::now(),
                         ended: None,
                     })));
@@ -474,6 +478,81 @@ impl<O: GateOps> Gate<O> {
         Ok(verdict)
     }
 
+    /// How long ago this replica first saw `key` of `cluster` (now, if never): ages by its own
+    /// clock. Keys not asked for within an hour are forgotten.
+    fn age(&self, cluster: &str, key: String) -> Duration {
+        let now = Instant::now();
+        let mut seen = self.first_seen.lock().expect("not poisoned");
+        seen.retain(|_, at| now.duration_since(*at) < Duration::from_secs(3600));
+        let at = *seen.entry(format!("{cluster}/{key}")).or_insert(now);
+        now.duration_since(at)
+    }
+
+    /// `allow`, unless a `kubectl raft drain` or `restart` took the cluster's lock while this
+    /// decision was taken (it acts on a look of its own, which may predate this admission):
+    /// then refused, and the record's entry only holds others back until it expires.
+    async fn still_unlocked(&self, m: &Member, allow: Verdict) -> Result<Verdict> {
+        Ok(match self.ops.lock_holder(m).await? {
+            Some(h) => Verdict::Refuse(
+                Code::LockHeld,
+                format!("{} is being drained or restarted by {} (kubectl raft's lock): its members are evicted by that command only until it ends; retry", m.cluster(), public_holder(&h)),
+            ),
+            None => allow,
+        })
+    }
+
+    /// The lock holder's own eviction. It decided it with the same planner and its own flags,
+    /// on a look of its own; the gate checks it on its fresh look with every flag that only
+    /// the operator may give taken as given (`--allow-degraded`, the `--assume-*`, local data):
+    /// what no flag overrides still holds (a quorum of healthy voters, the leader only after
+    /// its transfer, one member at a time).
+    async fn holders(
+        &self,
+        m: &Member,
+        record: &mut Record,
+        now: f64,
+        dry_run: bool,
+        look: &Look,
+        opts: &DrainOptions,
+    ) -> Result<Verdict> {
+        use crate::plan::drain::Assume;
+        let cluster = m.cluster();
+        let given = DrainOptions {
+            allow_degraded: true,
+            delete_emptydir_data: true,
+            allow_hostpath_data: true,
+            assume_voters_are_pods: Assume::Every,
+            assume_followers_current: Assume::Every,
+            ..opts.clone()
+        };
+        let plan = plan_cluster(&look.input, &given);
+        let conflict = || {
+            Verdict::Refuse(
+                Code::Busy,
+                format!("{cluster}: another eviction of it was decided at the same moment; retry"),
+            )
+        };
+        match plan.steps.iter().find(|s| s.pod == m.pod) {
+            Some(step) if step.action == Action::TransferThenEvict => Ok(Verdict::Refuse(
+                Code::WouldTransfer,
+                format!("{cluster}: {} leads; its leadership is handed over before it is evicted; retry", m.pod),
+            )),
+            Some(_) => {
+                let allow = Verdict::Allow(format!(
+                    "{cluster}'s lock holder decided this eviction with the same planner"
+                ));
+                Ok(self
+                    .admit(m, record, now, dry_run, allow)
+                    .await?
+                    .unwrap_or_else(conflict))
+            }
+            None => Ok(match plan.blocker {
+                Some(b) => Verdict::Refuse(Code::Blocked(b.reason), b.message),
+                None => Verdict::Allow(format!("{cluster}: {} is not one of its members now", m.pod)),
+            }),
+        }
+    }
+
     /// Records the admission (not for a dry run) and answers `allow`; None when another
     /// decision wrote the record since it was read.
     async fn admit(
@@ -487,11 +566,16 @@ impl<O: GateOps> Gate<O> {
         if dry_run {
             return Ok(Some(allow));
         }
-        record.admitted.push(Admitted {
+        // A retry after a refusal further down the chain (a PDB) replaces its entry.
+        record.admitted.retain(|a| a.pod != m.pod);
+        let entry = Admitted {
             pod: m.pod.clone(),
             uid: m.uid.clone(),
             at: now,
-        });
+        };
+        // Its age starts now, in this replica's clock.
+        self.age(&m.cluster(), admitted_key(&entry, "pending"));
+        record.admitted.push(entry);
         Ok(match self.ops.write_record(m, record).await? {
             Written::Done => Some(allow),
             Written::Conflict => None,
@@ -503,13 +587,7 @@ impl<O: GateOps> Gate<O> {
     /// `transfer_backoff` ago. Evictors retry every few seconds: without this, a transfer that
     /// fails (or a leader that takes leadership back), or a forged review, would be tried on
     /// every retry.
-    fn backing_off(
-        &self,
-        cluster: &str,
-        slot: &TransferSlot,
-        record: &Record,
-        now: f64,
-    ) -> Option<Verdict> {
+    fn backing_off(&self, cluster: &str, slot: &TransferSlot, record: &Record) -> Option<Verdict> {
         let backoff = self.settings.transfer_backoff;
         let mine = slot.lock().expect("not poisoned").clone();
         if let Some(Transfer {
@@ -527,10 +605,11 @@ impl<O: GateOps> Gate<O> {
             }
         }
         let t = record.transfer.as_ref()?;
-        (now - t.at < backoff.as_secs_f64()).then(|| {
+        let age = self.age(cluster, transfer_key(t));
+        (age < backoff).then(|| {
             Verdict::Refuse(
                 Code::TransferBackoff,
-                format!("{cluster}: a transfer from {} began {:.0}s ago; the next may begin {}s after it; retry", t.from, now - t.at, backoff.as_secs()),
+                format!("{cluster}: a transfer from {} began {}s ago; the next may begin {}s after it; retry", t.from, age.as_secs(), backoff.as_secs()),
             )
         })
     }
@@ -539,34 +618,56 @@ impl<O: GateOps> Gate<O> {
 /// A lock holder as a refusal names it to any evictor: who and what, without the process id
 /// and start time that make the identity an eviction must carry to pass (`lock_holder`).
 fn public_holder(holder: &str) -> String {
-    match (holder.find(" pid "), holder.find(" (")) {
-        (Some(a), Some(b)) if a < b => format!("{}{}", &holder[..a], &holder[b..]),
-        _ => "another kubectl raft command".into(),
+    let Some(what) = holder.rfind(" (kubectl raft ") else {
+        return "another kubectl raft command".into();
+    };
+    match holder[..what].rfind(" pid ") {
+        Some(pid) => format!("{}{}", &holder[..pid], &holder[what..]),
+        None => "another kubectl raft command".into(),
     }
 }
 
 /// Whether this replica's own transfer away from `from` has ended (its record may still say
 /// it runs: the record is not written again when it ends).
-fn ended_here(slot: &TransferSlot, from: &str) -> bool {
+fn ended_here(slot: &TransferSlot, t: &Started) -> bool {
     slot.lock()
         .expect("not poisoned")
         .as_ref()
-        .is_some_and(|t| t.from == from && t.ended.is_some())
+        .is_some_and(|mine| mine.from == t.from && mine.record_at == t.at && mine.ended.is_some())
 }
 
-/// The record's admissions against what the look shows, as `drain` waits between steps:
+/// The key under which a replica remembers when it first saw a record's transfer.
+fn transfer_key(t: &Started) -> String {
+    format!("transfer/{}/{}", t.from, t.at)
+}
+
+/// The key under which a replica remembers when it first saw an admission in a state.
+fn admitted_key(a: &Admitted, state: &str) -> String {
+    format!(
+        "{state}/{}/{}/{}",
+        a.pod,
+        a.uid.as_deref().unwrap_or(""),
+        a.at
+    )
+}
+
+/// The record's admissions against what the look shows, as `drain` waits between steps
+/// (ages by this replica's clock, from when it first saw each entry in each state):
 /// - the pod still runs under the admitted UID, not deleted: its eviction is under way (or was
-///   refused further down the chain): it counts as terminating for `admitted_for`, then is
-///   forgotten;
+///   refused further down the chain, by a PDB): it counts as terminating for `admitted_for`,
+///   then is forgotten; not for its own retry (`evicted`), which replaces it;
 /// - the pod is terminating: the planner sees that itself;
-/// - a replacement (another UID, or none yet): kept until it is a healthy voter, for at most
-///   `rejoin_within`; returned, so that the next eviction waits for it.
+/// - a replacement (another UID) that is not a healthy voter yet: kept, and returned, so the
+///   next eviction waits for it, however long (as `drain` waits; the operator looks at it);
+/// - no pod of that name at all: waited for `rejoin_within`, then forgotten (the StatefulSet
+///   was scaled down, or its controller does not recreate it).
 ///
 /// Entries that no longer matter are dropped (written with the next admission).
 fn settle_admitted(
     record: &mut Record,
     look: &mut Look,
-    now: f64,
+    evicted: &str,
+    age: &dyn Fn(String) -> Duration,
     settings: &Settings,
 ) -> Vec<String> {
     let report = &look.input.report;
@@ -598,19 +699,25 @@ fn settle_admitted(
     let mut pending = BTreeSet::new();
     let mut rejoining = vec![];
     record.admitted.retain(|a| {
-        let age = now - a.at;
         let same = |uid: &Option<String>| a.uid.is_none() || *uid == a.uid;
         match pods.get(&a.pod) {
             Some((uid, false)) if same(uid) => {
-                let keep = age < settings.admitted_for.as_secs_f64();
-                if keep {
+                let keep = age(admitted_key(a, "pending")) < settings.admitted_for;
+                if keep && a.pod != evicted {
                     pending.insert(a.pod.clone());
                 }
                 keep
             }
             Some((uid, true)) if same(uid) => true,
-            _ => {
-                let keep = age < settings.rejoin_within.as_secs_f64() && !healthy(&a.pod);
+            Some(_) => {
+                let keep = !healthy(&a.pod);
+                if keep {
+                    rejoining.push(a.pod.clone());
+                }
+                keep
+            }
+            None => {
+                let keep = age(admitted_key(a, "missing")) < settings.rejoin_within;
                 if keep {
                     rejoining.push(a.pod.clone());
                 }

@@ -5,14 +5,11 @@
 use std::sync::Mutex;
 
 use anyhow::anyhow;
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
-use crate::model::{ClusterObservation, ClusterTarget, OwnerKind, Role};
-use crate::plan::drain::{BlockReason, ClusterInput};
+use crate::model::Role;
+use crate::plan::drain::BlockReason;
 use crate::plan::tests::{cluster, m};
-use crate::profile::Catalog;
 use crate::report::{CheckState, ClusterReport};
 
 struct Scripted {
@@ -20,6 +17,9 @@ struct Scripted {
     /// Each pod's UID now (a replacement gets a new one).
     uids: Mutex<BTreeMap<String, String>>,
     lock: Mutex<Option<String>>,
+    /// A lock someone takes from this call of `lock_holder` on (the first is 1).
+    lock_taken_at_call: Mutex<Option<(u32, String)>>,
+    lock_calls: Mutex<u32>,
     /// How long a look takes (a slow replica).
     look_takes: Duration,
     look_fails: bool,
@@ -55,6 +55,8 @@ impl Scripted {
                     .collect(),
             ),
             lock: Mutex::new(None),
+            lock_taken_at_call: Mutex::new(None),
+            lock_calls: Mutex::new(0),
             look_takes: Duration::ZERO,
             look_fails: false,
             transfers: Mutex::new(vec![]),
@@ -119,18 +121,6 @@ impl Scripted {
     }
 }
 
-fn pod(name: &str, uid: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("db".into()),
-            uid: Some(uid.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
-
 impl GateOps for &Scripted {
     async fn member(&self, namespace: &str, pod: &str) -> Result<Option<Member>> {
         if !pod.starts_with("etcd-") {
@@ -148,6 +138,13 @@ impl GateOps for &Scripted {
     }
 
     async fn lock_holder(&self, _: &Member) -> Result<Option<String>> {
+        let mut calls = self.lock_calls.lock().unwrap();
+        *calls += 1;
+        if let Some((from, h)) = self.lock_taken_at_call.lock().unwrap().clone() {
+            if *calls >= from {
+                return Ok(Some(h));
+            }
+        }
         Ok(self.lock.lock().unwrap().clone())
     }
 
@@ -158,45 +155,12 @@ impl GateOps for &Scripted {
         }
         let report = self.report.lock().unwrap().clone();
         let uids = self.uids.lock().unwrap().clone();
-        let target = ClusterTarget {
-            namespace: "db".into(),
-            name: "etcd".into(),
-            owner_kind: OwnerKind::StatefulSet,
-            profile: Catalog::builtin().get("etcd").unwrap().clone(),
-            desired_replicas: 3,
-            pods: report
-                .replicas
-                .iter()
-                .map(|x| pod(&x.pod, &uids[&x.pod]))
-                .collect(),
-            credentials_secret: None,
-            named: false,
-        };
-        Ok(Some(Look {
-            obs: ClusterObservation {
-                target,
-                replicas: vec![],
-                members: None,
-                credentials_error: None,
-            },
-            input: ClusterInput {
-                report,
-                can_transfer: true,
-                target_needs_id: true,
-                stuck: Default::default(),
-                empty_dirs: Default::default(),
-                host_paths: Default::default(),
-                placement_unknown: None,
-                replace: Default::default(),
-                conflict: None,
-                comes_back_at: Default::default(),
-                liveness: crate::model::profile::Liveness::Health,
-                least_voters: 0,
-                configuration_seen: false,
-                evicted_before: Default::default(),
-                controller_rolling: None,
-            },
-        }))
+        let pods = report
+            .replicas
+            .iter()
+            .map(|x| crate::drain::fixtures::pod(&x.pod, Some(&uids[&x.pod])))
+            .collect();
+        Ok(Some(crate::drain::fixtures::look(report, pods, true)))
     }
 
     fn start_transfer(&self, _: Look, step: DrainStep, _: DrainOptions, slot: TransferSlot) {
@@ -362,7 +326,7 @@ async fn an_admission_that_never_took_effect_holds_back_others_only_for_a_while(
     // Admitted, then refused further down the chain (a PDB): the pod stays as it was.
     assert!(g.review(&evict("etcd-0")).await.allowed());
     assert!(!g.review(&evict("etcd-2")).await.allowed());
-    s.tick(g.settings.admitted_for.as_secs_f64() + 1.0);
+    tokio::time::advance(g.settings.admitted_for + Duration::from_secs(1)).await;
     assert!(g.review(&evict("etcd-2")).await.allowed());
 }
 
@@ -426,15 +390,81 @@ async fn a_refusal_does_not_tell_the_lock_holders_pass() {
     assert!(!v.message().contains("1764633600123"), "{}", v.message());
 }
 
+fn holding(s: &Scripted, pod: &str) -> Request {
+    let holder = "alice@laptop pid 7 started 1 (kubectl raft drain n1 --allow-degraded)";
+    *s.lock.lock().unwrap() = Some(holder.into());
+    let mut req = evict(pod);
+    req.lock_holder = Some(holder.into());
+    req
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_lock_holders_own_eviction_passes() {
     let s = Scripted::new();
-    s.hang("etcd-2");
-    let holder = "alice@laptop pid 7 (kubectl raft drain n1 --allow-degraded)";
-    *s.lock.lock().unwrap() = Some(holder.into());
-    let mut req = evict("etcd-0");
-    req.lock_holder = Some(holder.into());
+    let req = holding(&s, "etcd-0");
     assert!(gate(&s).review(&req).await.allowed());
+}
+
+/// The holder decided on a look of its own; a member that hung since is seen here: what no
+/// flag overrides (a quorum of healthy voters) still holds for its evictions.
+#[tokio::test(start_paused = true)]
+async fn the_lock_holders_eviction_keeps_a_quorum_a_hang_since_its_look_would_break() {
+    let s = Scripted::new();
+    let req = holding(&s, "etcd-0");
+    s.hang("etcd-2");
+    let v = gate(&s).review(&req).await;
+    assert_eq!(v.reason(), "QuorumAtRisk", "{v:?}");
+}
+
+/// The leader changed since the holder's look (an election, a transfer that ended): the
+/// member it evicts leads now, and goes only after its own transfer.
+#[tokio::test(start_paused = true)]
+async fn the_lock_holders_eviction_of_a_member_that_leads_now_is_held() {
+    let s = Scripted::new();
+    let req = holding(&s, "etcd-1");
+    let v = gate(&s).review(&req).await;
+    assert!(!v.allowed(), "{v:?}");
+    assert!(
+        s.transfers.lock().unwrap().is_empty(),
+        "the holder transfers itself"
+    );
+}
+
+/// A replica whose wall clock is 40 s behind writes an admission that looks old to the others;
+/// ages are judged by each replica's own clock, so it still holds the next eviction back.
+#[tokio::test(start_paused = true)]
+async fn an_admission_by_a_replica_whose_clock_is_behind_still_holds_the_others() {
+    let s = Scripted::new();
+    let (one, two) = (gate(&s), gate(&s));
+    s.tick(-40.0);
+    assert!(one.review(&evict("etcd-0")).await.allowed());
+    s.tick(40.0);
+    assert!(!two.review(&evict("etcd-2")).await.allowed());
+}
+
+/// A PDB refused the eviction the gate admitted: the evictor's retry of the same member is not
+/// held back by its own admission.
+#[tokio::test(start_paused = true)]
+async fn the_retry_of_an_admitted_eviction_is_not_held_by_it() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let v = g.review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+}
+
+/// A replacement that has not rejoined after ten minutes is still waited for: the gate does
+/// not fall back to counting the quorum alone, which on 5 members would let a second go.
+#[tokio::test(start_paused = true)]
+async fn a_replacement_that_never_rejoins_is_waited_for_however_long() {
+    let s = Scripted::of(5);
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    s.replaced_unready("etcd-0");
+    assert_eq!(g.review(&evict("etcd-3")).await.reason(), "Rejoining");
+    tokio::time::advance(g.settings.rejoin_within + Duration::from_secs(1)).await;
+    assert_eq!(g.review(&evict("etcd-3")).await.reason(), "Rejoining");
 }
 
 #[tokio::test(start_paused = true)]
@@ -551,4 +581,15 @@ async fn leadership_is_not_moved_again_moments_after_a_transfer() {
     let v = g.review(&evict(&new)).await;
     assert_eq!(v.reason(), "TransferBackoff", "{v:?}");
     assert_eq!(s.transfers.lock().unwrap().len(), 1);
+}
+
+/// A `kubectl raft drain` takes the lock while the gate decides (after its first look at the
+/// lock): the drain's look may predate this admission, so the gate does not admit beside it.
+#[tokio::test(start_paused = true)]
+async fn a_lock_taken_while_the_gate_decides_refuses_the_eviction() {
+    let s = Scripted::new();
+    *s.lock_taken_at_call.lock().unwrap() =
+        Some((2, "bob@desk pid 9 started 2 (kubectl raft drain n3)".into()));
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "LockHeld", "{v:?}");
 }

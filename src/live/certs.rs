@@ -24,11 +24,28 @@ use time::{Duration as Days, OffsetDateTime};
 
 use crate::errors::{api_context, status_of};
 
-/// The CA's life, and the serving certificate's; it is re-issued when less than
-/// [`RENEW_BEFORE_DAYS`] are left.
+/// The CA's life (it is not renewed: a new Secret starts a new one).
 const CA_DAYS: i64 = 3650;
-const SERVING_DAYS: i64 = 365;
-pub const RENEW_BEFORE_DAYS: i64 = 30;
+
+/// How long a serving certificate lives, and how long before its end it is re-issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetimes {
+    pub validity: std::time::Duration,
+    pub renew_before: std::time::Duration,
+}
+
+impl Default for Lifetimes {
+    fn default() -> Self {
+        Lifetimes {
+            validity: std::time::Duration::from_secs(365 * 86400),
+            renew_before: std::time::Duration::from_secs(30 * 86400),
+        }
+    }
+}
+
+fn span(d: std::time::Duration) -> Days {
+    Days::seconds(i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2))
+}
 /// The annotation on the Secret that says when its serving certificate expires (RFC 3339).
 const NOT_AFTER: &str = "kubectl-raft.io/not-after";
 /// The annotation on the Secret that lists the names its serving certificate carries.
@@ -46,6 +63,7 @@ pub struct CertSettings {
     pub names: Vec<String>,
     /// The ValidatingWebhookConfiguration whose webhooks get the CA (None: leave it alone).
     pub webhook: Option<String>,
+    pub lifetimes: Lifetimes,
 }
 
 /// The PEMs a Secret holds.
@@ -78,7 +96,11 @@ fn ca_params() -> Result<CertificateParams> {
 
 /// A serving certificate for `names`, signed by the CA whose key is given (the CA's subject
 /// is always [`ca_params`]'s, so the issuer is rebuilt from it and the key).
-fn serving(ca_key: &str, names: &[String]) -> Result<(String, String, OffsetDateTime)> {
+fn serving(
+    ca_key: &str,
+    names: &[String],
+    validity: std::time::Duration,
+) -> Result<(String, String, OffsetDateTime)> {
     let ca_key = KeyPair::from_pem(ca_key).context("the gate CA's key in its Secret")?;
     let issuer = Issuer::new(ca_params()?, ca_key);
     let key = KeyPair::generate()?;
@@ -92,18 +114,18 @@ fn serving(ca_key: &str, names: &[String]) -> Result<(String, String, OffsetDate
     );
     let now = OffsetDateTime::now_utc();
     p.not_before = now - Days::hours(1);
-    p.not_after = now + Days::days(SERVING_DAYS);
+    p.not_after = now + span(validity);
     let cert = p.signed_by(&key, &issuer)?;
     Ok((cert.pem(), key.serialize_pem(), p.not_after))
 }
 
 /// A new CA and a serving certificate from it.
-pub fn issue(names: &[String]) -> Result<Pems> {
+pub fn issue(names: &[String], validity: std::time::Duration) -> Result<Pems> {
     let ca_key = KeyPair::generate()?;
     let ca_key_pem = ca_key.serialize_pem();
     let ca = CertifiedIssuer::self_signed(ca_params()?, ca_key)?;
     let ca_cert = ca.pem();
-    let (cert, key, not_after) = serving(&ca_key_pem, names)?;
+    let (cert, key, not_after) = serving(&ca_key_pem, names, validity)?;
     Ok(Pems {
         ca_cert,
         ca_key: ca_key_pem,
@@ -115,8 +137,12 @@ pub fn issue(names: &[String]) -> Result<Pems> {
 }
 
 /// Whether a serving certificate expiring at `not_after` is re-issued now.
-pub fn due(not_after: OffsetDateTime, now: OffsetDateTime) -> bool {
-    not_after - now < Days::days(RENEW_BEFORE_DAYS)
+pub fn due(
+    not_after: OffsetDateTime,
+    now: OffsetDateTime,
+    renew_before: std::time::Duration,
+) -> bool {
+    not_after - now < span(renew_before)
 }
 
 fn text(s: &Secret, key: &str) -> Option<String> {
@@ -200,12 +226,18 @@ pub async fn ensure(client: &Client, c: &CertSettings) -> Result<Pems> {
         let found = current.as_ref().and_then(read);
         let names = c.names.join(",");
         let wanted = match &found {
-            Some(p) if !due(p.not_after, OffsetDateTime::now_utc()) && p.names == names => {
+            Some(p)
+                if !due(
+                    p.not_after,
+                    OffsetDateTime::now_utc(),
+                    c.lifetimes.renew_before,
+                ) && p.names == names =>
+            {
                 return Ok(p.clone())
             }
             // Due, or for other names (--tls-name changed): re-issued from the same CA.
             Some(p) => {
-                let (cert, key, not_after) = serving(&p.ca_key, &c.names)?;
+                let (cert, key, not_after) = serving(&p.ca_key, &c.names, c.lifetimes.validity)?;
                 Pems {
                     cert,
                     key,
@@ -214,7 +246,7 @@ pub async fn ensure(client: &Client, c: &CertSettings) -> Result<Pems> {
                     ..p.clone()
                 }
             }
-            None => issue(&c.names)?,
+            None => issue(&c.names, c.lifetimes.validity)?,
         };
         let s = secret(c, &wanted, current.as_ref())?;
         let written = match &current {
@@ -294,10 +326,18 @@ mod tests {
 
     #[test]
     fn a_new_serving_certificate_is_signed_by_the_new_ca_and_loads() {
-        let p = issue(&["kubectl-raft-gate.kubectl-raft.svc".into()]).unwrap();
+        let p = issue(
+            &["kubectl-raft-gate.kubectl-raft.svc".into()],
+            Lifetimes::default().validity,
+        )
+        .unwrap();
         assert!(p.ca_cert.contains("BEGIN CERTIFICATE"));
         assert!(certified_key(&p).is_ok());
-        assert!(!due(p.not_after, OffsetDateTime::now_utc()));
+        assert!(!due(
+            p.not_after,
+            OffsetDateTime::now_utc(),
+            Lifetimes::default().renew_before
+        ));
     }
 
     /// Whether the serving certificate chains to the CA for its first name, as the API server
@@ -330,14 +370,14 @@ mod tests {
 
     #[test]
     fn a_new_serving_certificate_chains_to_its_ca() {
-        let p = issue(&["127.0.0.1".into()]).unwrap();
+        let p = issue(&["127.0.0.1".into()], Lifetimes::default().validity).unwrap();
         assert!(verifies(&p));
     }
 
     #[test]
     fn a_certificate_from_another_ca_does_not_chain() {
-        let p = issue(&["127.0.0.1".into()]).unwrap();
-        let other = issue(&["127.0.0.1".into()]).unwrap();
+        let p = issue(&["127.0.0.1".into()], Lifetimes::default().validity).unwrap();
+        let other = issue(&["127.0.0.1".into()], Lifetimes::default().validity).unwrap();
         assert!(!verifies(&Pems {
             ca_cert: other.ca_cert,
             ..p
@@ -347,15 +387,16 @@ mod tests {
     #[test]
     fn a_certificate_is_renewed_a_month_before_it_expires() {
         let now = OffsetDateTime::now_utc();
-        assert!(due(now + Days::days(RENEW_BEFORE_DAYS - 1), now));
-        assert!(!due(now + Days::days(RENEW_BEFORE_DAYS + 1), now));
+        let month = Lifetimes::default().renew_before;
+        assert!(due(now + Days::days(29), now, month));
+        assert!(!due(now + Days::days(31), now, month));
     }
 
     #[test]
     fn a_renewed_certificate_comes_from_the_same_ca() {
         let names = vec!["127.0.0.1".to_string()];
-        let p = issue(&names).unwrap();
-        let (cert, key, _) = serving(&p.ca_key, &names).unwrap();
+        let p = issue(&names, Lifetimes::default().validity).unwrap();
+        let (cert, key, _) = serving(&p.ca_key, &names, Lifetimes::default().validity).unwrap();
         assert_ne!(cert, p.cert);
         let renewed = Pems {
             cert,
@@ -375,8 +416,9 @@ mod tests {
             secret: "gate-tls".into(),
             names: vec!["a".into()],
             webhook: None,
+            lifetimes: Lifetimes::default(),
         };
-        let p = issue(&c.names).unwrap();
+        let p = issue(&c.names, Lifetimes::default().validity).unwrap();
         let s = secret(&c, &p, None).unwrap();
         let back = read(&s).unwrap();
         assert_eq!(back.cert, p.cert);

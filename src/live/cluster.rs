@@ -96,26 +96,25 @@ pub(crate) fn cluster_input(
         )),
         _ => None,
     });
+    // What this look has: the leader's view only where the member list was read.
+    let liveness = obs
+        .target
+        .profile
+        .liveness_with(matches!(obs.members, Some(Ok(_))));
     ClusterInput {
-        report,
-        can_transfer: obs.target.profile.transfer.is_some(),
-        target_needs_id: crate::plan::transfer_needs_member_id(&obs.target.profile, false),
         stuck,
         empty_dirs,
         host_paths,
         controller_rolling,
         placement_unknown,
         replace,
-        conflict: None,
         comes_back_at,
-        // What this look has: the leader's view only where the member list was read.
-        liveness: obs
-            .target
-            .profile
-            .liveness_with(matches!(obs.members, Some(Ok(_)))),
-        least_voters: 0,
-        configuration_seen: false,
-        evicted_before: BTreeSet::new(),
+        ..ClusterInput::new(
+            report,
+            obs.target.profile.transfer.is_some(),
+            crate::plan::transfer_needs_member_id(&obs.target.profile, false),
+            liveness,
+        )
     }
 }
 

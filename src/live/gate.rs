@@ -182,10 +182,18 @@ impl GateOps for KubeGate {
             .annotations
             .as_ref()
             .and_then(|a| a.get(RECORD_ANNOTATION));
-        // A record that does not parse is started again: it only ever holds back evictions.
-        let mut record: Record = text
-            .and_then(|t| serde_json::from_str(t).ok())
-            .unwrap_or_default();
+        // A record that does not parse (another version of the gate wrote it) is never taken
+        // for an empty one: what it holds back would be let through.
+        let mut record: Record = match text {
+            Some(t) => serde_json::from_str(t).map_err(|e| {
+                anyhow::anyhow!(
+                    "the gate's record of {} (Lease {}/{name}) cannot be read ({e}): a gate of another version wrote it? Run one version of the gate; deleting the Lease forgets what it held back",
+                    m.cluster(),
+                    self.lock_namespace
+                )
+            })?,
+            None => Record::default(),
+        };
         record.version = lease.metadata.resource_version.clone();
         Ok(record)
     }
@@ -226,6 +234,10 @@ impl GateOps for KubeGate {
         match written {
             Ok(_) => Ok(Written::Done),
             Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => Ok(Written::Conflict),
+            // Deleted since it was read: someone else's change, decided again.
+            Err(e) if record.version.is_some() && status_of(&e).is_some_and(|s| s.code == 404) => {
+                Ok(Written::Conflict)
+            }
             Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => Err(anyhow::anyhow!(
                 "the namespace {:?} does not exist: the gate keeps its record of each cluster there (docs/gate.yaml creates it)",
                 self.lock_namespace

@@ -29,17 +29,20 @@ use super::gate::KubeGate;
 use crate::gate::review::{self, Parsed};
 use crate::gate::{Code, Gate, Verdict};
 
+/// The longest a client may take to complete its TLS handshake.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(5);
+
 /// The largest review read (an Eviction's is a few kilobytes).
 const MAX_BODY: usize = 3 * 1024 * 1024;
-/// How often the certificate and the webhook's CA are looked at (re-issued when due, put back
-/// when a re-apply of the webhook configuration blanked it).
-const CERT_CHECK_EVERY: Duration = Duration::from_secs(60);
 
 /// How the gate serves.
 #[derive(Debug, Clone)]
 pub struct ServeSettings {
     pub listen: SocketAddr,
     pub certs: CertSettings,
+    /// How often the certificate and the webhook's CA are looked at (re-issued when due, put
+    /// back when a re-apply of the webhook configuration blanked it).
+    pub cert_check_every: Duration,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -176,6 +179,8 @@ impl Server {
                 if *code == Code::TransferStarted {
                     self.metrics.transfers.inc();
                 }
+                // Evictions given up on are forgotten after a day.
+                first.retain(|_, since| since.elapsed() < Duration::from_secs(86400));
                 first.entry(key.to_string()).or_insert_with(Instant::now);
             }
         }
@@ -280,9 +285,10 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
     // put back into the webhook when something blanked it.
     {
         let (client, c, current) = (client.clone(), s.certs.clone(), current.clone());
+        let every = s.cert_check_every;
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(CERT_CHECK_EVERY).await;
+                tokio::time::sleep(every).await;
                 match certs::ensure(&client, &c).await.and_then(|p| {
                     let k = certs::certified_key(&p)?;
                     Ok((p, k))
@@ -306,10 +312,15 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
         let (tcp, peer) = listener.accept().await.context("accepting a connection")?;
         let (acceptor, server) = (acceptor.clone(), server.clone());
         tokio::spawn(async move {
-            let tls = match acceptor.accept(tcp).await {
-                Ok(t) => t,
-                Err(e) => {
+            // A client that connects and says nothing does not hold a task for ever.
+            let tls = match tokio::time::timeout(HANDSHAKE_WITHIN, acceptor.accept(tcp)).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
                     tracing::debug!("TLS handshake with {peer} failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("no TLS handshake from {peer} within {HANDSHAKE_WITHIN:?}");
                     return;
                 }
             };
@@ -317,6 +328,9 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
                 let server = server.clone();
                 async move { Ok::<_, std::convert::Infallible>(server.handle(req).await) }
             });
+            // No read timeout on the connection: the API server keeps it open between reviews,
+            // and one closed under it as it sends a review fails that eviction with a 500
+            // ("connection reset by peer"), which makes kubectl drain give up.
             if let Err(e) = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), svc)
                 .await

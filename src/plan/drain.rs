@@ -240,6 +240,36 @@ pub struct ClusterInput {
     pub controller_rolling: Option<String>,
 }
 
+impl ClusterInput {
+    /// A cluster as its survey alone describes it: nothing stuck or on node-local storage,
+    /// nothing to replace, no conflict, no rollout, no memory of earlier looks. The adapters
+    /// (and an embedder's) fill in what they know.
+    pub fn new(
+        report: ClusterReport,
+        can_transfer: bool,
+        target_needs_id: bool,
+        liveness: Liveness,
+    ) -> Self {
+        ClusterInput {
+            report,
+            can_transfer,
+            target_needs_id,
+            stuck: BTreeMap::new(),
+            empty_dirs: BTreeMap::new(),
+            host_paths: BTreeMap::new(),
+            placement_unknown: None,
+            replace: BTreeSet::new(),
+            conflict: None,
+            comes_back_at: BTreeMap::new(),
+            liveness,
+            least_voters: 0,
+            configuration_seen: false,
+            evicted_before: BTreeSet::new(),
+            controller_rolling: None,
+        }
+    }
+}
+
 /// The names of a pod's emptyDir volumes, kubectl drain's "local storage".
 pub fn emptydir_volumes(p: &Pod) -> Vec<String> {
     p.spec

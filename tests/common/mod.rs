@@ -383,6 +383,27 @@ pub fn wait_node_holds_only(node: &str, namespaces: &[&str]) {
 }
 
 /// Applies tests/manifests/zookeeper-3.yaml and waits for a leader and 3 healthy, Ready servers.
+/// ZooKeeper with server.1 … server.5 in its configuration but 3 pods (replicas: 3): three of
+/// five form the quorum, so the cluster has no fault tolerance left.
+pub fn deploy_zookeeper_five_on_three(ns: &str) {
+    let manifest =
+        std::fs::read_to_string(repo().join("tests/manifests/zookeeper-3.yaml")).unwrap();
+    let five = manifest.replace("for i in 0 1 2; do", "for i in 0 1 2 3 4; do");
+    assert_ne!(five, manifest, "the manifest's server loop changed");
+    let f = tempfile(&five);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_in(
+        ns,
+        Duration::from_secs(180),
+        "3 of 5 ZooKeeper servers with a leader",
+        || {
+            let v = status_json(&["zk", "-n", ns]);
+            v["clusters"][0]["summary"]["leader"].is_string()
+                && v["clusters"][0]["summary"]["healthyVoters"] == 3
+        },
+    );
+}
+
 pub fn deploy_zookeeper(ns: &str) {
     let manifest = repo().join("tests/manifests/zookeeper-3.yaml");
     kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);

@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
     Node, NodeCondition, NodeSpec, NodeStatus, PersistentVolume, Pod, PodStatus,
@@ -53,23 +53,12 @@ fn input(name: &str, ms: &[M], can_transfer: bool) -> ClusterInput {
         r.ready = x.ready;
         r.raft.term = Some(x.term);
     }
-    ClusterInput {
+    ClusterInput::new(
         report,
         can_transfer,
-        target_needs_id: can_transfer,
-        stuck: BTreeMap::new(),
-        empty_dirs: BTreeMap::new(),
-        host_paths: BTreeMap::new(),
-        placement_unknown: None,
-        replace: Default::default(),
-        conflict: None,
-        comes_back_at: Default::default(),
-        liveness: crate::model::profile::Liveness::Health,
-        least_voters: 0,
-        configuration_seen: false,
-        evicted_before: Default::default(),
-        controller_rolling: None,
-    }
+        can_transfer,
+        crate::model::profile::Liveness::Health,
+    )
 }
 
 fn opts(nodes: &[u8]) -> DrainOptions {

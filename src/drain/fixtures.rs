@@ -1,0 +1,56 @@
+//! What the executors' scripted clusters share (the drain's, the property tests', the gate's):
+//! a look at the StatefulSet db/etcd as its survey would describe it.
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::Look;
+use crate::model::profile::Liveness;
+use crate::model::{ClusterObservation, ClusterTarget, OwnerKind};
+use crate::plan::drain::ClusterInput;
+use crate::profile::Catalog;
+use crate::report::ClusterReport;
+
+/// Pod `name` of namespace db, with this UID if given.
+pub(crate) fn pod(name: &str, uid: Option<&str>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("db".into()),
+            uid: uid.map(str::to_string),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The built-in etcd profile, parsed once (the property tests look thousands of times).
+pub(crate) fn etcd_profile() -> crate::profile::Profile {
+    static ETCD: std::sync::OnceLock<crate::profile::Profile> = std::sync::OnceLock::new();
+    ETCD.get_or_init(|| Catalog::builtin().get("etcd").unwrap().clone())
+        .clone()
+}
+
+/// A look at db/etcd (the built-in etcd profile, which can transfer) with these replicas and
+/// pods; whether its transfer names the target by member id is the caller's.
+pub(crate) fn look(report: ClusterReport, pods: Vec<Pod>, target_needs_id: bool) -> Look {
+    let target = ClusterTarget {
+        namespace: "db".into(),
+        name: "etcd".into(),
+        owner_kind: OwnerKind::StatefulSet,
+        profile: etcd_profile(),
+        desired_replicas: report.replicas.len() as u32,
+        pods,
+        credentials_secret: None,
+        named: false,
+    };
+    Look {
+        obs: ClusterObservation {
+            target,
+            replicas: vec![],
+            members: None,
+            credentials_error: None,
+        },
+        input: ClusterInput::new(report, true, target_needs_id, Liveness::Health),
+    }
+}

@@ -209,6 +209,7 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
         services: service_reports,
         replicas,
         warnings: vec![],
+        gate: None,
     };
     report.warnings = warnings(&report, obs);
     report
@@ -788,6 +789,7 @@ fn credentials_unreadable(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Wa
     }
 }
 
+pub mod gated;
 pub mod voter;
 
 #[cfg(test)]

@@ -136,6 +136,41 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
 }
 
+/// The gate's line of a cluster: shown when it decides the cluster's evictions or refused one.
+fn gate_line(g: &crate::report::GateReport) -> Option<String> {
+    use crate::report::GateState;
+    let refusal = g.last_refusal.as_ref().map(|r| {
+        let times = if r.count > 1 {
+            format!(" ({}×)", r.count)
+        } else {
+            String::new()
+        };
+        format!(
+            "; last refused {} at {}{times}: {} ({})",
+            r.pod,
+            r.at,
+            clean(&r.message),
+            r.reason
+        )
+    });
+    let state = match (g.state, &g.webhook) {
+        (GateState::Gated, Some(w)) => format!(
+            "evictions decided by the gate (webhook {w}, failurePolicy {})",
+            g.failure_policy.as_deref().unwrap_or("Fail")
+        ),
+        (GateState::NotGated, _) => "not gated (evictions see only the PodDisruptionBudget)".into(),
+        _ => format!(
+            "unknown ({})",
+            g.unknown_because.as_deref().unwrap_or("not read")
+        ),
+    };
+    match (g.state, refusal) {
+        (GateState::Gated, r) => Some(format!("Gate: {state}{}", r.unwrap_or_default())),
+        (_, Some(r)) => Some(format!("Gate: {state}{r}")),
+        _ => None,
+    }
+}
+
 fn cluster_table(c: &ClusterReport, wide: bool, marks: &Marks, out: &mut dyn Write) -> Result<()> {
     let s = &c.summary;
     let quorum = if s.has_quorum {
@@ -173,6 +208,9 @@ fn cluster_table(c: &ClusterReport, wide: bool, marks: &Marks, out: &mut dyn Wri
             "PodDisruptionBudget {}: {} disruption(s) allowed ({} healthy, {} required)",
             p.name, p.disruptions_allowed, p.current_healthy, p.desired_healthy
         )?;
+    }
+    if let Some(line) = c.gate.as_ref().and_then(gate_line) {
+        writeln!(out, "{line}")?;
     }
     if !c.services.is_empty() {
         let svcs: Vec<String> = c

@@ -31,6 +31,53 @@ pub struct ClusterReport {
     pub services: Vec<ServiceReport>,
     pub replicas: Vec<ReplicaReport>,
     pub warnings: Vec<Warning>,
+    /// Whether evictions of the cluster's pods go through `kubectl-raft gate`, and what it
+    /// last refused (`status` only; absent from `--watch` and other verbs' reports).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateReport>,
+}
+
+/// What `status` knows of the eviction gate for one cluster.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GateReport {
+    pub state: GateState,
+    /// The ValidatingWebhookConfiguration that sends the cluster's evictions to the gate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
+    /// Its failurePolicy ("Fail": with the gate unreachable, nothing is evicted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<String>,
+    /// Why the state is unknown (a right the user lacks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_because: Option<String>,
+    /// The newest refusal the gate recorded as an Event on one of the cluster's pods (Events
+    /// live for an hour by default); None when there is none or they could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_refusal: Option<GateRefusal>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub enum GateState {
+    /// A gate webhook matches the namespace: evictions of its pods are decided by the gate.
+    Gated,
+    /// No gate webhook matches: evictions see only the PodDisruptionBudget.
+    NotGated,
+    /// The webhooks or the namespace's labels could not be read.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GateRefusal {
+    pub pod: String,
+    /// The gate's stable code (docs/gate.md), e.g. "QuorumAtRisk".
+    pub reason: String,
+    pub message: String,
+    /// When it was last refused (RFC 3339).
+    pub at: String,
+    /// How many times the Event was counted (a retrying evictor).
+    pub count: u32,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -205,6 +205,7 @@ fn clusters_from_statefulsets(
             desired_replicas: desired,
             pods,
             credentials_secret: annotations::credentials_secret(&ann),
+            gate_assume: annotations::gate_assume(&ann),
             named: sel.named && wanted.is_some(),
         });
     }
@@ -254,6 +255,8 @@ fn clusters_from_selector(
             desired_replicas: n,
             pods,
             credentials_secret: annotations::credentials_secret(&ann),
+            // Pods chosen with -l are no StatefulSet its owner annotated.
+            gate_assume: None,
             named: false,
         });
     }

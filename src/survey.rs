@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams};
@@ -22,7 +23,7 @@ use crate::assess;
 use crate::connect::{connect, ConnectOptions, Connection};
 use crate::credentials::CredentialSource;
 use crate::errors::{api_context, is_forbidden, is_not_found};
-use crate::model::{ClusterObservation, ClusterTarget, Selection, Snapshot};
+use crate::model::{ClusterObservation, ClusterTarget, GateView, Selection, Snapshot};
 use crate::observe::observe_cluster;
 use crate::preflight::{self, Need};
 use crate::profile::Catalog;
@@ -516,6 +517,53 @@ impl Surveyor {
             reports,
             skipped,
         })
+    }
+
+    /// What `status` needs to say whether the gate decides evictions in `namespaces` and what
+    /// it last refused: the webhooks, the namespaces' labels, the gate's Warning Events.
+    /// Read at once; a part the user may not read is an Err that says so.
+    pub async fn gate_view(&self, namespaces: &std::collections::BTreeSet<String>) -> GateView {
+        let client = &self.conn.client;
+        let why = |e: kube::Error, verb: &str, what: &str| {
+            if is_forbidden(&e) {
+                format!("may not {verb} {what}")
+            } else {
+                format!("cannot {verb} {what}: {e}")
+            }
+        };
+        let webhooks = async {
+            Api::<ValidatingWebhookConfiguration>::all(client.clone())
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .map_err(|e| why(e, "list", "validatingwebhookconfigurations"))
+        };
+        let labels = futures::future::join_all(namespaces.iter().map(|ns| async move {
+            let got = Api::<Namespace>::all(client.clone())
+                .get(ns)
+                .await
+                .map(|n| n.metadata.labels.unwrap_or_default())
+                .map_err(|e| why(e, "get", "namespaces"));
+            (ns.clone(), got)
+        }));
+        let events = futures::future::join_all(namespaces.iter().map(|ns| async move {
+            let lp = ListParams::default().fields(&format!(
+                "reportingComponent={},type=Warning",
+                crate::model::GATE_COMPONENT
+            ));
+            let got = Api::<Event>::namespaced(client.clone(), ns)
+                .list(&lp)
+                .await
+                .map(|l| l.items)
+                .map_err(|e| why(e, "list", "events"));
+            (ns.clone(), got)
+        }));
+        let (webhooks, labels, events) = tokio::join!(webhooks, labels, events);
+        GateView {
+            webhooks,
+            namespaces: labels.into_iter().collect(),
+            refusals: events.into_iter().collect(),
+        }
     }
 
     /// The transport for one cluster: the shared one (and its in-flight bound) with the

@@ -16,98 +16,6 @@ use common::*;
 use serde_json::Value;
 
 /// A free port on loopback for the gate.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The gate, serving the webhook that sends it the evictions of namespace `ns`; removed on
-/// drop (first the webhook, so that nothing is sent to a gate that is gone).
-struct Gated {
-    webhook: String,
-    gate: Running,
-    port: u16,
-}
-
-impl Gated {
-    fn start(ns: &str) -> Self {
-        Self::start_with(ns, &[])
-    }
-
-    /// With further flags of `gate serve`.
-    fn start_with(ns: &str, extra: &[&str]) -> Self {
-        let port = free_port();
-        let webhook = format!("kubectl-raft-gate-{ns}");
-        kubectl_ok(&[
-            "label",
-            "namespace",
-            ns,
-            &format!("kubectl-raft.io/gate-test={ns}"),
-        ]);
-        let config = format!(
-            r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
-  "metadata":{{"name":"{webhook}"}},
-  "webhooks":[{{"name":"evictions.gate.kubectl-raft.io","admissionReviewVersions":["v1"],
-    "sideEffects":"NoneOnDryRun","failurePolicy":"Fail","timeoutSeconds":10,
-    "namespaceSelector":{{"matchLabels":{{"kubectl-raft.io/gate-test":"{ns}"}}}},
-    "rules":[{{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["pods/eviction"],"scope":"Namespaced"}}],
-    "clientConfig":{{"url":"https://127.0.0.1:{port}/validate"}}}}]}}"#
-        );
-        let file = tempfile(&config);
-        kubectl_ok(&["apply", "-f", file.path_str()]);
-        let listen = format!("127.0.0.1:{port}");
-        let mut args = vec![
-            "gate",
-            "serve",
-            "-n",
-            ns,
-            "--listen",
-            &listen,
-            "--tls-name",
-            "127.0.0.1",
-            "--tls-secret",
-            "gate-tls",
-            "--webhook",
-            &webhook,
-            "--lock-namespace",
-            LOCK_NS,
-        ];
-        args.extend_from_slice(extra);
-        let mut gate = Running::start(&args);
-        gate.wait_for("serving on", Duration::from_secs(60));
-        Gated {
-            webhook,
-            gate,
-            port,
-        }
-    }
-}
-
-impl Drop for Gated {
-    fn drop(&mut self) {
-        let _ = kubectl(&["delete", "validatingwebhookconfiguration", &self.webhook]);
-        if std::thread::panicking() {
-            eprintln!("the gate's log:\n{}", self.gate.stderr_so_far());
-        }
-    }
-}
-
-/// Plain `kubectl drain NODE ARGS` (the machine's own kubectl, as an operator runs it):
-/// whether it succeeded, and all it said (it reports its retries on stdout or stderr, by
-/// version).
-fn plain_drain(node: &str, args: &[&str]) -> (bool, String) {
-    let mut a = vec!["drain", node];
-    a.extend_from_slice(args);
-    let out = kubectl_with(&machine_kubectl_bin(), &a);
-    (
-        out.status.success(),
-        format!("{}{}", stdout(&out), stderr(&out)),
-    )
-}
-
 /// The leader's term as a member reports it.
 fn term(ns: &str, pod: &str) -> Option<u64> {
     etcd_status(ns, pod)?["raftTerm"]
@@ -570,9 +478,11 @@ fn with_the_gate_down_nothing_in_its_namespaces_is_evicted() {
     );
 }
 
-/// NATS: the JetStream meta leader's node drained by plain `kubectl drain`. The gate moves the
-/// meta leader (a system-account request, with the credentials the StatefulSet names in a
-/// Secret its writer labelled for it) before the server goes.
+/// NATS: the JetStream meta leader's node drained by plain `kubectl drain`, under a publish
+/// load on an R3 stream. The gate moves the meta leader (a system-account request, with the
+/// credentials the StatefulSet names in a Secret its writer labelled for it) before the server
+/// goes: the meta group's term moves by exactly 1 (one transfer, no election), and no publish
+/// is lost.
 #[test]
 fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
     let _nodes = exclusive_nodes();
@@ -608,8 +518,11 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
     ]);
     let _g = Gated::start(&ns.name);
     let leader = meta_leader(&ns.name, "nats-0").expect("a meta leader");
+    create_stream(&ns.name, &leader, "GATE");
+    let term_before = meta_term(&ns.name, &leader).expect("a meta term");
     let node = node_of(&ns.name, &leader);
     wait_node_alone(&node, &ns.name);
+    let load = Load::start_nats(&ns.name, "GATE");
     let _cordoned = Cordoned(vec![node.clone()]);
     let (ok, said) = plain_drain(
         &node,
@@ -637,11 +550,22 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
             now.is_some()
         },
     );
-    assert_ne!(
-        now.as_deref(),
-        Some(leader.as_str()),
-        "the meta leader moved"
+    let now = now.unwrap();
+    assert_ne!(now, leader, "the meta leader moved");
+    // The drained server's replacement back and caught up before the load stops.
+    wait_in(
+        &ns.name,
+        Duration::from_secs(120),
+        "3 NATS servers Ready",
+        || kubectl_json(&["get", "sts", "nats", "-n", &ns.name])["status"]["readyReplicas"] == 3,
     );
+    let summary = load.finish();
+    assert_eq!(
+        meta_term(&ns.name, &now),
+        Some(term_before + 1),
+        "one meta leader change (the transfer moves the term by 1; an election besides it would move it more)"
+    );
+    assert_eq!(summary["lost"], 0, "no publish lost: {summary}");
 }
 
 /// The fingerprint of the first certificate in PEM `pem` (openssl).
@@ -854,5 +778,45 @@ fn kubectl_raft_drain_with_the_gate_installed_is_not_held_by_it() {
     assert!(
         refused.is_empty(),
         "the gate refused none of its evictions: {refused:?}"
+    );
+}
+
+/// `kubectl raft status` of a gated cluster says the gate decides its evictions, and after a
+/// refusal names the pod, the gate's code and its sentence.
+#[test]
+fn status_says_the_cluster_is_gated_and_what_the_gate_last_refused() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-status");
+    deploy_etcd(&ns.name, 3);
+    let g = Gated::start(&ns.name);
+    let gate = |report: &Value| cluster(report, &ns.name)["gate"].clone();
+    let before = gate(&status_json(&["etcd", "-n", &ns.name]));
+    assert_eq!(before["state"], "Gated", "{before:#}");
+    assert_eq!(before["webhook"], g.webhook.as_str(), "{before:#}");
+    assert_eq!(before["failurePolicy"], "Fail", "{before:#}");
+    assert!(before.get("lastRefusal").is_none(), "{before:#}");
+
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let followers = others_than(&leader, "etcd", 3);
+    let (hung, refused) = (&followers[0], &followers[1]);
+    let pid = container_pid(&ns.name, hung);
+    let (admitted, said) = while_frozen(pid, || evict(&ns.name, refused));
+    assert!(!admitted, "the gate refused {refused}'s eviction: {said}");
+
+    let after = gate(&status_json(&["etcd", "-n", &ns.name]));
+    let last = &after["lastRefusal"];
+    assert_eq!(last["pod"], refused.as_str(), "{after:#}");
+    assert_eq!(last["reason"], "QuorumAtRisk", "{after:#}");
+    assert!(
+        last["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("healthy voter(s) where 2 are needed")),
+        "{after:#}"
+    );
+    let table = stdout(&raft(&["status", "etcd", "-n", &ns.name]));
+    assert!(
+        table.contains("Gate: evictions decided by the gate")
+            && table.contains(&format!("last refused {refused}")),
+        "{table}"
     );
 }

@@ -323,30 +323,6 @@ fn status_warns_when_the_annotated_credentials_secret_cannot_be_read() {
     );
 }
 
-/// A JetStream API request as the account APP's user (app/app in the manifests), straight to
-/// the server's pod IP; the reply, or None when there was none.
-fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value> {
-    let ip = pod_json(ns, server)["status"]["podIP"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let client = async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
-            .connect(format!("nats://{ip}:4222"))
-            .await
-            .ok()?;
-        let reply = client
-            .request(subject.to_string(), body.to_string().into_bytes().into())
-            .await
-            .ok()?;
-        serde_json::from_slice(&reply.payload).ok()
-    })
-}
-
 /// Every stream and consumer `server` lists, as (kind, name, leader), from its /jsz.
 fn groups_of(ns: &str, server: &str) -> Vec<(String, String, String)> {
     let out = kubectl(&[

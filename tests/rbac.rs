@@ -30,6 +30,16 @@ const STATUS_OPTIONAL: &[(&str, &str, &str)] = &[
         "namespaces",
         "-n is then not checked against real namespaces",
     ),
+    (
+        "list",
+        "validatingwebhookconfigurations",
+        "the report says the gate's state is unknown",
+    ),
+    (
+        "list",
+        "events",
+        "the report says the gate's state is unknown",
+    ),
     ("watch", "pods", WATCH_ONLY),
     ("watch", "services", WATCH_ONLY),
     ("watch", "nodes", WATCH_ONLY),
@@ -231,5 +241,168 @@ fn status_watch_without_the_watch_right_says_so_and_lists_instead() {
     assert!(
         err.contains("may not watch pods") && err.contains("listing them every round instead"),
         "{err}"
+    );
+}
+
+/// What the gate's roles (docs/gate.yaml) grant that a dry-run decision about a follower
+/// does without, and why; each is exercised elsewhere.
+const GATE_OPTIONAL: &[(&str, &str, &str)] = &[
+    (
+        "create",
+        "events",
+        "an allowed dry run records no Event (tests/gate.rs: Events of refusals and transfers)",
+    ),
+    ("patch", "events", "an allowed dry run records no Event"),
+    (
+        "get",
+        "validatingwebhookconfigurations",
+        "run with --webhook \"\" (tests/gate.rs: the installed gate puts its CA into its webhook)",
+    ),
+    (
+        "update",
+        "validatingwebhookconfigurations",
+        "run with --webhook \"\"",
+    ),
+    (
+        "update",
+        "secrets",
+        "only when the serving certificate is issued again (tests/gate.rs: renewal)",
+    ),
+    (
+        "create",
+        "leases",
+        "a dry run writes no record (tests/gate.rs: the installed gate's two replicas write it)",
+    ),
+    ("update", "leases", "a dry run writes no record"),
+];
+
+/// One dry-run AdmissionReview of `pod`'s eviction sent straight to the gate on `port`: its
+/// answer's `response`.
+fn review(port: u16, ns: &str, pod: &str) -> Value {
+    let body = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"rbac","operation":"CREATE","resource":{{"group":"","version":"v1","resource":"pods"}},"subResource":"eviction","name":"{pod}","namespace":"{ns}","dryRun":true,"userInfo":{{"username":"rbac-test"}}}}}}"#
+    );
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sk",
+            "--max-time",
+            "15",
+            "-H",
+            "content-type: application/json",
+            "--data",
+            &body,
+            &format!("https://127.0.0.1:{port}/validate"),
+        ])
+        .output()
+        .expect("curl");
+    serde_json::from_slice::<Value>(&out.stdout).map_or(Value::Null, |v| v["response"].clone())
+}
+
+/// `kubectl-raft gate serve` as a ServiceAccount bound to copies of docs/gate.yaml's two
+/// roles, with its TLS Secret issued afresh: Some(the answer to a follower's dry-run
+/// eviction), or None and what it said when it could not start.
+fn gate_as(who: &RbacSubject, ns: &str, follower: &str) -> (Option<Value>, String) {
+    let secret = format!("gate-tls-{ns}");
+    let _ = kubectl(&[
+        "delete",
+        "secret",
+        &secret,
+        "-n",
+        LOCK_NS,
+        "--ignore-not-found",
+    ]);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let kc = who.kubeconfig.to_str().unwrap().to_string();
+    let mut gate = Running::start_env(
+        &[("KUBECONFIG", &kc)],
+        &[
+            "gate",
+            "serve",
+            "-n",
+            LOCK_NS,
+            "--listen",
+            &listen,
+            "--tls-name",
+            "127.0.0.1",
+            "--tls-secret",
+            &secret,
+            "--webhook",
+            "",
+            "--lock-namespace",
+            LOCK_NS,
+            "--via",
+            "direct",
+        ],
+    );
+    let serving = gate.says_or_exits("serving on", std::time::Duration::from_secs(60));
+    let answer = serving.then(|| review(port, ns, follower));
+    if serving {
+        signal(gate.pid(), "TERM");
+    }
+    let (_, _, said) = gate.finish(std::time::Duration::from_secs(15));
+    (answer, said)
+}
+
+/// The gate's roles from docs/gate.yaml are enough for it to decide (a follower's eviction
+/// allowed), and every right they grant is needed: without any one that is not listed as
+/// optional, the gate does not start or refuses (429, never allowed), and what it says names
+/// the right. Nothing is evicted either way (dry run).
+#[test]
+fn the_gate_decides_with_exactly_its_roles_and_fails_closed_without_any_of_them() {
+    let _nodes = shared_nodes();
+    let ns = etcd_namespace("rbac-gate");
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = others_than(&leader, "etcd", 3).remove(0);
+    let who = RbacSubject::account(&ns.name)
+        .and_from("docs/gate.yaml", "ClusterRole", "kubectl-raft-gate")
+        .and_from("docs/gate.yaml", "Role", "kubectl-raft-gate");
+    let (answer, said) = gate_as(&who, &ns.name, &follower);
+    let answer = answer.unwrap_or_else(|| panic!("the gate did not start: {said}"));
+    assert_eq!(answer["allowed"], true, "{answer:#}\n{said}");
+
+    let before = uids(&ns.name);
+    let mut wrong = vec![];
+    for (verb, resource) in who.grants() {
+        if GATE_OPTIONAL
+            .iter()
+            .any(|(v, r, _)| *v == verb && *r == resource)
+        {
+            continue;
+        }
+        who.without(&verb, &resource);
+        let (answer, said) = gate_as(&who, &ns.name, &follower);
+        who.restore();
+        let right = format!("{verb} {resource}");
+        let names = |text: &str| {
+            (text.contains("forbidden") || text.contains("without the right to"))
+                && text.contains(&verb)
+                && text.contains(&resource)
+        };
+        match answer {
+            None if names(&said) => {}
+            None => wrong.push(format!(
+                "without {right} it stopped without naming it: {said}"
+            )),
+            Some(a) if a["allowed"] == true => wrong.push(format!(
+                "without {right} it still allowed the eviction: the right is not needed"
+            )),
+            Some(a) => {
+                let message = a["status"]["message"].as_str().unwrap_or("");
+                if a["status"]["code"] != 429 {
+                    wrong.push(format!("without {right} it answered {a}, not a 429"));
+                } else if !names(message) && !names(&said) {
+                    wrong.push(format!(
+                        "without {right} the refusal does not name it: {a}\n{said}"
+                    ));
+                }
+            }
+        }
+    }
+    assert_eq!(uids(&ns.name), before, "nothing was evicted");
+    assert!(
+        wrong.is_empty(),
+        "the gate with each right of docs/gate.yaml's roles taken away:\n{}",
+        wrong.join("\n---\n")
     );
 }

@@ -340,3 +340,51 @@ fn restart_goes_through_every_replica_the_leader_last() {
         assert_ne!(after.get(pod), Some(uid), "{pod} was restarted");
     }
 }
+
+/// The eviction gate on spurctld, whose snapshot gives neither its configuration nor a
+/// follower's contact with its leader: without its owner's word the gate refuses every
+/// member's eviction and says which annotation gives it; with
+/// `kubectl-raft.io/gate-assume=voters-are-pods,followers-current` on the StatefulSet, plain
+/// `kubectl drain` of a follower's node evicts it.
+#[test]
+fn the_gate_refuses_spurctld_until_its_owner_annotates_what_to_assume() {
+    let _nodes = exclusive_nodes();
+    let Some((ns, c)) = deployed("spur-gate", ping_probe) else {
+        return;
+    };
+    let _g = Gated::start(&ns.name);
+    let follower = a_follower(&c);
+    let (admitted, said) = evict(&ns.name, &follower);
+    assert!(!admitted, "refused without the annotation: {said}");
+    assert!(
+        said.contains("kubectl-raft.io/gate-assume=voters-are-pods"),
+        "the refusal names the annotation: {said}"
+    );
+
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "spurctld",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/gate-assume=voters-are-pods,followers-current",
+    ]);
+    let node = node_of(&ns.name, &follower);
+    wait_node_alone(&node, &ns.name);
+    let before = uids(&ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let (ok, said) = plain_drain(
+        &node,
+        &[
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=120s",
+        ],
+    );
+    assert!(ok, "kubectl drain {node}: {said}");
+    assert_ne!(
+        uids(&ns.name).get(&follower),
+        before.get(&follower),
+        "{follower} was evicted"
+    );
+}

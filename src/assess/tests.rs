@@ -135,6 +135,7 @@ fn observe(rs: &[R], tcp_probe: bool) -> ClusterObservation {
         desired_replicas: rs.len() as u32,
         pods,
         credentials_secret: None,
+        gate_assume: None,
         named: true,
     };
     ClusterObservation {
@@ -704,4 +705,69 @@ fn the_table_report_lines() {
         ["etcd-1", "n1", "Running", "true", "0", "ok", "leader"]
     );
     assert!(!text.contains("WARNING"), "{text}");
+}
+
+/// A gated cluster's table says so under the PDB, with the gate's last refusal.
+#[test]
+fn the_table_names_the_gate_and_its_last_refusal() {
+    let obs = observe(
+        &[
+            healthy(Role::Follower),
+            healthy(Role::Leader),
+            healthy(Role::Follower),
+        ],
+        false,
+    );
+    let mut snap = world(&obs, Some(1));
+    snap.nodes = Some(vec![]);
+    let mut c = assess(&obs, &snap);
+    c.gate = Some(GateReport {
+        state: GateState::Gated,
+        webhook: Some("kubectl-raft-gate".into()),
+        failure_policy: Some("Fail".into()),
+        unknown_because: None,
+        last_refusal: Some(GateRefusal {
+            pod: "etcd-2".into(),
+            reason: "QuorumAtRisk".into(),
+            message: "etcd-2 cannot go: 1 healthy voter(s) where 2 are needed".into(),
+            at: "2026-12-02T01:05:00Z".into(),
+            count: 4,
+        }),
+    });
+    let report = StatusReport {
+        api_version: API_VERSION,
+        kind: "StatusReport",
+        clusters: vec![c],
+    };
+    let mut out = vec![];
+    crate::render::status(&report, crate::render::Format::Table, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(
+        text.lines().nth(2),
+        Some("Gate: evictions decided by the gate (webhook kubectl-raft-gate, failurePolicy Fail); last refused etcd-2 at 2026-12-02T01:05:00Z (4×): etcd-2 cannot go: 1 healthy voter(s) where 2 are needed (QuorumAtRisk)"),
+        "{text}"
+    );
+}
+
+/// A cluster no gate decides for, with no refusal, gets no gate line: nothing to say.
+#[test]
+fn the_table_of_an_ungated_cluster_has_no_gate_line() {
+    let obs = observe(&[healthy(Role::Leader)], false);
+    let snap = world(&obs, Some(1));
+    let mut c = assess(&obs, &snap);
+    c.gate = Some(GateReport {
+        state: GateState::NotGated,
+        webhook: None,
+        failure_policy: None,
+        unknown_because: None,
+        last_refusal: None,
+    });
+    let report = StatusReport {
+        api_version: API_VERSION,
+        kind: "StatusReport",
+        clusters: vec![c],
+    };
+    let mut out = vec![];
+    crate::render::status(&report, crate::render::Format::Table, &mut out).unwrap();
+    assert!(!String::from_utf8(out).unwrap().contains("Gate:"));
 }

@@ -171,6 +171,7 @@ async fn run_within(
         desired_replicas: pods.len() as u32,
         pods,
         credentials_secret: None,
+        gate_assume: None,
         named: true,
     };
     if args.wait_for_quorum {
@@ -414,6 +415,7 @@ async fn hand_over_alone(
         desired_replicas: 1,
         pods: vec![local.clone()],
         credentials_secret: None,
+        gate_assume: None,
         named: true,
     };
     let limit = WaitOptions::new(args.timeout, args.probe.probe_timeout).probe_limit;

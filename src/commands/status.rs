@@ -94,10 +94,27 @@ pub async fn run(
         }
         return Ok(());
     }
+    // Whether the gate decides their evictions, and what it last refused.
+    let namespaces = survey.reports.iter().map(|r| r.namespace.clone()).collect();
+    let view = surveyor.gate_view(&namespaces).await;
+    let mut clusters = survey.reports;
+    for (c, o) in clusters.iter_mut().zip(&survey.observations) {
+        let pods: Vec<String> = o
+            .target
+            .pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        c.gate = Some(crate::assess::gated::gate_report(
+            &c.namespace,
+            &pods,
+            &view,
+        ));
+    }
     let report = StatusReport {
         api_version: API_VERSION,
         kind: "StatusReport",
-        clusters: survey.reports,
+        clusters,
     };
     render::status(&report, args.output.into(), out)
 }

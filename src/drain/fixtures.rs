@@ -42,6 +42,7 @@ pub(crate) fn look(report: ClusterReport, pods: Vec<Pod>, target_needs_id: bool)
         desired_replicas: report.replicas.len() as u32,
         pods,
         credentials_secret: None,
+        gate_assume: None,
         named: false,
     };
     Look {

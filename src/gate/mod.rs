@@ -109,6 +109,50 @@ impl Code {
     }
 }
 
+/// What a cluster's owner let the gate assume of it (the StatefulSet's annotation
+/// kubectl-raft.io/gate-assume, comma-separated), put into `opts` as `drain`'s `--assume-*`
+/// flags for every cluster would be (the options are this decision's, this cluster's). A word
+/// the gate does not know is an error, never ignored: it would assume less than its writer
+/// meant, or more.
+fn assumed(annotation: Option<&str>, opts: &mut DrainOptions) -> Result<(), String> {
+    use crate::plan::drain::Assume;
+    for word in annotation.unwrap_or("").split(',').map(str::trim) {
+        match word {
+            "" => {}
+            "voters-are-pods" => opts.assume_voters_are_pods = Assume::Every,
+            "followers-current" => opts.assume_followers_current = Assume::Every,
+            other => {
+                return Err(format!(
+                    "its annotation {}={annotation:?} names {other:?}, which the gate does not know (known: voters-are-pods, followers-current); correct it, then retry",
+                    crate::profile::annotations::GATE_ASSUME,
+                    annotation = annotation.unwrap_or(""),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The planner's blocker as the gate's refusal. Where `drain` would take a flag, the gate
+/// takes its owner's annotation instead, and the sentence says which.
+fn refused(b: crate::plan::drain::Blocker) -> Verdict {
+    use crate::plan::drain::BlockReason;
+    let word = match b.reason {
+        BlockReason::MembershipUnknown => Some("voters-are-pods"),
+        BlockReason::LivenessUnknown => Some("followers-current"),
+        _ => None,
+    };
+    let message = match word {
+        Some(w) => format!(
+            "{} (for the gate, its owner annotates the StatefulSet {}={w})",
+            b.message,
+            crate::profile::annotations::GATE_ASSUME
+        ),
+        None => b.message,
+    };
+    Verdict::Refuse(Code::Blocked(b.reason), message)
+}
+
 /// The gate's answer to one eviction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -350,6 +394,12 @@ impl<O: GateOps> Gate<O> {
                 "{cluster} is not a Raft cluster the gate recognises (or no longer exists)"
             )));
         };
+        if let Err(why) = assumed(look.obs.target.gate_assume.as_deref(), &mut opts) {
+            return Ok(Verdict::Refuse(
+                Code::CannotDecide,
+                format!("{cluster}: {why}"),
+            ));
+        }
         let now = self.ops.now();
         let age = |key: String| self.age(&cluster, key);
         let rejoining = settle_admitted(&mut record, &mut look, &m.pod, &age, &self.settings);
@@ -468,7 +518,7 @@ impl<O: GateOps> Gate<O> {
                 }
             },
             None => match plan.blocker {
-                Some(b) => Verdict::Refuse(Code::Blocked(b.reason), b.message),
+                Some(b) => refused(b),
                 None => Verdict::Allow(format!(
                     "{cluster}: {} is not one of its members now",
                     m.pod

@@ -23,6 +23,8 @@ struct Scripted {
     /// How long a look takes (a slow replica).
     look_takes: Duration,
     look_fails: bool,
+    /// The StatefulSet's kubectl-raft.io/gate-assume annotation.
+    assume: Option<String>,
     transfers: Mutex<Vec<(String, Option<String>, TransferSlot)>>,
     /// The shared record as the API keeps it, its version counted up on each write.
     record: Mutex<Record>,
@@ -59,6 +61,7 @@ impl Scripted {
             lock_calls: Mutex::new(0),
             look_takes: Duration::ZERO,
             look_fails: false,
+            assume: None,
             transfers: Mutex::new(vec![]),
             record: Mutex::new(Record::default()),
             clock: Mutex::new(1_000_000.0),
@@ -160,7 +163,9 @@ impl GateOps for &Scripted {
             .iter()
             .map(|x| crate::drain::fixtures::pod(&x.pod, Some(&uids[&x.pod])))
             .collect();
-        Ok(Some(crate::drain::fixtures::look(report, pods, true)))
+        let mut look = crate::drain::fixtures::look(report, pods, true);
+        look.obs.target.gate_assume = self.assume.clone();
+        Ok(Some(look))
     }
 
     fn start_transfer(&self, _: Look, step: DrainStep, _: DrainOptions, slot: TransferSlot) {
@@ -592,4 +597,52 @@ async fn a_lock_taken_while_the_gate_decides_refuses_the_eviction() {
         Some((2, "bob@desk pid 9 started 2 (kubectl raft drain n3)".into()));
     let v = gate(&s).review(&evict("etcd-0")).await;
     assert_eq!(v.reason(), "LockHeld", "{v:?}");
+}
+
+/// A system whose voters can only be counted from its pods (spurctld, a Keeper whose
+/// configuration was not read): the gate refuses, as `drain` does without its flag.
+fn counted_from_pods() -> Scripted {
+    let s = Scripted::new();
+    s.report.lock().unwrap().summary.voters_from = crate::report::VotersFrom::Pods;
+    s
+}
+
+#[tokio::test(start_paused = true)]
+async fn voters_counted_from_pods_are_refused_without_the_owners_assumption() {
+    let s = counted_from_pods();
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "MembershipUnknown", "{v:?}");
+    assert!(
+        v.message()
+            .contains("annotates the StatefulSet kubectl-raft.io/gate-assume=voters-are-pods"),
+        "{v:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_owners_assumption_lets_a_follower_of_a_pod_counted_cluster_go() {
+    let mut s = counted_from_pods();
+    s.assume = Some("voters-are-pods".into());
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+}
+
+/// The assumption lifts only what it names: a hung member still stops the eviction.
+#[tokio::test(start_paused = true)]
+async fn the_owners_assumption_does_not_lift_the_quorum() {
+    let mut s = counted_from_pods();
+    s.assume = Some("voters-are-pods, followers-current".into());
+    s.hang("etcd-2");
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert!(!v.allowed(), "{v:?}");
+    assert!(v.message().contains("healthy voter"), "{v:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_assumption_the_gate_does_not_know_is_refused_and_named() {
+    let mut s = counted_from_pods();
+    s.assume = Some("voters-are-pods,everything".into());
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "CannotDecide", "{v:?}");
+    assert!(v.message().contains("\"everything\""), "{v:?}");
 }

@@ -275,7 +275,7 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
         recorder: Recorder::new(
             client.clone(),
             Reporter {
-                controller: "kubectl-raft-gate".into(),
+                controller: crate::model::GATE_COMPONENT.into(),
                 instance: std::env::var("POD_NAME").ok(),
             },
         ),

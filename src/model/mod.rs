@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Event, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
@@ -31,6 +32,24 @@ pub struct Snapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// None when the user may not list nodes: cordon state is then unknown.
     pub nodes: Option<Vec<Node>>,
+}
+
+/// The name the gate reports its Events under (their `reportingController`).
+pub const GATE_COMPONENT: &str = "kubectl-raft-gate";
+
+/// How the gate's webhook is known in a ValidatingWebhookConfiguration: its name ends so
+/// (docs/gate.yaml: `evictions.gate.kubectl-raft.io`).
+pub const GATE_WEBHOOK_SUFFIX: &str = "gate.kubectl-raft.io";
+
+/// What says whether the eviction gate decides a namespace's evictions, read for `status`.
+/// Each Err says why it could not be read (a right the user lacks).
+#[derive(Debug, Clone)]
+pub struct GateView {
+    pub webhooks: Result<Vec<ValidatingWebhookConfiguration>, String>,
+    /// Each namespace's labels.
+    pub namespaces: BTreeMap<String, Result<BTreeMap<String, String>, String>>,
+    /// The gate's Warning Events (its refusals) in each namespace.
+    pub refusals: BTreeMap<String, Result<Vec<Event>, String>>,
 }
 
 /// What the user asked for.
@@ -78,6 +97,9 @@ pub struct ClusterTarget {
     pub pods: Vec<Pod>,
     /// The Secret the annotation kubectl-raft.io/credentials-secret names (the name only).
     pub credentials_secret: Option<String>,
+    /// What the StatefulSet's owner lets the eviction gate assume of it (the annotation
+    /// kubectl-raft.io/gate-assume, as written): read by the gate only, never by a verb.
+    pub gate_assume: Option<String>,
     /// The user named this cluster (`Selection::named`): the user's own credentials (the
     /// environment, `--credentials-file`) go to it; to others only with --credentials-from-env.
     pub named: bool,

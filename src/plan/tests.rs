@@ -98,6 +98,7 @@ pub(crate) fn cluster(ms: &[M]) -> ClusterReport {
         services: vec![],
         replicas,
         warnings: vec![],
+        gate: None,
     }
 }
 

@@ -31,6 +31,21 @@ pub const COMMIT_INDEX_JSON: &str = "kubectl-raft.io/commit-index-json-pointer";
 /// system's credentials are read from (NATS_USER, CONSUL_HTTP_TOKEN, ...); any system.
 pub const CREDENTIALS_SECRET: &str = "kubectl-raft.io/credentials-secret";
 
+/// What the eviction gate may assume of this cluster, as `drain`'s `--assume-*` flags do:
+/// `voters-are-pods`, `followers-current` (comma-separated). Read by the gate only.
+pub const GATE_ASSUME: &str = "kubectl-raft.io/gate-assume";
+
+/// Annotations of ours that describe no system: beside them alone, the system is recognised
+/// as usual.
+const NOT_PROFILE: [&str; 2] = [CREDENTIALS_SECRET, GATE_ASSUME];
+
+/// The gate's assumptions as the annotation writes them, if any.
+pub fn gate_assume(ann: &BTreeMap<String, String>) -> Option<String> {
+    ann.get(GATE_ASSUME)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 /// The Secret the annotations name for credentials, if any.
 pub fn credentials_secret(ann: &BTreeMap<String, String>) -> Option<String> {
     ann.get(CREDENTIALS_SECRET)
@@ -89,7 +104,7 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         }
         if let Some(k) = ann
             .keys()
-            .find(|k| k.starts_with(PREFIX) && k.as_str() != CREDENTIALS_SECRET)
+            .find(|k| k.starts_with(PREFIX) && !NOT_PROFILE.contains(&k.as_str()))
         {
             bail!("annotation {k} needs {HEALTH_PATH} (or {SYSTEM}, or {PROFILE}) beside it");
         }
@@ -303,6 +318,13 @@ mod tests {
         assert_eq!(describe("x", &a).unwrap(), Described::Nothing);
         assert_eq!(credentials_secret(&a).as_deref(), Some("nats-ops"));
         assert_eq!(credentials_secret(&ann(&[(CREDENTIALS_SECRET, "")])), None);
+    }
+
+    #[test]
+    fn the_gates_assumptions_alone_describe_no_system_and_are_read() {
+        let a = ann(&[(GATE_ASSUME, " voters-are-pods ")]);
+        assert_eq!(describe("x", &a).unwrap(), Described::Nothing);
+        assert_eq!(gate_assume(&a).as_deref(), Some("voters-are-pods"));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! and the plugin. If the world cannot start, the test fails and says why.
 #![allow(dead_code)] // each test binary uses its own part of the helper
 
+pub mod gated;
+#[allow(unused_imports)] // not every test binary meets the gate
+pub use gated::*;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -473,6 +477,65 @@ pub fn meta_leader(ns: &str, server: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// A JetStream API request as the account APP's user (app/app in the manifests), straight to
+/// the server's pod IP; the reply, or None when there was none.
+pub fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value> {
+    let ip = pod_json(ns, server)["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
+            .connect(format!("nats://{ip}:4222"))
+            .await
+            .ok()?;
+        let reply = client
+            .request(subject.to_string(), body.to_string().into_bytes().into())
+            .await
+            .ok()?;
+        serde_json::from_slice(&reply.payload).ok()
+    })
+}
+
+/// The JetStream meta group's term as `server` reports it (/raftz).
+pub fn meta_term(ns: &str, server: &str) -> Option<u64> {
+    let out = kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/{ns}/pods/{server}:8222/proxy/raftz?acc=SYS&group=_meta_"),
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    v["SYS"]["_meta_"]["term"].as_u64()
+}
+
+/// An R3 stream `name` (subjects `NAME.>`) in the account APP, created through `server`,
+/// with a leader.
+pub fn create_stream(ns: &str, server: &str, name: &str) {
+    let body = format!(r#"{{"name":"{name}","subjects":["{name}.>"],"num_replicas":3}}"#);
+    wait_in(
+        ns,
+        Duration::from_secs(60),
+        &format!("stream {name} created"),
+        || {
+            js_app(ns, server, &format!("$JS.API.STREAM.CREATE.{name}"), &body)
+                .is_some_and(|r| r["config"].is_object() || r["error"]["err_code"] == 10058)
+        },
+    );
+    wait_in(
+        ns,
+        Duration::from_secs(60),
+        &format!("stream {name} has a leader"),
+        || {
+            js_app(ns, server, &format!("$JS.API.STREAM.INFO.{name}"), "")
+                .is_some_and(|r| r["cluster"]["leader"].is_string())
+        },
+    );
+}
+
 pub fn deploy_etcd(ns: &str, members: u32) {
     let manifest = repo().join(format!("tests/manifests/etcd-{members}.yaml"));
     kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
@@ -698,31 +761,76 @@ impl Load {
     /// Like `start`, but the writer follows members to their new addresses (a drain replaces
     /// pods): a thread rewrites its endpoints file from the live pods every 300 ms.
     pub fn start_following(ns: &str) -> Self {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let file = scratch_dir(ns).join("endpoints");
-        std::fs::write(&file, live_etcd_endpoints(ns).join(",")).expect("endpoints file");
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (stop, file, ns) = (stop.clone(), file.clone(), ns.to_string());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    let eps = live_etcd_endpoints(&ns);
-                    if !eps.is_empty() {
-                        let tmp = file.with_extension("tmp");
-                        if std::fs::write(&tmp, eps.join(",")).is_ok() {
-                            let _ = std::fs::rename(&tmp, &file);
-                        }
-                    }
-                    std::thread::sleep(Duration::from_millis(300));
-                }
-            })
-        };
+        let (file, follower) = follow(ns, "endpoints", live_etcd_endpoints);
         Load::spawn(
             &["--endpoints-file", file.to_str().unwrap()],
-            Some((stop, thread)),
+            Some(follower),
         )
     }
 
+    /// NATS: publishes to stream `stream` as the account APP's user, through a client that
+    /// knows every server's address as it was at the start (a NATS client's server list);
+    /// the stream's leader is watched on the monitor ports of the servers as they are.
+    pub fn start_nats(ns: &str, stream: &str) -> Self {
+        let servers: Vec<String> = live_nats_urls(ns, 4222, "nats");
+        let (file, follower) = follow(ns, "monitors", |ns| live_nats_urls(ns, 8222, "http"));
+        Load::spawn(
+            &[
+                "--nats",
+                &servers.join(","),
+                "--monitors-file",
+                file.to_str().unwrap(),
+                "--stream",
+                stream,
+                "--user",
+                "app",
+                "--password",
+                "app",
+            ],
+            Some(follower),
+        )
+    }
+}
+
+/// `scheme://IP:port` of each NATS server that runs and is not being deleted.
+fn live_nats_urls(ns: &str, port: u16, scheme: &str) -> Vec<String> {
+    let pods = kubectl_json(&["get", "pods", "-n", ns, "-l", "app=nats"]);
+    pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| p["status"]["podIP"].as_str())
+        .map(|ip| format!("{scheme}://{ip}:{port}"))
+        .collect()
+}
+
+/// A file `name` of addresses kept current from `live` every 300 ms by a thread, until the
+/// returned flag is set.
+fn follow(ns: &str, name: &str, live: fn(&str) -> Vec<String>) -> (PathBuf, Follower) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let file = scratch_dir(ns).join(name);
+    std::fs::write(&file, live(ns).join(",")).expect("endpoints file");
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (stop, file, ns) = (stop.clone(), file.clone(), ns.to_string());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let eps = live(&ns);
+                if !eps.is_empty() {
+                    let tmp = file.with_extension("tmp");
+                    if std::fs::write(&tmp, eps.join(",")).is_ok() {
+                        let _ = std::fs::rename(&tmp, &file);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    (file, (stop, thread))
+}
+
+impl Load {
     /// Stops the writer; its summary: writes, ok, failed, lost, slow, longestStallMs, p99Ms, ...
     pub fn finish(mut self) -> Value {
         if let Some((stop, thread)) = self.follower.take() {
@@ -908,7 +1016,12 @@ pub fn lock_lease(ns: &str, sts: &str) -> String {
 
 /// An object of docs/rbac.yaml by name.
 fn rbac_doc(name: &str) -> Value {
-    let docs = repo().join("docs/rbac.yaml");
+    rbac_doc_in("docs/rbac.yaml", None, name)
+}
+
+/// A role of file `file` (in the repository) by name, of `kind` where two kinds share it.
+fn rbac_doc_in(file: &str, kind: Option<&str>, name: &str) -> Value {
+    let docs = repo().join(file);
     // kubectl prints one JSON object per document.
     let text = kubectl_ok(&[
         "create",
@@ -921,8 +1034,11 @@ fn rbac_doc(name: &str) -> Value {
     serde_json::Deserializer::from_str(&text)
         .into_iter::<Value>()
         .map(|r| r.expect("kubectl printed JSON"))
-        .find(|r| r["metadata"]["name"] == name && r["kind"] != "Namespace")
-        .unwrap_or_else(|| panic!("docs/rbac.yaml has no role {name}"))
+        .find(|r| {
+            r["metadata"]["name"] == name
+                && kind.map_or(r["kind"] != "Namespace", |k| r["kind"] == k)
+        })
+        .unwrap_or_else(|| panic!("{file} has no role {name}"))
 }
 
 /// `role`'s rules without `verb` on `resource`.
@@ -959,6 +1075,11 @@ fn rules_without(role: &Value, verb: &str, resource: &str) -> Value {
 impl RbacSubject {
     /// `role` is a ClusterRole name from docs/rbac.yaml, e.g. `kubectl-raft-status`.
     pub fn bound_to(role: &str, ns: &str) -> Self {
+        Self::account(ns).and(role)
+    }
+
+    /// The ServiceAccount and its kubeconfig, bound to nothing yet.
+    pub fn account(ns: &str) -> Self {
         let sa = "operator".to_string();
         kubectl_ok(&["create", "serviceaccount", &sa, "-n", ns]);
         let out = Command::new(world_dir().join("bin/kworld"))
@@ -970,19 +1091,30 @@ impl RbacSubject {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let subject = RbacSubject {
+        RbacSubject {
             kubeconfig: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string()),
             sa,
             ns: ns.to_string(),
             roles: vec![],
-        };
-        subject.and(role)
+        }
     }
 
     /// Also bound to a copy of ClusterRole or Role `role` of docs/rbac.yaml (a Role in its own
     /// namespace: kubectl-raft-lock in the lock namespace, as docs/rbac.yaml says to bind it).
-    pub fn and(mut self, role: &str) -> Self {
-        let mut found = rbac_doc(role);
+    pub fn and(self, role: &str) -> Self {
+        let found = rbac_doc(role);
+        self.and_role(found)
+    }
+
+    /// Also bound to a copy of the `kind` named `role` in `file` (docs/gate.yaml's
+    /// ClusterRole and Role share one name).
+    pub fn and_from(self, file: &str, kind: &str, role: &str) -> Self {
+        let found = rbac_doc_in(file, Some(kind), role);
+        self.and_role(found)
+    }
+
+    fn and_role(mut self, mut found: Value) -> Self {
+        let role = found["metadata"]["name"].as_str().unwrap().to_string();
         let copy = format!("{role}-{}", self.ns);
         found["metadata"]["name"] = Value::String(copy.clone());
         let subject = format!("--serviceaccount={}:{}", self.ns, self.sa);
@@ -1413,6 +1545,26 @@ impl Running {
                 self.stderr_so_far()
             );
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until its stderr contains `text` (true) or it exits (false); panics after `limit`.
+    pub fn says_or_exits(&mut self, text: &str, limit: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            if self.stderr_so_far().contains(text) {
+                return true;
+            }
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{} neither said {text:?} nor exited within {limit:?}:\n{}",
+                self.what,
+                self.stderr_so_far()
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 

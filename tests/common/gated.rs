@@ -1,0 +1,119 @@
+//! The eviction gate as the end-to-end tests run it: `kubectl-raft gate serve` beside the API
+//! server, registered as a URL webhook scoped to one namespace, and the evictors that meet it
+//! (plain `kubectl drain`, one Eviction).
+
+use std::time::Duration;
+
+use super::*;
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The gate, serving the webhook that sends it the evictions of namespace `ns`; removed on
+/// drop (first the webhook, so that nothing is sent to a gate that is gone).
+pub struct Gated {
+    pub webhook: String,
+    pub gate: Running,
+    pub port: u16,
+}
+
+impl Gated {
+    pub fn start(ns: &str) -> Self {
+        Self::start_with(ns, &[])
+    }
+
+    /// With further flags of `gate serve`.
+    pub fn start_with(ns: &str, extra: &[&str]) -> Self {
+        let port = free_port();
+        let webhook = format!("kubectl-raft-gate-{ns}");
+        kubectl_ok(&[
+            "label",
+            "namespace",
+            ns,
+            &format!("kubectl-raft.io/gate-test={ns}"),
+        ]);
+        let config = format!(
+            r#"{{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration",
+  "metadata":{{"name":"{webhook}"}},
+  "webhooks":[{{"name":"evictions.gate.kubectl-raft.io","admissionReviewVersions":["v1"],
+    "sideEffects":"NoneOnDryRun","failurePolicy":"Fail","timeoutSeconds":10,
+    "namespaceSelector":{{"matchLabels":{{"kubectl-raft.io/gate-test":"{ns}"}}}},
+    "rules":[{{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["pods/eviction"],"scope":"Namespaced"}}],
+    "clientConfig":{{"url":"https://127.0.0.1:{port}/validate"}}}}]}}"#
+        );
+        let file = tempfile(&config);
+        kubectl_ok(&["apply", "-f", file.path_str()]);
+        let listen = format!("127.0.0.1:{port}");
+        let mut args = vec![
+            "gate",
+            "serve",
+            "-n",
+            ns,
+            "--listen",
+            &listen,
+            "--tls-name",
+            "127.0.0.1",
+            "--tls-secret",
+            "gate-tls",
+            "--webhook",
+            &webhook,
+            "--lock-namespace",
+            LOCK_NS,
+        ];
+        args.extend_from_slice(extra);
+        let mut gate = Running::start(&args);
+        gate.wait_for("serving on", Duration::from_secs(60));
+        Gated {
+            webhook,
+            gate,
+            port,
+        }
+    }
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "validatingwebhookconfiguration", &self.webhook]);
+        if std::thread::panicking() {
+            eprintln!("the gate's log:\n{}", self.gate.stderr_so_far());
+        }
+    }
+}
+
+/// Plain `kubectl drain NODE ARGS` (the machine's own kubectl, as an operator runs it):
+/// whether it succeeded, and all it said (it reports its retries on stdout or stderr, by
+/// version).
+pub fn plain_drain(node: &str, args: &[&str]) -> (bool, String) {
+    let mut a = vec!["drain", node];
+    a.extend_from_slice(args);
+    let out = kubectl_with(&machine_kubectl_bin(), &a);
+    (
+        out.status.success(),
+        format!("{}{}", stdout(&out), stderr(&out)),
+    )
+}
+
+/// One Eviction of `pod` through the API server (what every evictor sends): whether it was
+/// admitted, and what the API server answered.
+pub fn evict(ns: &str, pod: &str) -> (bool, String) {
+    let body = format!(
+        r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"{pod}","namespace":"{ns}"}}}}"#
+    );
+    let f = tempfile(&body);
+    let out = kubectl(&[
+        "create",
+        "--raw",
+        &format!("/api/v1/namespaces/{ns}/pods/{pod}/eviction"),
+        "-f",
+        f.path_str(),
+    ]);
+    (
+        out.status.success(),
+        format!("{}{}", stdout(&out), stderr(&out)),
+    )
+}

@@ -336,19 +336,6 @@ impl<O: GateOps> Gate<O> {
         }
     }
 
-    /// The transfer this gate last started for a cluster, if any.
-    pub fn last_transfer(&self, cluster: &str) -> Option<Transfer> {
-        let state = self
-            .clusters
-            .lock()
-            .expect("not poisoned")
-            .get(cluster)?
-            .clone();
-        let state = state.try_lock().ok()?;
-        let t = state.transfer.lock().expect("not poisoned").clone();
-        t
-    }
-
     async fn decide(&self, req: &Request) -> Result<Verdict> {
         let Some(m) = self.ops.member(&req.namespace, &req.pod).await? else {
             return Ok(Verdict::Allow(format!(

@@ -20,7 +20,7 @@
 //! NATS JetStream instead: writeload --nats nats://IP:4222,... --monitors http://IP:8222,...
 //!                                    [--monitors-file FILE] (read again, as --endpoints-file)
 //!                                    --stream BENCH [--subject BENCH.w]
-//!                                    [--user U --password P]
+//!                                    [--user U --password P] [--ping 60s]
 //! publishes to the stream (each publish waits for the stream leader's acknowledgement; one
 //! client connected to every server, reconnecting as a NATS client does, as the user of the
 //! stream's account), and the watcher reads the stream's leader from each server's /jsz
@@ -181,10 +181,18 @@ async fn nats_main(args: &[String], servers: Vec<String>) {
     // A connection attempt gets as long as a publish: a server replaced at a new address
     // leaves its old one behind, which does not answer (as a deleted pod's IP does not), and
     // the client's default of 5 s per attempt on it would be the stall measured.
-    let nats = async_nats::ConnectOptions::with_user_and_password(user, password)
+    let mut options = async_nats::ConnectOptions::with_user_and_password(user, password)
         .request_timeout(Some(timeout))
         .connection_timeout(timeout)
-        .retry_on_initial_connect()
+        .retry_on_initial_connect();
+    // --ping: how often the client PINGs its server (the client's default, 60 s, unless given).
+    // A connection to a server whose pod is gone is never reset (its address just stops
+    // answering), so the client notices only when its PINGs go unanswered: without a short
+    // interval every publish in between times out.
+    if let Some(ping) = arg(args, "--ping") {
+        options = options.ping_interval(duration(&ping));
+    }
+    let nats = options
         .connect(servers.as_slice())
         .await
         .expect("a NATS connection");

@@ -139,6 +139,9 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 /// The gate's line of a cluster: shown when it decides the cluster's evictions or refused one.
 fn gate_line(g: &crate::report::GateReport) -> Option<String> {
     use crate::report::GateState;
+    // An Event anyone allowed to write Events in the namespace could have written: each
+    // part one line, never a line of its own in the table.
+    let line = |s: &str| crate::model::text::one_line(s, 300);
     let refusal = g.last_refusal.as_ref().map(|r| {
         let times = if r.count > 1 {
             format!(" ({}×)", r.count)
@@ -147,10 +150,10 @@ fn gate_line(g: &crate::report::GateReport) -> Option<String> {
         };
         format!(
             "; last refused {} at {}{times}: {} ({})",
-            r.pod,
-            r.at,
-            clean(&r.message),
-            r.reason
+            line(&r.pod),
+            line(&r.at),
+            line(&r.message),
+            line(&r.reason)
         )
     });
     let state = match (g.state, &g.webhook) {

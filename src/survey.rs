@@ -98,6 +98,10 @@ pub struct Surveyor {
     pub namespace: String,
     pub all_namespaces: bool,
     pub probe_timeout: Duration,
+    /// Whether a survey of one namespace also asks whether it exists (a missing one would
+    /// look empty). The gate turns it off: the pod it decides about is in it, and its role
+    /// may not read namespaces.
+    pub check_namespace: bool,
     /// Each cluster's credentials (--credentials-secret/-file, the annotation).
     pub credentials: CredentialSource,
     /// For a verb that surveys again and again (`status --watch`): the objects kept current
@@ -234,6 +238,7 @@ impl Surveyor {
             transport,
             namespace,
             all_namespaces: settings.all_namespaces,
+            check_namespace: true,
             probe_timeout: settings.probe_timeout,
             watched: None,
         })
@@ -457,8 +462,10 @@ impl Surveyor {
             }
             let namespace = async {
                 match ns {
-                    Some(n) => Some(Api::<Namespace>::all(client.clone()).get(n).await),
-                    None => None,
+                    Some(n) if self.check_namespace => {
+                        Some(Api::<Namespace>::all(client.clone()).get(n).await)
+                    }
+                    _ => None,
                 }
             };
             tokio::join!(

@@ -516,14 +516,43 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
         &ns.name,
         "kubectl-raft.io/credentials-secret=nats-ops",
     ]);
-    let _g = Gated::start(&ns.name);
+    // As docs/gate.yaml runs it: replicas at their pod IPs, the stepdown over a TCP
+    // connection of its own (no port-forward).
+    let _g = Gated::start_with(&ns.name, &["--via", "direct"]);
     let leader = meta_leader(&ns.name, "nats-0").expect("a meta leader");
     create_stream(&ns.name, &leader, "GATE");
+    let witness = ["nats-0", "nats-1", "nats-2"]
+        .into_iter()
+        .find(|s| *s != leader)
+        .unwrap()
+        .to_string();
+    let leader_uid = uids(&ns.name)[&leader].clone();
     let term_before = meta_term(&ns.name, &leader).expect("a meta term");
     let node = node_of(&ns.name, &leader);
     wait_node_alone(&node, &ns.name);
     let load = Load::start_nats(&ns.name, "GATE");
     let _cordoned = Cordoned(vec![node.clone()]);
+    // Who leads the meta group, and whether the old leader's pod is still the same pod, every
+    // 250 ms while the drain runs: the leadership must move before that pod goes.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (stop, ns, witness, leader) = (
+            stop.clone(),
+            ns.name.clone(),
+            witness.clone(),
+            leader.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut seen = vec![];
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let now = meta_leader(&ns, &witness);
+                let uid = uids(&ns).get(&leader).cloned();
+                seen.push((now, uid));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            seen
+        })
+    };
     let (ok, said) = plain_drain(
         &node,
         &[
@@ -532,6 +561,8 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
             "--timeout=180s",
         ],
     );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = sampler.join().unwrap();
     assert!(ok, "kubectl drain {node} failed: {said}");
     let events = kubectl_json(&["get", "events", "-n", &ns.name]);
     assert!(
@@ -539,6 +570,12 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
             e["reason"] == "TransferStarted" && e["involvedObject"]["name"] == leader.as_str()
         }),
         "the gate held {leader} for a transfer: {events}"
+    );
+    assert!(
+        seen.iter()
+            .any(|(now, uid)| now.as_deref().is_some_and(|l| l != leader)
+                && uid.as_deref() == Some(leader_uid.as_str())),
+        "the meta leader moved while {leader}'s pod still ran (leader, its uid): {seen:?}"
     );
     let mut now = None;
     wait_in(
@@ -803,7 +840,12 @@ fn status_says_the_cluster_is_gated_and_what_the_gate_last_refused() {
     let (admitted, said) = while_frozen(pid, || evict(&ns.name, refused));
     assert!(!admitted, "the gate refused {refused}'s eviction: {said}");
 
-    let after = gate(&status_json(&["etcd", "-n", &ns.name]));
+    // The gate writes its Event after it answers.
+    let mut after = Value::Null;
+    wait_until(Duration::from_secs(30), "the refusal in status", || {
+        after = gate(&status_json(&["etcd", "-n", &ns.name]));
+        after["lastRefusal"].is_object()
+    });
     let last = &after["lastRefusal"];
     assert_eq!(last["pod"], refused.as_str(), "{after:#}");
     assert_eq!(last["reason"], "QuorumAtRisk", "{after:#}");

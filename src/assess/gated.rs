@@ -61,6 +61,18 @@ fn gated_by<'v>(
     let mut unknown = None;
     for (name, hook) in hooks {
         match matches(hook.namespace_selector.as_ref(), labels) {
+            // CEL conditions (which evictor, which pod) are the API server's to evaluate:
+            // some evictions go to the gate, some may not.
+            Some(true)
+                if hook
+                    .match_conditions
+                    .as_ref()
+                    .is_some_and(|c| !c.is_empty()) =>
+            {
+                unknown = Some(format!(
+                    "webhook {name} sends evictions to the gate only under its matchConditions"
+                ))
+            }
             Some(true) => return Ok(Some((name, hook))),
             Some(false) => {}
             None => {
@@ -81,10 +93,10 @@ fn covers_evictions(r: &RuleWithOperations) -> bool {
     };
     has(&r.operations, &["CREATE", "*"])
         && has(&r.api_groups, &["", "*"])
-        && has(
-            &r.resources,
-            &["pods/eviction", "pods/*", "*/eviction", "*/*"],
-        )
+        && has(&r.api_versions, &["v1", "*"])
+        && has(&r.resources, &["pods/eviction", "pods/*", "*/eviction", "*/*"])
+        // An eviction is namespaced: a rule for cluster-scoped objects only never sends it.
+        && r.scope.as_deref() != Some("Cluster")
 }
 
 /// Whether `selector` (none: everything) matches `labels`; None when it is not everything
@@ -290,6 +302,35 @@ mod tests {
         );
         v.namespaces = [("db".to_string(), Err("may not get namespaces".to_string()))].into();
         assert_eq!(gate_report("db", &pods(), &v).state, GateState::Gated);
+    }
+
+    #[test]
+    fn a_rule_for_cluster_scoped_objects_does_not_gate_evictions() {
+        let mut hook = gate_hook(json!({}));
+        hook["rules"][0]["scope"] = json!("Cluster");
+        let v = view(vec![config("kubectl-raft-gate", hook)], &[], vec![]);
+        assert_eq!(gate_report("db", &pods(), &v).state, GateState::NotGated);
+    }
+
+    #[test]
+    fn a_rule_for_another_api_version_does_not_gate_evictions() {
+        let mut hook = gate_hook(json!({}));
+        hook["rules"][0]["apiVersions"] = json!(["v2"]);
+        let v = view(vec![config("kubectl-raft-gate", hook)], &[], vec![]);
+        assert_eq!(gate_report("db", &pods(), &v).state, GateState::NotGated);
+    }
+
+    /// Match conditions are CEL the API server evaluates per request: whether an eviction is
+    /// sent cannot be told from here.
+    #[test]
+    fn a_webhook_with_match_conditions_leaves_the_state_unknown() {
+        let mut hook = gate_hook(json!({}));
+        hook["matchConditions"] =
+            json!([{"name": "not-autoscaler", "expression": "request.userInfo.username != 'ca'"}]);
+        let v = view(vec![config("kubectl-raft-gate", hook)], &[], vec![]);
+        let r = gate_report("db", &pods(), &v);
+        assert_eq!(r.state, GateState::Unknown);
+        assert!(r.unknown_because.unwrap().contains("matchConditions"));
     }
 
     #[test]

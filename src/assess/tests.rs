@@ -771,3 +771,38 @@ fn the_table_of_an_ungated_cluster_has_no_gate_line() {
     crate::render::status(&report, crate::render::Format::Table, &mut out).unwrap();
     assert!(!String::from_utf8(out).unwrap().contains("Gate:"));
 }
+
+/// The last refusal comes from an Event, which anyone allowed to write Events in the
+/// namespace could have written: its text never makes a line of its own in the table.
+#[test]
+fn a_refusal_with_line_breaks_stays_on_the_gate_line() {
+    let obs = observe(&[healthy(Role::Leader)], false);
+    let snap = world(&obs, Some(1));
+    let mut c = assess(&obs, &snap);
+    c.gate = Some(GateReport {
+        state: GateState::Gated,
+        webhook: Some("kubectl-raft-gate".into()),
+        failure_policy: Some("Fail".into()),
+        unknown_because: None,
+        last_refusal: Some(GateRefusal {
+            pod: "etcd-0".into(),
+            reason: "QuorumAtRisk\netcd-9 n9 Running".into(),
+            message: "fine\nWARNING: etcd-0 lost its data".into(),
+            at: "2026-12-02T01:05:00Z".into(),
+            count: 1,
+        }),
+    });
+    let report = StatusReport {
+        api_version: API_VERSION,
+        kind: "StatusReport",
+        clusters: vec![c],
+    };
+    let mut out = vec![];
+    crate::render::status(&report, crate::render::Format::Table, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        !text.lines().any(|l| l.starts_with("WARNING: etcd-0 lost")),
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("etcd-9")), "{text}");
+}

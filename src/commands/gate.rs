@@ -26,8 +26,9 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
         profiles: a.profiles.clone(),
         ..Default::default()
     };
-    let surveyor =
-        Arc::new(Surveyor::new(&crate::cli::survey_settings(g, &select, &a.probe())).await?);
+    let mut surveyor = Surveyor::new(&crate::cli::survey_settings(g, &select, &a.probe())).await?;
+    surveyor.check_namespace = false;
+    let surveyor = Arc::new(surveyor);
     let namespace = g
         .namespace
         .clone()

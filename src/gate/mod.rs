@@ -114,12 +114,21 @@ impl Code {
 /// flags for every cluster would be (the options are this decision's, this cluster's). A word
 /// the gate does not know is an error, never ignored: it would assume less than its writer
 /// meant, or more.
-fn assumed(annotation: Option<&str>, opts: &mut DrainOptions) -> Result<(), String> {
+///
+/// `voters-are-pods` counts only where the system has no member list at all (`pods_only`): a
+/// list that exists but could not be read this time (a rotated token, a failed request) is
+/// never replaced by a standing assumption, which would outlive the failure.
+fn assumed(
+    annotation: Option<&str>,
+    pods_only: bool,
+    opts: &mut DrainOptions,
+) -> Result<(), String> {
     use crate::plan::drain::Assume;
     for word in annotation.unwrap_or("").split(',').map(str::trim) {
         match word {
             "" => {}
-            "voters-are-pods" => opts.assume_voters_are_pods = Assume::Every,
+            "voters-are-pods" if pods_only => opts.assume_voters_are_pods = Assume::Every,
+            "voters-are-pods" => {}
             "followers-current" => opts.assume_followers_current = Assume::Every,
             other => {
                 return Err(format!(
@@ -135,10 +144,10 @@ fn assumed(annotation: Option<&str>, opts: &mut DrainOptions) -> Result<(), Stri
 
 /// The planner's blocker as the gate's refusal. Where `drain` would take a flag, the gate
 /// takes its owner's annotation instead, and the sentence says which.
-fn refused(b: crate::plan::drain::Blocker) -> Verdict {
+fn refused(b: crate::plan::drain::Blocker, pods_only: bool) -> Verdict {
     use crate::plan::drain::BlockReason;
     let word = match b.reason {
-        BlockReason::MembershipUnknown => Some("voters-are-pods"),
+        BlockReason::MembershipUnknown if pods_only => Some("voters-are-pods"),
         BlockReason::LivenessUnknown => Some("followers-current"),
         _ => None,
     };
@@ -381,12 +390,6 @@ impl<O: GateOps> Gate<O> {
                 "{cluster} is not a Raft cluster the gate recognises (or no longer exists)"
             )));
         };
-        if let Err(why) = assumed(look.obs.target.gate_assume.as_deref(), &mut opts) {
-            return Ok(Verdict::Refuse(
-                Code::CannotDecide,
-                format!("{cluster}: {why}"),
-            ));
-        }
         let now = self.ops.now();
         let age = |key: String| self.age(&cluster, key);
         let rejoining = settle_admitted(&mut record, &mut look, &m.pod, &age, &self.settings);
@@ -428,6 +431,16 @@ impl<O: GateOps> Gate<O> {
             return self
                 .holders(&m, &mut record, now, req.dry_run, &look, &opts)
                 .await;
+        }
+        // The owner's word counts for the gate's own decisions only: the lock holder's are
+        // checked above with every assumption given, and a word mistyped by a tenant never
+        // holds back an admin's `kubectl raft drain`.
+        let pods_only = look.input.report.summary.voters_from == crate::report::VotersFrom::Pods;
+        if let Err(why) = assumed(look.obs.target.gate_assume.as_deref(), pods_only, &mut opts) {
+            return Ok(Verdict::Refuse(
+                Code::CannotDecide,
+                format!("{cluster}: {why}"),
+            ));
         }
         let plan = plan_cluster(&look.input, &opts);
         let verdict = match plan.steps.first() {
@@ -505,7 +518,7 @@ impl<O: GateOps> Gate<O> {
                 }
             },
             None => match plan.blocker {
-                Some(b) => refused(b),
+                Some(b) => refused(b, pods_only),
                 None => Verdict::Allow(format!(
                     "{cluster}: {} is not one of its members now",
                     m.pod

@@ -646,3 +646,26 @@ async fn an_assumption_the_gate_does_not_know_is_refused_and_named() {
     assert_eq!(v.reason(), "CannotDecide", "{v:?}");
     assert!(v.message().contains("\"everything\""), "{v:?}");
 }
+
+/// A member list that exists but could not be read this time is not replaced by the owner's
+/// standing assumption: it would outlive the failure.
+#[tokio::test(start_paused = true)]
+async fn the_owners_assumption_does_not_cover_an_unreadable_member_list() {
+    let mut s = counted_from_pods();
+    s.report.lock().unwrap().summary.voters_from = crate::report::VotersFrom::Unreadable;
+    s.assume = Some("voters-are-pods".into());
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "MembershipUnknown", "{v:?}");
+    assert!(!v.message().contains("gate-assume"), "{v:?}");
+}
+
+/// A tenant's mistyped annotation never holds back the lock holder's own evictions (an
+/// admin's `kubectl raft drain`).
+#[tokio::test(start_paused = true)]
+async fn a_mistyped_assumption_does_not_hold_back_the_lock_holders_eviction() {
+    let mut s = Scripted::new();
+    s.assume = Some("voters-are-pod".into());
+    let req = holding(&s, "etcd-0");
+    let v = gate(&s).review(&req).await;
+    assert!(v.allowed(), "{v:?}");
+}

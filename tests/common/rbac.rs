@@ -1,0 +1,346 @@
+//! Least privilege as the tests check it: a ServiceAccount bound to copies of the documented
+//! roles (docs/rbac.yaml, docs/gate.yaml), each right taken away in turn.
+
+use super::*;
+
+/// A ServiceAccount of a test namespace bound to copies of roles from docs/rbac.yaml (its
+/// verb's ClusterRole cluster-wide, optional ClusterRoles, the lock Role in the lock
+/// namespace), and a kubeconfig that authenticates as it. The copies are the test's own, so
+/// rules can be taken away without touching other tests; they and their bindings go when the
+/// test ends.
+pub struct RbacSubject {
+    pub kubeconfig: PathBuf,
+    pub sa: String,
+    ns: String,
+    roles: Vec<Bound>,
+}
+
+/// One role copy bound to the subject.
+struct Bound {
+    role: Value,
+    /// Where `kubectl auth can-i` checks its rules: the test namespace for ClusterRoles, the
+    /// Role's own namespace for a Role.
+    check_ns: String,
+}
+
+impl Bound {
+    fn name(&self) -> &str {
+        self.role["metadata"]["name"].as_str().unwrap()
+    }
+
+    fn namespace(&self) -> Option<&str> {
+        self.role["metadata"]["namespace"].as_str()
+    }
+
+    fn grants(&self, verb: &str, resource: &str) -> bool {
+        self.role["rules"].as_array().unwrap().iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == resource)
+                && r["verbs"].as_array().unwrap().iter().any(|x| x == verb)
+        })
+    }
+}
+
+/// The namespace of drain's and restart's locks (docs/rbac.yaml).
+pub const LOCK_NS: &str = "kubectl-raft";
+
+/// The Lease that locks StatefulSet `sts` of namespace `ns` (in LOCK_NS).
+pub fn lock_lease(ns: &str, sts: &str) -> String {
+    format!("kubectl-raft.{ns}.{sts}")
+}
+
+/// An object of docs/rbac.yaml by name.
+fn rbac_doc(name: &str) -> Value {
+    rbac_doc_in("docs/rbac.yaml", None, name)
+}
+
+/// A role of file `file` (in the repository) by name, of `kind` where two kinds share it.
+fn rbac_doc_in(file: &str, kind: Option<&str>, name: &str) -> Value {
+    let docs = repo().join(file);
+    // kubectl prints one JSON object per document.
+    let text = kubectl_ok(&[
+        "create",
+        "--dry-run=client",
+        "-o",
+        "json",
+        "-f",
+        docs.to_str().unwrap(),
+    ]);
+    serde_json::Deserializer::from_str(&text)
+        .into_iter::<Value>()
+        .map(|r| r.expect("kubectl printed JSON"))
+        .find(|r| {
+            r["metadata"]["name"] == name
+                && kind.map_or(r["kind"] != "Namespace", |k| r["kind"] == k)
+        })
+        .unwrap_or_else(|| panic!("{file} has no role {name}"))
+}
+
+/// `role`'s rules without `verb` on `resource`.
+fn rules_without(role: &Value, verb: &str, resource: &str) -> Value {
+    let mut rules = vec![];
+    for rule in role["rules"].as_array().unwrap() {
+        let strings = |k: &str| -> Vec<Value> { rule[k].as_array().unwrap().clone() };
+        if !strings("resources").iter().any(|r| r == resource) {
+            rules.push(rule.clone());
+            continue;
+        }
+        let others: Vec<Value> = strings("resources")
+            .into_iter()
+            .filter(|r| r != resource)
+            .collect();
+        if !others.is_empty() {
+            let mut r = rule.clone();
+            r["resources"] = Value::Array(others);
+            rules.push(r);
+        }
+        let verbs: Vec<Value> = strings("verbs").into_iter().filter(|v| v != verb).collect();
+        if !verbs.is_empty() {
+            let mut r = rule.clone();
+            r["resources"] = Value::Array(vec![Value::String(resource.into())]);
+            r["verbs"] = Value::Array(verbs);
+            rules.push(r);
+        }
+    }
+    let mut out = role.clone();
+    out["rules"] = Value::Array(rules);
+    out
+}
+
+impl RbacSubject {
+    /// `role` is a ClusterRole name from docs/rbac.yaml, e.g. `kubectl-raft-status`.
+    pub fn bound_to(role: &str, ns: &str) -> Self {
+        Self::account(ns).and(role)
+    }
+
+    /// The ServiceAccount and its kubeconfig, bound to nothing yet.
+    pub fn account(ns: &str) -> Self {
+        let sa = "operator".to_string();
+        kubectl_ok(&["create", "serviceaccount", &sa, "-n", ns]);
+        let out = Command::new(world_dir().join("bin/kworld"))
+            .args(["kubeconfig-for", ns, &sa])
+            .output()
+            .expect("kworld kubeconfig-for");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        RbacSubject {
+            kubeconfig: PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+            sa,
+            ns: ns.to_string(),
+            roles: vec![],
+        }
+    }
+
+    /// Also bound to a copy of ClusterRole or Role `role` of docs/rbac.yaml (a Role in its own
+    /// namespace: kubectl-raft-lock in the lock namespace, as docs/rbac.yaml says to bind it).
+    pub fn and(self, role: &str) -> Self {
+        let found = rbac_doc(role);
+        self.and_role(found)
+    }
+
+    /// Also bound to a copy of the `kind` named `role` in `file` (docs/gate.yaml's
+    /// ClusterRole and Role share one name).
+    pub fn and_from(self, file: &str, kind: &str, role: &str) -> Self {
+        let found = rbac_doc_in(file, Some(kind), role);
+        self.and_role(found)
+    }
+
+    fn and_role(mut self, mut found: Value) -> Self {
+        let role = found["metadata"]["name"].as_str().unwrap().to_string();
+        let copy = format!("{role}-{}", self.ns);
+        found["metadata"]["name"] = Value::String(copy.clone());
+        let subject = format!("--serviceaccount={}:{}", self.ns, self.sa);
+        let bound = match found["metadata"]["namespace"].as_str().map(str::to_string) {
+            Some(role_ns) => {
+                self.apply(&found);
+                let role_ref = format!("--role={copy}");
+                kubectl_ok(&[
+                    "create",
+                    "rolebinding",
+                    &copy,
+                    "-n",
+                    &role_ns,
+                    &role_ref,
+                    &subject,
+                ]);
+                Bound {
+                    role: found,
+                    check_ns: role_ns,
+                }
+            }
+            None => {
+                self.apply(&found);
+                let role_ref = format!("--clusterrole={copy}");
+                kubectl_ok(&["create", "clusterrolebinding", &copy, &role_ref, &subject]);
+                Bound {
+                    role: found,
+                    check_ns: self.ns.clone(),
+                }
+            }
+        };
+        self.wait_can(&role_rule_probe(&bound.role), &bound.check_ns, true);
+        self.roles.push(bound);
+        self
+    }
+
+    /// Also bound to the lock Role (drain and restart write their Leases there).
+    pub fn with_lock(self) -> Self {
+        self.and("kubectl-raft-lock")
+    }
+
+    fn apply(&self, role: &Value) {
+        let f = tempfile(&role.to_string());
+        kubectl_ok(&["apply", "-f", f.path_str()]);
+    }
+
+    /// Every (verb, resource) the subject's roles grant.
+    pub fn grants(&self) -> Vec<(String, String)> {
+        let mut out = vec![];
+        for b in &self.roles {
+            for rule in b.role["rules"].as_array().unwrap() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        out.push((v.as_str().unwrap().into(), r.as_str().unwrap().into()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// For every right the roles grant but `optional` (verb, resource, why it is optional):
+    /// without it, `args` exits 1 with a message naming it, and `state` (what must not move:
+    /// pods, a cordon, the leader) reads the same after as before. Each right is restored
+    /// before the next is taken away.
+    pub fn each_required_right_is_named(
+        &self,
+        optional: &[(&str, &str, &str)],
+        args: &[&str],
+        state: &dyn Fn() -> String,
+    ) {
+        let required: Vec<(String, String)> = self
+            .grants()
+            .into_iter()
+            .filter(|(v, r)| !optional.iter().any(|(ov, or, _)| ov == v && or == r))
+            .collect();
+        let mut wrong = vec![];
+        for (verb, resource) in &required {
+            self.without(verb, resource);
+            let before = state();
+            let (code, out, err) = self.raft(args);
+            let after = state();
+            self.restore();
+            let right = format!("{verb} {resource}");
+            if code != Some(1) {
+                wrong.push(format!("without {right} it exited {code:?}: {out}{err}"));
+            } else if !(err.contains("forbidden")
+                && err.contains(verb.as_str())
+                && err.contains(resource.as_str()))
+            {
+                wrong.push(format!(
+                    "without {right} the message does not name it: {err}"
+                ));
+            }
+            if before != after {
+                wrong.push(format!(
+                    "without {right} it changed {before} into {after}: {err}"
+                ));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "`kubectl raft {}` with each right taken away:\n{}",
+            args.join(" "),
+            wrong.join("\n---\n")
+        );
+    }
+
+    /// The roles without `verb` on `resource` (e.g. "create", "pods/proxy"), until restored.
+    pub fn without(&self, verb: &str, resource: &str) {
+        let granting: Vec<&Bound> = self
+            .roles
+            .iter()
+            .filter(|b| b.grants(verb, resource))
+            .collect();
+        assert!(!granting.is_empty(), "no role grants {verb} on {resource}");
+        for b in &granting {
+            self.apply(&rules_without(&b.role, verb, resource));
+        }
+        self.wait_can(
+            &[verb.to_string(), resource.to_string()],
+            &granting[0].check_ns,
+            false,
+        );
+    }
+
+    /// Every rule of the roles as docs/rbac.yaml has them.
+    pub fn restore(&self) {
+        for b in &self.roles {
+            self.apply(&b.role);
+        }
+        for b in &self.roles {
+            self.wait_can(&role_rule_probe(&b.role), &b.check_ns, true);
+        }
+    }
+
+    /// Waits until the authorizer answers `kubectl auth can-i VERB RESOURCE -n NS` as the
+    /// ServiceAccount with `allowed` (RBAC changes reach it through an informer).
+    fn wait_can(&self, verb_resource: &[String], ns: &str, allowed: bool) {
+        let who = format!("system:serviceaccount:{}:{}", self.ns, self.sa);
+        let (verb, resource) = (&verb_resource[0], &verb_resource[1]);
+        wait_until(
+            Duration::from_secs(30),
+            &format!("can-i {verb} {resource} as {who} to be {allowed}"),
+            || {
+                // `pods/proxy` is a subresource; `kubectl auth can-i get pods/x` would name a pod.
+                let (base, sub) = match resource.split_once('/') {
+                    Some((b, s)) => (b, format!("--subresource={s}")),
+                    None => (resource.as_str(), "--subresource=".to_string()),
+                };
+                let out = kubectl(&["auth", "can-i", verb, base, &sub, "-n", ns, "--as", &who]);
+                out.status.success() == allowed
+            },
+        );
+    }
+
+    /// The verb as this subject: (exit code, stdout, stderr).
+    pub fn raft(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = raft_with(&self.kubeconfig, args);
+        (out.status.code(), stdout(&out), stderr(&out))
+    }
+}
+
+/// A (verb, resource) the role grants, to tell when the role has reached the authorizer.
+fn role_rule_probe(role: &Value) -> Vec<String> {
+    let rule = &role["rules"][0];
+    vec![
+        rule["verbs"][0].as_str().unwrap().to_string(),
+        rule["resources"][0].as_str().unwrap().to_string(),
+    ]
+}
+
+impl Drop for RbacSubject {
+    fn drop(&mut self) {
+        for b in &self.roles {
+            let name = b.name();
+            match b.namespace() {
+                Some(ns) => {
+                    for kind in ["rolebinding", "role"] {
+                        let _ = kubectl(&["delete", kind, name, "-n", ns, "--wait=false"]);
+                    }
+                }
+                None => {
+                    for kind in ["clusterrolebinding", "clusterrole"] {
+                        let _ = kubectl(&["delete", kind, name, "--wait=false"]);
+                    }
+                }
+            }
+        }
+    }
+}

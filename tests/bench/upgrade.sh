@@ -8,7 +8,8 @@
 # until all four clusters are healthy again (as an upgrade tool waits for the node to come
 # back). Two passes over the same clusters, side by side in one run:
 #   nogate   the PodDisruptionBudgets only
-#   gate     `kubectl-raft gate serve -v=6` on the host, behind a URL webhook
+#   gate     `kubectl-raft gate serve --via direct -v=6` on the host (GATE_VIA=proxy for the API
+#            server's pods/proxy instead), behind a URL webhook
 #            (https://127.0.0.1:PORT/validate, as tests/gate.rs runs it) scoped by a
 #            namespaceSelector to a label on the four namespaces (one gate for all of them)
 # Measured in each pass: the write load (tests/load/writeload.rs: etcd's JSON gateway on both
@@ -71,10 +72,24 @@ if os.path.exists(glog):
         line = line.rstrip("\n")
         if not line[:4].isdigit(): continue
         t = ts(line)
+        # A replica request, whatever the route (--via direct or proxy): the plugin's own line
+        # of it ("GET ns/pod:port/path 200 in 3 ms", "NATS request ... in 9 ms").
+        rq = re.search(r" TRACE (?:(?:GET|POST|PUT|DELETE) ([^/\s]+)/|(NATS request))", line)
+        if rq:
+            ns = rq.group(1) or next((n for n in transfer if n.endswith("nats")), None)
+            if ns in transfer:
+                transfer[ns]["replica"] += 1; continue
+            cands = [x for x in open_dec if ns is None or x["ns"] == ns]
+            if cands:
+                cands[-1]["replica"] += 1
+            else:
+                gate["other"] += 1
+            continue
         if "HTTP: requesting" in line:
             url = re.search(r"http\.url=(\S+)", line).group(1)
             m = ours.search(url)
-            proxied = "/proxy/" in url
+            if "/proxy/" in url:
+                continue  # a replica request through pods/proxy: counted by its own line above
             pod = re.search(r"/api/v1/namespaces/([^/]+)/pods/([^/:?]+)$", url)
             if pod and re.search(r"http\.method=GET", line):
                 key = pod.group(1) + "/" + pod.group(2)
@@ -84,10 +99,10 @@ if os.path.exists(glog):
                 gate["events"] += 1; continue
             ns = m.group(1) if m else None
             if ns in transfer:
-                transfer[ns]["replica" if proxied else "api"] += 1; continue
+                transfer[ns]["api"] += 1; continue
             cands = [x for x in open_dec if ns is None or x["ns"] == ns]
             if cands:
-                cands[-1]["replica" if proxied else "api"] += 1
+                cands[-1]["api"] += 1
             else:
                 gate["other"] += 1
             continue
@@ -186,7 +201,7 @@ if gate["decisions"]:
     h50, h99 = hist_q(0.5), hist_q(0.99)
     trs = [t for ts_ in gate["transfers"].values() for t in ts_]
     print()
-    print("| gate decisions | verdicts | decision time p50 / p99 / max, ms (its log) | p50 / p99 from its `decision_seconds` histogram | API requests per decision, median (max) | replica requests per decision (through pods/proxy), median (max) | transfers: done, each its requests (API + replica), time |")
+    print("| gate decisions | verdicts | decision time p50 / p99 / max, ms (its log) | p50 / p99 from its `decision_seconds` histogram | API requests per decision, median (max) | replica requests per decision, median (max) | transfers: done, each its requests (API + replica), time |")
     print("|---|---|---|---|---|---|---|")
     hist = f"{h50 * 1000:.0f} / {h99 * 1000:.0f}" if h50 is not None else "-"
     print(f"| {len(gate['decisions'])} | {', '.join(f'{k} {v}' for k, v in sorted(by.items(), key=lambda kv: -kv[1]))} | {q(ms, .5):.0f} / {q(ms, .99):.0f} / {max(ms):.0f} | {hist} | "
@@ -284,7 +299,7 @@ start_gate() {
    "clientConfig":{"url":"https://127.0.0.1:$port/validate"}}]}
 EOF
   "$raft" gate serve -n "$gate_ns" --listen "127.0.0.1:$port" --tls-name 127.0.0.1 --tls-secret gate-tls \
-    --webhook "$webhook" -v=6 2> "$logs/gate.log" &
+    --webhook "$webhook" --via "${GATE_VIA:-direct}" -v=6 2> "$logs/gate.log" &
   gate=$!
   for _ in $(seq 1 120); do grep -q "serving on" "$logs/gate.log" && break; sleep 0.5; done
   until [ -n "$("$k" get validatingwebhookconfiguration "$webhook" -o jsonpath='{.webhooks[0].clientConfig.caBundle}')" ]; do sleep 0.5; done

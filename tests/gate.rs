@@ -392,30 +392,16 @@ fn plain_kubectl_drain_of_a_consul_leaders_node_transfers_to_a_voter_first() {
 fn a_statefulset_that_is_no_raft_cluster_is_evicted_as_usual() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("gate-plain");
-    deploy_python_sts(
-        &ns.name,
-        "web",
-        "import http.server\nhttp.server.HTTPServer(('', 8080), http.server.SimpleHTTPRequestHandler).serve_forever()",
-        &[],
-        None,
-    );
+    deploy_web(&ns.name);
     let _g = Gated::start(&ns.name);
-    let node = node_of(&ns.name, "web-0");
-    let before = uids(&ns.name);
-    let _cordoned = Cordoned(vec![node.clone()]);
-    let (ok, said) = plain_drain(
-        &node,
+    let _cordoned = plain_drain_evicts(
+        &ns.name,
+        "web-0",
         &[
             "--pod-selector=app=web",
             "--ignore-daemonsets",
             "--timeout=60s",
         ],
-    );
-    assert!(ok, "kubectl drain {node}: {said}");
-    assert_ne!(
-        uids(&ns.name).get("web-0"),
-        before.get("web-0"),
-        "web-0 was evicted"
     );
 }
 
@@ -452,29 +438,15 @@ fn with_the_gate_down_nothing_in_its_namespaces_is_evicted() {
     // A namespace that did not opt in is never sent to the gate: its pods are evicted as if
     // there were no gate, while it is down.
     let other = TestNamespace::new("gate-down-other");
-    deploy_python_sts(
+    deploy_web(&other.name);
+    let _web_cordoned = plain_drain_evicts(
         &other.name,
-        "web",
-        "import http.server\nhttp.server.HTTPServer(('', 8080), http.server.SimpleHTTPRequestHandler).serve_forever()",
-        &[],
-        None,
-    );
-    let web_node = node_of(&other.name, "web-0");
-    let web_before = uids(&other.name);
-    let _web_cordoned = Cordoned(vec![web_node.clone()]);
-    let (ok, said) = plain_drain(
-        &web_node,
+        "web-0",
         &[
             "--pod-selector=app=web",
             "--ignore-daemonsets",
             "--timeout=60s",
         ],
-    );
-    assert!(ok, "kubectl drain {web_node}: {said}");
-    assert_ne!(
-        uids(&other.name).get("web-0"),
-        web_before.get("web-0"),
-        "web-0 was evicted"
     );
 }
 

@@ -707,33 +707,13 @@ fn the_table_report_lines() {
     assert!(!text.contains("WARNING"), "{text}");
 }
 
-/// A gated cluster's table says so under the PDB, with the gate's last refusal.
-#[test]
-fn the_table_names_the_gate_and_its_last_refusal() {
-    let obs = observe(
-        &[
-            healthy(Role::Follower),
-            healthy(Role::Leader),
-            healthy(Role::Follower),
-        ],
-        false,
-    );
+/// The table of a one-member cluster whose report carries `gate`.
+fn table_with_gate(gate: GateReport) -> String {
+    let obs = observe(&[healthy(Role::Leader)], false);
     let mut snap = world(&obs, Some(1));
     snap.nodes = Some(vec![]);
     let mut c = assess(&obs, &snap);
-    c.gate = Some(GateReport {
-        state: GateState::Gated,
-        webhook: Some("kubectl-raft-gate".into()),
-        failure_policy: Some("Fail".into()),
-        unknown_because: None,
-        last_refusal: Some(GateRefusal {
-            pod: "etcd-2".into(),
-            reason: "QuorumAtRisk".into(),
-            message: "etcd-2 cannot go: 1 healthy voter(s) where 2 are needed".into(),
-            at: "2026-12-02T01:05:00Z".into(),
-            count: 4,
-        }),
-    });
+    c.gate = Some(gate);
     let report = StatusReport {
         api_version: API_VERSION,
         kind: "StatusReport",
@@ -741,7 +721,29 @@ fn the_table_names_the_gate_and_its_last_refusal() {
     };
     let mut out = vec![];
     crate::render::status(&report, crate::render::Format::Table, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn gated_by_kubectl_raft_gate(last_refusal: Option<GateRefusal>) -> GateReport {
+    GateReport {
+        state: GateState::Gated,
+        webhook: Some("kubectl-raft-gate".into()),
+        failure_policy: Some("Fail".into()),
+        unknown_because: None,
+        last_refusal,
+    }
+}
+
+/// A gated cluster's table says so under the PDB, with the gate's last refusal.
+#[test]
+fn the_table_names_the_gate_and_its_last_refusal() {
+    let text = table_with_gate(gated_by_kubectl_raft_gate(Some(GateRefusal {
+        pod: "etcd-2".into(),
+        reason: "QuorumAtRisk".into(),
+        message: "etcd-2 cannot go: 1 healthy voter(s) where 2 are needed".into(),
+        at: "2026-12-02T01:05:00Z".into(),
+        count: 4,
+    })));
     assert_eq!(
         text.lines().nth(2),
         Some("Gate: evictions decided by the gate (webhook kubectl-raft-gate, failurePolicy Fail); last refused etcd-2 at 2026-12-02T01:05:00Z (4×): etcd-2 cannot go: 1 healthy voter(s) where 2 are needed (QuorumAtRisk)"),
@@ -752,54 +754,27 @@ fn the_table_names_the_gate_and_its_last_refusal() {
 /// A cluster no gate decides for, with no refusal, gets no gate line: nothing to say.
 #[test]
 fn the_table_of_an_ungated_cluster_has_no_gate_line() {
-    let obs = observe(&[healthy(Role::Leader)], false);
-    let snap = world(&obs, Some(1));
-    let mut c = assess(&obs, &snap);
-    c.gate = Some(GateReport {
+    let text = table_with_gate(GateReport {
         state: GateState::NotGated,
         webhook: None,
         failure_policy: None,
         unknown_because: None,
         last_refusal: None,
     });
-    let report = StatusReport {
-        api_version: API_VERSION,
-        kind: "StatusReport",
-        clusters: vec![c],
-    };
-    let mut out = vec![];
-    crate::render::status(&report, crate::render::Format::Table, &mut out).unwrap();
-    assert!(!String::from_utf8(out).unwrap().contains("Gate:"));
+    assert!(!text.contains("Gate:"), "{text}");
 }
 
 /// The last refusal comes from an Event, which anyone allowed to write Events in the
 /// namespace could have written: its text never makes a line of its own in the table.
 #[test]
 fn a_refusal_with_line_breaks_stays_on_the_gate_line() {
-    let obs = observe(&[healthy(Role::Leader)], false);
-    let snap = world(&obs, Some(1));
-    let mut c = assess(&obs, &snap);
-    c.gate = Some(GateReport {
-        state: GateState::Gated,
-        webhook: Some("kubectl-raft-gate".into()),
-        failure_policy: Some("Fail".into()),
-        unknown_because: None,
-        last_refusal: Some(GateRefusal {
-            pod: "etcd-0".into(),
-            reason: "QuorumAtRisk\netcd-9 n9 Running".into(),
-            message: "fine\nWARNING: etcd-0 lost its data".into(),
-            at: "2026-12-02T01:05:00Z".into(),
-            count: 1,
-        }),
-    });
-    let report = StatusReport {
-        api_version: API_VERSION,
-        kind: "StatusReport",
-        clusters: vec![c],
-    };
-    let mut out = vec![];
-    crate::render::status(&report, crate::render::Format::Table, &mut out).unwrap();
-    let text = String::from_utf8(out).unwrap();
+    let text = table_with_gate(gated_by_kubectl_raft_gate(Some(GateRefusal {
+        pod: "etcd-0".into(),
+        reason: "QuorumAtRisk\netcd-9 n9 Running".into(),
+        message: "fine\nWARNING: etcd-0 lost its data".into(),
+        at: "2026-12-02T01:05:00Z".into(),
+        count: 1,
+    })));
     assert!(
         !text.lines().any(|l| l.starts_with("WARNING: etcd-0 lost")),
         "{text}"

@@ -117,3 +117,26 @@ pub fn evict(ns: &str, pod: &str) -> (bool, String) {
         format!("{}{}", stdout(&out), stderr(&out)),
     )
 }
+
+/// Plain `kubectl drain` of `pod`'s node with `args`, the node cordoned until the returned
+/// guard goes: the drain succeeds and `pod` was evicted (its UID changed).
+pub fn plain_drain_evicts(ns: &str, pod: &str, args: &[&str]) -> Cordoned {
+    let node = node_of(ns, pod);
+    let before = uids(ns);
+    let cordoned = Cordoned(vec![node.clone()]);
+    let (ok, said) = plain_drain(&node, args);
+    assert!(ok, "kubectl drain {node}: {said}");
+    assert_ne!(uids(ns).get(pod), before.get(pod), "{pod} was evicted");
+    cordoned
+}
+
+/// A StatefulSet `web` of one plain HTTP server: no Raft system, which the gate never holds.
+pub fn deploy_web(ns: &str) {
+    deploy_python_sts(
+        ns,
+        "web",
+        "import http.server\nhttp.server.HTTPServer(('', 8080), http.server.SimpleHTTPRequestHandler).serve_forever()",
+        &[],
+        None,
+    );
+}

@@ -118,6 +118,10 @@ impl Code {
 /// `voters-are-pods` counts only where the system has no member list at all (`pods_only`): a
 /// list that exists but could not be read this time (a rotated token, a failed request) is
 /// never replaced by a standing assumption, which would outlive the failure.
+/// The words of kubectl-raft.io/gate-assume: the two assumptions `drain` takes as flags.
+const VOTERS_ARE_PODS: &str = "voters-are-pods";
+const FOLLOWERS_CURRENT: &str = "followers-current";
+
 fn assumed(
     annotation: Option<&str>,
     pods_only: bool,
@@ -127,12 +131,12 @@ fn assumed(
     for word in annotation.unwrap_or("").split(',').map(str::trim) {
         match word {
             "" => {}
-            "voters-are-pods" if pods_only => opts.assume_voters_are_pods = Assume::Every,
-            "voters-are-pods" => {}
-            "followers-current" => opts.assume_followers_current = Assume::Every,
+            VOTERS_ARE_PODS if pods_only => opts.assume_voters_are_pods = Assume::Every,
+            VOTERS_ARE_PODS => {}
+            FOLLOWERS_CURRENT => opts.assume_followers_current = Assume::Every,
             other => {
                 return Err(format!(
-                    "its annotation {}={annotation:?} names {other:?}, which the gate does not know (known: voters-are-pods, followers-current); correct it, then retry",
+                    "its annotation {}={annotation:?} names {other:?}, which the gate does not know (known: {VOTERS_ARE_PODS}, {FOLLOWERS_CURRENT}); correct it, then retry",
                     crate::profile::annotations::GATE_ASSUME,
                     annotation = annotation.unwrap_or(""),
                 ))
@@ -147,8 +151,8 @@ fn assumed(
 fn refused(b: crate::plan::drain::Blocker, pods_only: bool) -> Verdict {
     use crate::plan::drain::BlockReason;
     let word = match b.reason {
-        BlockReason::MembershipUnknown if pods_only => Some("voters-are-pods"),
-        BlockReason::LivenessUnknown => Some("followers-current"),
+        BlockReason::MembershipUnknown if pods_only => Some(VOTERS_ARE_PODS),
+        BlockReason::LivenessUnknown => Some(FOLLOWERS_CURRENT),
         _ => None,
     };
     let message = match word {

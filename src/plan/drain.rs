@@ -1,9 +1,10 @@
 //! The drain planner: pure decisions over a survey, in kubectl drain's shape. Ordinary pods
 //! go through a chain of small filters (`classify_pod`, like kubectl's `GetPodsForDeletion`),
 //! each returning evict, skip or refuse with the reason the user sees. Raft pods are planned
-//! per cluster (`plan_cluster`): followers first, the leader last after a transfer to a
-//! member on a node that stays, and never an eviction that leaves fewer healthy, caught-up
-//! voters than a quorum.
+//! per cluster (`plan_cluster`) in the same shape: the cluster's checks, then each leaving
+//! member's, each passing, skipping or blocking with the reason the user sees. Followers go
+//! first, the leader last after a transfer to a member on a node that stays, and never an
+//! eviction that leaves fewer healthy, caught-up voters than a quorum.
 //!
 //! The executor takes only the first step of a fresh plan, acts, waits, surveys again and
 //! plans again; `--dry-run` prints the whole plan. Running the same drain again therefore
@@ -439,328 +440,551 @@ pub fn plan_drain(clusters: &[ClusterInput], opts: &DrainOptions) -> Vec<Cluster
     plans
 }
 
-fn block(reason: BlockReason, pod: Option<&str>, message: String) -> Option<Blocker> {
-    Some(Blocker {
-        reason,
-        pod: pod.map(str::to_string),
-        message,
-    })
+/// One cluster's steps, in order, and what stops it, if anything does. The cluster's checks
+/// run first, then each leaving member's, in the fixed orders of `CLUSTER_CHECKS` and
+/// `MEMBER_CHECKS` (kubectl drain's `filterPods` shape); the first that does not pass ends
+/// the plan where it stands.
+pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
+    let mut d = Draft::new(c, opts);
+    for check in CLUSTER_CHECKS {
+        match check(&d) {
+            ClusterCheck::Pass => {}
+            ClusterCheck::Skip => return d.plan,
+            ClusterCheck::Block(b) => return d.stop(b),
+        }
+    }
+    for x in d.leaving.clone() {
+        let mut notes = vec![];
+        for check in MEMBER_CHECKS {
+            match check(&d, x) {
+                MemberCheck::Pass(note) => notes.extend(note),
+                MemberCheck::Block(b) => return d.stop(b),
+            }
+        }
+        d.take(x, notes);
+    }
+    d.plan
 }
 
-/// One cluster's steps, in order, and what stops it, if anything does.
-pub fn plan_cluster(c: &ClusterInput, opts: &DrainOptions) -> ClusterPlan {
-    let r = &c.report;
-    let cluster = format!("{}/{}", r.namespace, r.name);
-    let mut replicas: Vec<&ReplicaReport> = r.replicas.iter().collect();
-    replicas.sort_by(|a, b| a.pod.cmp(&b.pod));
-    let claimants: Vec<&&ReplicaReport> = replicas
-        .iter()
-        .filter(|x| x.raft.role == Role::Leader)
-        .collect();
-    let leader = match claimants.as_slice() {
-        [one] => Some(**one),
-        _ => None,
-    };
-    let term = leader.and_then(|l| l.raft.term);
-    let healthy: BTreeSet<&str> = replicas
-        .iter()
-        .filter(|x| healthy_voter(x, leader, opts.max_lag).is_ok())
-        .map(|x| x.pod.as_str())
-        .collect();
-    // The run never counts fewer voters than it has seen: a member list that failed once, or
-    // a scale-down meanwhile, does not shrink the quorum.
-    let voters = r.summary.voters.max(c.least_voters);
-    let quorum = crate::assess::quorum(voters);
-    let mut plan = ClusterPlan {
-        namespace: r.namespace.clone(),
-        name: r.name.clone(),
-        system: r.system.clone(),
-        leader: leader.map(|l| l.pod.clone()),
-        term,
-        voters,
-        healthy_voters: healthy.len() as u32,
-        quorum,
-        steps: vec![],
-        blocker: None,
-    };
-    let on_drained = |x: &&ReplicaReport| {
-        c.replace.contains(&x.pod) || x.node.as_ref().is_some_and(|n| opts.nodes.contains(n))
-    };
-    // Another rollout took over: nothing more is this run's, not even "done".
-    if let Some(why) = &c.conflict {
-        plan.blocker = block(
-            BlockReason::RolloutConflict,
-            None,
-            format!("{cluster}: {why}"),
-        );
-        return plan;
-    }
-    let mut leaving: Vec<&ReplicaReport> = replicas.iter().copied().filter(on_drained).collect();
-    if leaving.is_empty() {
-        return plan;
-    }
-    // Members that count for nothing first (they cost no quorum), then followers (by name),
-    // the leader last.
-    leaving.sort_by_key(|x| {
-        (
-            leader.is_some_and(|l| l.pod == x.pod),
-            healthy.contains(x.pod.as_str()),
-            x.pod.clone(),
-        )
-    });
+/// What a check says of the whole cluster.
+enum ClusterCheck {
+    /// Nothing against it: the next check decides.
+    Pass,
+    /// Nothing of this run's is left in it: the plan ends with no step and no blocker.
+    Skip,
+    /// The plan stops before any step, with the reason the user sees.
+    Block(Blocker),
+}
 
-    if claimants.len() > 1 {
-        let names: Vec<&str> = claimants.iter().map(|x| x.pod.as_str()).collect();
-        plan.blocker = block(
-            BlockReason::MultipleLeaders,
-            None,
-            format!(
-                "{cluster}: {} replicas claim leadership ({}); waiting until one remains",
-                names.len(),
-                names.join(", ")
-            ),
-        );
-        return plan;
+/// What a check says of one leaving member.
+enum MemberCheck {
+    /// Nothing against its eviction; a note, when there is one, is added to the step's reason.
+    Pass(Option<String>),
+    /// It is not evicted, nor any member after it: the plan stops with the reason the user sees.
+    Block(Blocker),
+}
+
+impl ClusterCheck {
+    fn block(reason: BlockReason, pod: Option<&str>, message: String) -> Self {
+        ClusterCheck::Block(Blocker {
+            reason,
+            pod: pod.map(str::to_string),
+            message,
+        })
     }
-    let Some(leader) = leader else {
-        plan.blocker = block(
-            BlockReason::NoLeader,
-            None,
-            format!("{cluster} has no leader; waiting for one before evicting any member"),
-        );
-        return plan;
-    };
-    let counted_from_pods = r.summary.voters_from != VotersFrom::Configuration;
-    if counted_from_pods && c.configuration_seen {
-        plan.blocker = block(
-            BlockReason::MembershipUnreadable,
-            None,
-            format!("{cluster}: {}'s member list, read earlier in this run, cannot be read now; waiting for it (a count of pods does not replace it)", r.system),
-        );
-        return plan;
+}
+
+impl MemberCheck {
+    fn block(reason: BlockReason, x: &ReplicaReport, message: String) -> Self {
+        MemberCheck::Block(Blocker {
+            reason,
+            pod: Some(x.pod.clone()),
+            message,
+        })
     }
-    if counted_from_pods && !opts.assume_voters_are_pods.covers(&cluster) {
-        let what = match r.summary.voters_from {
-            VotersFrom::Unreadable => "could not be read from",
-            _ => "cannot be read from",
+}
+
+/// The cluster's checks, in order.
+const CLUSTER_CHECKS: &[fn(&Draft) -> ClusterCheck] = &[
+    rollout_conflict,
+    nothing_leaving,
+    multiple_leaders,
+    no_leader,
+    membership_unreadable,
+    membership_unknown,
+    liveness_unknown,
+    rollout_in_progress,
+    terminating,
+    already_degraded,
+];
+
+/// Each leaving member's checks, in order, before its step.
+const MEMBER_CHECKS: &[fn(&Draft, &ReplicaReport) -> MemberCheck] = &[
+    evicted_before,
+    already_short,
+    emptydir_data,
+    hostpath_data,
+    placement_unknown,
+    pinned,
+    too_few_voters,
+    quorum_at_risk,
+    no_target,
+];
+
+/// One cluster's plan as it is drawn: what its checks read, worked out once, and what the
+/// steps so far leave.
+struct Draft<'a> {
+    c: &'a ClusterInput,
+    opts: &'a DrainOptions,
+    /// NAMESPACE/NAME, as the messages name it.
+    cluster: String,
+    /// By pod name.
+    replicas: Vec<&'a ReplicaReport>,
+    /// Every replica that says it leads.
+    claimants: Vec<&'a ReplicaReport>,
+    /// The one claimant, when there is exactly one.
+    leader: Option<&'a ReplicaReport>,
+    /// The members this run replaces, in the order they go: members that count for nothing
+    /// first (they cost no quorum), then followers (by name), the leader last.
+    leaving: Vec<&'a ReplicaReport>,
+    /// Never fewer than the run has seen: a member list that failed once, or a scale-down
+    /// meanwhile, does not shrink the quorum.
+    voters: u32,
+    quorum: u32,
+    /// The healthy voters once the steps so far are done.
+    sim: BTreeSet<&'a str>,
+    /// A step so far leaves the cluster a member short until a drained node is back.
+    degraded: bool,
+    plan: ClusterPlan,
+}
+
+impl<'a> Draft<'a> {
+    fn new(c: &'a ClusterInput, opts: &'a DrainOptions) -> Self {
+        let r = &c.report;
+        let mut replicas: Vec<&ReplicaReport> = r.replicas.iter().collect();
+        replicas.sort_by(|a, b| a.pod.cmp(&b.pod));
+        let claimants: Vec<&ReplicaReport> = replicas
+            .iter()
+            .copied()
+            .filter(|x| x.raft.role == Role::Leader)
+            .collect();
+        let leader = match claimants.as_slice() {
+            [one] => Some(*one),
+            _ => None,
         };
-        plan.blocker = block(
-            BlockReason::MembershipUnknown,
-            None,
-            format!("{cluster}: its voters {what} {}'s own configuration, only counted from its {} pod(s); a server configured but not running (or scaled away without being removed) would make that count wrong and an eviction break quorum. Check the membership, then pass --assume-voters-are-pods={cluster} to drain on the pod count", r.system, r.replicas.len()),
-        );
-        return plan;
-    }
-    if c.liveness == Liveness::Unknown && !opts.assume_followers_current.covers(&cluster) {
-        plan.blocker = block(
-            BlockReason::LivenessUnknown,
-            None,
-            format!("{cluster}: {} says nothing that tells a follower still hears from its leader (no leader's view, last contact, sync state, or health check that needs the leader): a follower cut off from its leader can say \"follower\" for a while and be counted. Check the followers, then pass --assume-followers-current={cluster}", r.system),
-        );
-        return plan;
-    }
-    if let Some(why) = &c.controller_rolling {
-        plan.blocker = block(
-            BlockReason::RolloutInProgress,
-            None,
-            format!("{cluster}: {why}; an eviction beside it could leave two members down: waiting until the rollout is done"),
-        );
-        return plan;
-    }
-    if let Some(x) = replicas.iter().find(|x| x.terminating) {
-        plan.blocker = block(
-            BlockReason::Terminating,
-            Some(&x.pod),
-            format!(
-                "{cluster}: {} is terminating; waiting until it is gone and replaced",
-                x.pod
-            ),
-        );
-        return plan;
-    }
-    // A member already kept away by this drain (its replacement cannot start): no second one.
-    if let Some((pod, why)) = replicas
-        .iter()
-        .filter(|x| x.node.is_none())
-        .find_map(|x| c.stuck.get(&x.pod).map(|w| (x.pod.as_str(), w)))
-    {
-        plan.blocker = block(
-            BlockReason::Degraded,
-            Some(pod),
-            format!("{cluster} already runs without {pod} ({why}); no second member is evicted until it is back"),
-        );
-        return plan;
+        let healthy: BTreeSet<&str> = replicas
+            .iter()
+            .filter(|x| healthy_voter(x, leader, opts.max_lag).is_ok())
+            .map(|x| x.pod.as_str())
+            .collect();
+        let voters = r.summary.voters.max(c.least_voters);
+        let quorum = crate::assess::quorum(voters);
+        let mut leaving: Vec<&ReplicaReport> = replicas
+            .iter()
+            .copied()
+            .filter(|x| c.replace.contains(&x.pod) || on_drained_node(x, opts))
+            .collect();
+        leaving.sort_by_key(|x| {
+            (
+                leader.is_some_and(|l| l.pod == x.pod),
+                healthy.contains(x.pod.as_str()),
+                x.pod.clone(),
+            )
+        });
+        let plan = ClusterPlan {
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            system: r.system.clone(),
+            leader: leader.map(|l| l.pod.clone()),
+            term: leader.and_then(|l| l.raft.term),
+            voters,
+            healthy_voters: healthy.len() as u32,
+            quorum,
+            steps: vec![],
+            blocker: None,
+        };
+        Draft {
+            c,
+            opts,
+            cluster: format!("{}/{}", r.namespace, r.name),
+            replicas,
+            claimants,
+            leader,
+            leaving,
+            voters,
+            quorum,
+            sim: healthy,
+            degraded: false,
+            plan,
+        }
     }
 
-    let mut sim: BTreeSet<&str> = healthy.clone();
-    let mut degraded = false;
-    for x in leaving {
-        let node = x.node.clone().unwrap_or_default();
-        // Back on a drained node after this run's eviction (a restart's member is replaced
-        // again on purpose when the template changed meanwhile: not this).
-        let back_on_drained =
-            x.node.as_ref().is_some_and(|n| opts.nodes.contains(n)) && !c.replace.contains(&x.pod);
-        if back_on_drained && c.evicted_before.contains(&x.pod) {
-            plan.blocker = block(
-                BlockReason::EvictedBefore,
-                Some(&x.pod),
-                format!("{cluster}: {} was evicted by this run and its replacement was scheduled onto drained node {node} again (it tolerates the unschedulable taint, or it is pinned there); it is not evicted twice. Find what brings it back (tolerations, a nodeName, a volume on the node), then run again", x.pod),
-            );
-            break;
-        }
-        if degraded {
-            plan.blocker = block(
-                BlockReason::Degraded,
-                Some(&x.pod),
-                format!("{cluster}: {} is not evicted: the cluster is already a member short until a drained node is back, and never loses a second", x.pod),
-            );
-            break;
-        }
-        let dirs = c.empty_dirs.get(&x.pod).filter(|d| !d.is_empty());
-        if let (Some(dirs), false) = (dirs, opts.delete_emptydir_data) {
-            plan.blocker = block(
-                BlockReason::LocalData,
-                Some(&x.pod),
-                format!("{cluster}: {} has local storage in emptyDir ({}), lost on eviction: its replacement would start empty and have to join as a new member (use --delete-emptydir-data to evict it anyway)", x.pod, dirs.join(", ")),
-            );
-            break;
-        }
-        let host = c.host_paths.get(&x.pod).filter(|d| !d.is_empty());
-        if let (Some(host), false) = (host, opts.allow_hostpath_data) {
-            plan.blocker = block(
-                BlockReason::LocalData,
-                Some(&x.pod),
-                format!("{cluster}: {} keeps its data on node {node} ({}): a replacement on another node would start without it and have to join as a new member (use --allow-hostpath-data to evict it anyway)", x.pod, host.join(", ")),
-            );
-            break;
-        }
-        if let (Some(why), false) = (&c.placement_unknown, opts.allow_degraded) {
-            plan.blocker = block(
-                BlockReason::PlacementUnknown,
-                Some(&x.pod),
-                format!("{cluster}: {} is not evicted: {why}, so it might not be replaced while node {node} is drained (grant list on them, or --allow-degraded to take that risk)", x.pod),
-            );
-            break;
-        }
-        let stuck = c.stuck.get(&x.pod);
-        if let (Some(why), false) = (stuck, opts.allow_degraded) {
-            plan.blocker = block(
-                BlockReason::Pinned,
-                Some(&x.pod),
-                format!("{cluster}: {} cannot be replaced while node {node} is drained: {why}; evicting it leaves the cluster a member short until the node is back (--allow-degraded to do it anyway)", x.pod),
-            );
-            break;
-        }
-        let votes = counts_as_voter(x);
-        if votes && voters.saturating_sub(1) < quorum {
-            plan.blocker = block(
-                BlockReason::TooFewVoters,
-                Some(&x.pod),
-                format!(
-                    "{cluster}: evicting {} loses the quorum however long this waits: {} has {voters} voter(s) and needs {quorum}, so no member can go while it serves. Add members first (3 voters survive one eviction), or accept the outage and evict it with kubectl",
-                    x.pod, r.system
-                ),
-            );
-            break;
-        }
-        let during = sim.len() as u32 - u32::from(sim.contains(x.pod.as_str()));
-        if during < quorum {
-            let unhealthy: Vec<String> = replicas
-                .iter()
-                .filter(|y| !sim.contains(y.pod.as_str()) && y.pod != x.pod)
-                .filter_map(|y| healthy_voter(y, Some(leader), opts.max_lag).err())
-                .collect();
-            // Voters the configuration lists beyond the pods (a member scaled away without
-            // being removed, or one run elsewhere): counted in the quorum, never healthy here.
-            let voter_pods = replicas.iter().filter(|y| counts_as_voter(y)).count() as u32;
-            let ghosts = match voters.saturating_sub(voter_pods) {
-                0 => String::new(),
-                n => format!("; {n} of the {voters} voter(s) {} configures run in no pod of this StatefulSet (a member scaled away without being removed, or one running elsewhere): they count towards the quorum and never answer here", r.system),
-            };
-            plan.blocker = block(
-                BlockReason::QuorumAtRisk,
-                Some(&x.pod),
-                format!(
-                    "{cluster}: evicting {} would leave {during} healthy voter(s) where {quorum} are needed{}{ghosts}; waiting for the others to be healthy",
-                    x.pod,
-                    if unhealthy.is_empty() { String::new() } else { format!(" ({})", unhealthy.join("; ")) }
-                ),
-            );
-            break;
-        }
-        let is_leader = x.pod == leader.pod;
-        let (action, target, mut why) = if !is_leader {
+    fn system(&self) -> &str {
+        &self.c.report.system
+    }
+
+    fn is_leader(&self, x: &ReplicaReport) -> bool {
+        self.leader.is_some_and(|l| l.pod == x.pod)
+    }
+
+    /// The voters could only be counted from the pods, not read from the system's member list.
+    fn counted_from_pods(&self) -> bool {
+        self.c.report.summary.voters_from != VotersFrom::Configuration
+    }
+
+    /// The healthy voters left while `x` is gone, after the steps so far.
+    fn during(&self, x: &ReplicaReport) -> u32 {
+        self.sim.len() as u32 - u32::from(self.sim.contains(x.pod.as_str()))
+    }
+
+    /// The member that would take over from the leader `x` now.
+    fn transfer_target(&self, x: &ReplicaReport) -> Option<String> {
+        let ropts = YieldOptions {
+            avoid_nodes: self.opts.nodes.iter().cloned().collect(),
+            avoid_pods: self.c.replace.iter().cloned().collect(),
+            max_lag: self.opts.max_lag,
+            ..Default::default()
+        };
+        let (ranked, _) = rank_targets(&self.c.report, &x.pod, &ropts, self.c.target_needs_id);
+        ranked.first().map(|t| t.pod.clone())
+    }
+
+    fn stop(mut self, b: Blocker) -> ClusterPlan {
+        self.plan.blocker = Some(b);
+        self.plan
+    }
+
+    /// `x`'s step, once every check passed, and what it leaves for the members after it.
+    fn take(&mut self, x: &'a ReplicaReport, notes: Vec<String>) {
+        let (action, target, why) = if !self.is_leader(x) {
             (
                 Action::Evict,
                 None,
                 format!("a {}: followers go first", role_word(x)),
             )
-        } else if !c.can_transfer {
+        } else if !self.c.can_transfer {
             (
                 Action::EvictLeader,
                 None,
-                format!("the leader goes last; {} cannot hand leadership over, so its eviction starts an election", r.system),
+                format!("the leader goes last; {} cannot hand leadership over, so its eviction starts an election", self.system()),
             )
         } else {
-            let ropts = YieldOptions {
-                avoid_nodes: opts.nodes.iter().cloned().collect(),
-                avoid_pods: c.replace.iter().cloned().collect(),
-                max_lag: opts.max_lag,
-                ..Default::default()
-            };
-            let (ranked, _) = rank_targets(r, &x.pod, &ropts, c.target_needs_id);
-            let target = ranked.first().map(|t| t.pod.clone());
-            // Followers evicted before it come back on nodes that stay: they can take over.
-            let replaced_before = plan.steps.iter().any(|s| s.degraded.is_none());
-            if target.is_none() && !replaced_before {
-                plan.blocker = block(
-                    BlockReason::NoTarget,
-                    Some(&x.pod),
-                    format!("{cluster}: no healthy, caught-up voter on a node that stays can take over from the leader {}; waiting for one", x.pod),
-                );
-                break;
-            }
+            let target = self.transfer_target(x);
             let to = match &target {
                 Some(t) => format!("to {t}"),
                 None => "to a replaced follower".to_string(),
             };
-            (
-                Action::TransferThenEvict,
-                target,
-                if opts.nodes.is_empty() {
-                    format!("the leader goes last, after a verified transfer {to}")
-                } else {
-                    format!(
-                        "the leader goes last, after a verified transfer {to} on a node that stays"
-                    )
-                },
-            )
+            let why = if self.opts.nodes.is_empty() {
+                format!("the leader goes last, after a verified transfer {to}")
+            } else {
+                format!("the leader goes last, after a verified transfer {to} on a node that stays")
+            };
+            (Action::TransferThenEvict, target, why)
         };
-        if let Some(dirs) = dirs {
-            why = format!("{why}; its emptyDir data ({}) is deleted with it: the replacement starts empty and must catch up", dirs.join(", "));
-        }
-        plan.steps.push(DrainStep {
+        let why = notes.iter().fold(why, |why, note| format!("{why}; {note}"));
+        let during = self.during(x);
+        let stuck = self.c.stuck.get(&x.pod);
+        self.plan.steps.push(DrainStep {
             pod: x.pod.clone(),
-            node,
+            node: node(x).to_string(),
             action,
             target,
             why,
             healthy_voters_during: during,
-            quorum,
-            fault_tolerance_during: during - quorum,
+            quorum: self.quorum,
+            fault_tolerance_during: during - self.quorum,
             degraded: stuck.cloned(),
-            new_revision: c.comes_back_at.get(&x.pod).cloned(),
+            new_revision: self.c.comes_back_at.get(&x.pod).cloned(),
         });
         if stuck.is_some() {
-            degraded = true;
-            sim.remove(x.pod.as_str());
-        } else if votes {
+            self.degraded = true;
+            self.sim.remove(x.pod.as_str());
+        } else if counts_as_voter(x) {
             // The executor waits until the replacement has rejoined and caught up as the
             // voter it was; a learner's replacement comes back a learner and counts for nothing.
-            sim.insert(x.pod.as_str());
+            self.sim.insert(x.pod.as_str());
         }
     }
-    plan
+}
+
+fn on_drained_node(x: &ReplicaReport, opts: &DrainOptions) -> bool {
+    x.node.as_ref().is_some_and(|n| opts.nodes.contains(n))
+}
+
+fn node(x: &ReplicaReport) -> &str {
+    x.node.as_deref().unwrap_or_default()
+}
+
+// --- the cluster's checks -----------------------------------------------------------------------
+
+/// Another rollout took over: nothing more is this run's, not even "done".
+fn rollout_conflict(d: &Draft) -> ClusterCheck {
+    match &d.c.conflict {
+        Some(why) => ClusterCheck::block(
+            BlockReason::RolloutConflict,
+            None,
+            format!("{}: {why}", d.cluster),
+        ),
+        None => ClusterCheck::Pass,
+    }
+}
+
+fn nothing_leaving(d: &Draft) -> ClusterCheck {
+    if d.leaving.is_empty() {
+        ClusterCheck::Skip
+    } else {
+        ClusterCheck::Pass
+    }
+}
+
+fn multiple_leaders(d: &Draft) -> ClusterCheck {
+    if d.claimants.len() <= 1 {
+        return ClusterCheck::Pass;
+    }
+    let names: Vec<&str> = d.claimants.iter().map(|x| x.pod.as_str()).collect();
+    ClusterCheck::block(
+        BlockReason::MultipleLeaders,
+        None,
+        format!(
+            "{}: {} replicas claim leadership ({}); waiting until one remains",
+            d.cluster,
+            names.len(),
+            names.join(", ")
+        ),
+    )
+}
+
+fn no_leader(d: &Draft) -> ClusterCheck {
+    if d.leader.is_some() {
+        return ClusterCheck::Pass;
+    }
+    ClusterCheck::block(
+        BlockReason::NoLeader,
+        None,
+        format!(
+            "{} has no leader; waiting for one before evicting any member",
+            d.cluster
+        ),
+    )
+}
+
+/// A member list read earlier in this run is waited for, never replaced by a count of pods.
+fn membership_unreadable(d: &Draft) -> ClusterCheck {
+    if !(d.counted_from_pods() && d.c.configuration_seen) {
+        return ClusterCheck::Pass;
+    }
+    ClusterCheck::block(
+        BlockReason::MembershipUnreadable,
+        None,
+        format!("{}: {}'s member list, read earlier in this run, cannot be read now; waiting for it (a count of pods does not replace it)", d.cluster, d.system()),
+    )
+}
+
+fn membership_unknown(d: &Draft) -> ClusterCheck {
+    let cluster = &d.cluster;
+    if !d.counted_from_pods() || d.opts.assume_voters_are_pods.covers(cluster) {
+        return ClusterCheck::Pass;
+    }
+    let what = match d.c.report.summary.voters_from {
+        VotersFrom::Unreadable => "could not be read from",
+        _ => "cannot be read from",
+    };
+    ClusterCheck::block(
+        BlockReason::MembershipUnknown,
+        None,
+        format!("{cluster}: its voters {what} {}'s own configuration, only counted from its {} pod(s); a server configured but not running (or scaled away without being removed) would make that count wrong and an eviction break quorum. Check the membership, then pass --assume-voters-are-pods={cluster} to drain on the pod count", d.system(), d.replicas.len()),
+    )
+}
+
+fn liveness_unknown(d: &Draft) -> ClusterCheck {
+    let cluster = &d.cluster;
+    if d.c.liveness != Liveness::Unknown || d.opts.assume_followers_current.covers(cluster) {
+        return ClusterCheck::Pass;
+    }
+    ClusterCheck::block(
+        BlockReason::LivenessUnknown,
+        None,
+        format!("{cluster}: {} says nothing that tells a follower still hears from its leader (no leader's view, last contact, sync state, or health check that needs the leader): a follower cut off from its leader can say \"follower\" for a while and be counted. Check the followers, then pass --assume-followers-current={cluster}", d.system()),
+    )
+}
+
+fn rollout_in_progress(d: &Draft) -> ClusterCheck {
+    match &d.c.controller_rolling {
+        Some(why) => ClusterCheck::block(
+            BlockReason::RolloutInProgress,
+            None,
+            format!("{}: {why}; an eviction beside it could leave two members down: waiting until the rollout is done", d.cluster),
+        ),
+        None => ClusterCheck::Pass,
+    }
+}
+
+fn terminating(d: &Draft) -> ClusterCheck {
+    match d.replicas.iter().find(|x| x.terminating) {
+        Some(x) => ClusterCheck::block(
+            BlockReason::Terminating,
+            Some(&x.pod),
+            format!(
+                "{}: {} is terminating; waiting until it is gone and replaced",
+                d.cluster, x.pod
+            ),
+        ),
+        None => ClusterCheck::Pass,
+    }
+}
+
+/// A member already kept away by this drain (its replacement cannot start): no second one.
+fn already_degraded(d: &Draft) -> ClusterCheck {
+    let away = d
+        .replicas
+        .iter()
+        .filter(|x| x.node.is_none())
+        .find_map(|x| d.c.stuck.get(&x.pod).map(|w| (x.pod.as_str(), w)));
+    match away {
+        Some((pod, why)) => ClusterCheck::block(
+            BlockReason::Degraded,
+            Some(pod),
+            format!("{} already runs without {pod} ({why}); no second member is evicted until it is back", d.cluster),
+        ),
+        None => ClusterCheck::Pass,
+    }
+}
+
+// --- each leaving member's checks ---------------------------------------------------------------
+
+/// Back on a drained node after this run's eviction: never evicted twice (a restart's member
+/// is replaced again on purpose when the template changed meanwhile: not this).
+fn evicted_before(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    let back_on_drained = on_drained_node(x, d.opts) && !d.c.replace.contains(&x.pod);
+    if !(back_on_drained && d.c.evicted_before.contains(&x.pod)) {
+        return MemberCheck::Pass(None);
+    }
+    MemberCheck::block(
+        BlockReason::EvictedBefore,
+        x,
+        format!("{}: {} was evicted by this run and its replacement was scheduled onto drained node {} again (it tolerates the unschedulable taint, or it is pinned there); it is not evicted twice. Find what brings it back (tolerations, a nodeName, a volume on the node), then run again", d.cluster, x.pod, node(x)),
+    )
+}
+
+/// A step before this one leaves the cluster a member short: never a second.
+fn already_short(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    if !d.degraded {
+        return MemberCheck::Pass(None);
+    }
+    MemberCheck::block(
+        BlockReason::Degraded,
+        x,
+        format!("{}: {} is not evicted: the cluster is already a member short until a drained node is back, and never loses a second", d.cluster, x.pod),
+    )
+}
+
+fn emptydir_data(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    let Some(dirs) = d.c.empty_dirs.get(&x.pod).filter(|v| !v.is_empty()) else {
+        return MemberCheck::Pass(None);
+    };
+    if d.opts.delete_emptydir_data {
+        return MemberCheck::Pass(Some(format!("its emptyDir data ({}) is deleted with it: the replacement starts empty and must catch up", dirs.join(", "))));
+    }
+    MemberCheck::block(
+        BlockReason::LocalData,
+        x,
+        format!("{}: {} has local storage in emptyDir ({}), lost on eviction: its replacement would start empty and have to join as a new member (use --delete-emptydir-data to evict it anyway)", d.cluster, x.pod, dirs.join(", ")),
+    )
+}
+
+fn hostpath_data(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    match (d.c.host_paths.get(&x.pod).filter(|v| !v.is_empty()), d.opts.allow_hostpath_data) {
+        (Some(host), false) => MemberCheck::block(
+            BlockReason::LocalData,
+            x,
+            format!("{}: {} keeps its data on node {} ({}): a replacement on another node would start without it and have to join as a new member (use --allow-hostpath-data to evict it anyway)", d.cluster, x.pod, node(x), host.join(", ")),
+        ),
+        _ => MemberCheck::Pass(None),
+    }
+}
+
+fn placement_unknown(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    match (&d.c.placement_unknown, d.opts.allow_degraded) {
+        (Some(why), false) => MemberCheck::block(
+            BlockReason::PlacementUnknown,
+            x,
+            format!("{}: {} is not evicted: {why}, so it might not be replaced while node {} is drained (grant list on them, or --allow-degraded to take that risk)", d.cluster, x.pod, node(x)),
+        ),
+        _ => MemberCheck::Pass(None),
+    }
+}
+
+fn pinned(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    match (d.c.stuck.get(&x.pod), d.opts.allow_degraded) {
+        (Some(why), false) => MemberCheck::block(
+            BlockReason::Pinned,
+            x,
+            format!("{}: {} cannot be replaced while node {} is drained: {why}; evicting it leaves the cluster a member short until the node is back (--allow-degraded to do it anyway)", d.cluster, x.pod, node(x)),
+        ),
+        _ => MemberCheck::Pass(None),
+    }
+}
+
+fn too_few_voters(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    let (voters, quorum) = (d.voters, d.quorum);
+    if !counts_as_voter(x) || voters.saturating_sub(1) >= quorum {
+        return MemberCheck::Pass(None);
+    }
+    MemberCheck::block(
+        BlockReason::TooFewVoters,
+        x,
+        format!(
+            "{}: evicting {} loses the quorum however long this waits: {} has {voters} voter(s) and needs {quorum}, so no member can go while it serves. Add members first (3 voters survive one eviction), or accept the outage and evict it with kubectl",
+            d.cluster, x.pod, d.system()
+        ),
+    )
+}
+
+fn quorum_at_risk(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    let (during, voters, quorum) = (d.during(x), d.voters, d.quorum);
+    if during >= quorum {
+        return MemberCheck::Pass(None);
+    }
+    let unhealthy: Vec<String> = d
+        .replicas
+        .iter()
+        .filter(|y| !d.sim.contains(y.pod.as_str()) && y.pod != x.pod)
+        .filter_map(|y| healthy_voter(y, d.leader, d.opts.max_lag).err())
+        .collect();
+    // Voters the configuration lists beyond the pods (a member scaled away without being
+    // removed, or one run elsewhere): counted in the quorum, never healthy here.
+    let voter_pods = d.replicas.iter().filter(|y| counts_as_voter(y)).count() as u32;
+    let ghosts = match voters.saturating_sub(voter_pods) {
+        0 => String::new(),
+        n => format!("; {n} of the {voters} voter(s) {} configures run in no pod of this StatefulSet (a member scaled away without being removed, or one running elsewhere): they count towards the quorum and never answer here", d.system()),
+    };
+    MemberCheck::block(
+        BlockReason::QuorumAtRisk,
+        x,
+        format!(
+            "{}: evicting {} would leave {during} healthy voter(s) where {quorum} are needed{}{ghosts}; waiting for the others to be healthy",
+            d.cluster,
+            x.pod,
+            if unhealthy.is_empty() { String::new() } else { format!(" ({})", unhealthy.join("; ")) }
+        ),
+    )
+}
+
+/// The leader goes after a transfer to a member on a node that stays, or to a follower this
+/// run replaced before it (its replacement came back on a node that stays).
+fn no_target(d: &Draft, x: &ReplicaReport) -> MemberCheck {
+    if !d.is_leader(x) || !d.c.can_transfer {
+        return MemberCheck::Pass(None);
+    }
+    let replaced_before = d.plan.steps.iter().any(|s| s.degraded.is_none());
+    if replaced_before || d.transfer_target(x).is_some() {
+        return MemberCheck::Pass(None);
+    }
+    MemberCheck::block(
+        BlockReason::NoTarget,
+        x,
+        format!("{}: no healthy, caught-up voter on a node that stays can take over from the leader {}; waiting for one", d.cluster, x.pod),
+    )
 }
 
 fn role_word(x: &ReplicaReport) -> &'static str {

@@ -16,6 +16,55 @@ impl std::fmt::Display for Reported {
 
 impl Error for Reported {}
 
+/// What a survey was asked to look in, or for, and did not find. Typed, so that a caller that
+/// looks again (the drain, once a cluster's namespace or StatefulSet was deleted) tells "gone"
+/// from every other failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotFound {
+    Namespace(String),
+    Node(String),
+    /// A StatefulSet asked for by name, and the names its namespace does have.
+    StatefulSet {
+        name: String,
+        namespace: String,
+        known: Vec<String>,
+    },
+}
+
+impl std::fmt::Display for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotFound::Namespace(n) => write!(
+                f,
+                "namespace {n:?} not found (list them with `kubectl get namespaces`)"
+            ),
+            NotFound::Node(n) => write!(
+                f,
+                "node {n:?} not found (list them with `kubectl get nodes`)"
+            ),
+            NotFound::StatefulSet {
+                name,
+                namespace,
+                known,
+            } if known.is_empty() => write!(
+                f,
+                "statefulset {name:?} not found in namespace {namespace:?} (it has none)"
+            ),
+            NotFound::StatefulSet {
+                name,
+                namespace,
+                known,
+            } => write!(
+                f,
+                "statefulset {name:?} not found in namespace {namespace:?} (it has: {})",
+                known.join(", ")
+            ),
+        }
+    }
+}
+
+impl Error for NotFound {}
+
 /// A cause chain on one line, without the repeats some libraries produce when an error
 /// already quotes its source ("read x: No such file: No such file"). The one formatter for
 /// every error the plugin prints.
@@ -89,6 +138,23 @@ pub fn api_context(e: kube::Error, verb: &str, resource: &str, where_: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_statefulset_names_the_ones_there_are() {
+        let missing = |known: &[&str]| NotFound::StatefulSet {
+            name: "nope".into(),
+            namespace: "db".into(),
+            known: known.iter().map(|k| k.to_string()).collect(),
+        };
+        assert_eq!(
+            missing(&["etcd", "web"]).to_string(),
+            "statefulset \"nope\" not found in namespace \"db\" (it has: etcd, web)"
+        );
+        assert_eq!(
+            missing(&[]).to_string(),
+            "statefulset \"nope\" not found in namespace \"db\" (it has none)"
+        );
+    }
 
     #[test]
     fn error_chains_read_as_one_line_without_repeats() {

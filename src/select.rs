@@ -107,17 +107,15 @@ fn clusters_from_statefulsets(
             .iter()
             .any(|s| s.metadata.name.as_deref() == Some(w))
         {
-            let known: Vec<&str> = snap
-                .statefulsets
-                .iter()
-                .filter_map(|s| s.metadata.name.as_deref())
-                .collect();
-            let hint = if known.is_empty() {
-                "it has none".to_string()
-            } else {
-                format!("it has: {}", known.join(", "))
-            };
-            bail!("statefulset {w:?} not found in namespace {namespace_hint:?} ({hint})");
+            bail!(crate::errors::NotFound::StatefulSet {
+                name: w.to_string(),
+                namespace: namespace_hint.to_string(),
+                known: snap
+                    .statefulsets
+                    .iter()
+                    .filter_map(|s| s.metadata.name.clone())
+                    .collect(),
+            });
         }
     }
     let mut out = vec![];
@@ -479,6 +477,26 @@ mod tests {
             ..Default::default()
         };
         assert!(!select_clusters(&snap(), &cat, &found, "db").unwrap()[0].named);
+    }
+
+    #[test]
+    fn a_named_statefulset_that_is_not_there_is_not_found_with_the_names_there_are() {
+        let sel = Selection {
+            name: Some("nope".into()),
+            ..Default::default()
+        };
+        let e = select_clusters(&snap(), &Catalog::builtin(), &sel, "db").unwrap_err();
+        match e.downcast_ref::<crate::errors::NotFound>() {
+            Some(crate::errors::NotFound::StatefulSet {
+                name,
+                namespace,
+                known,
+            }) => {
+                assert_eq!((name.as_str(), namespace.as_str()), ("nope", "db"));
+                assert_eq!(known, &["etcd", "web"]);
+            }
+            other => panic!("not a missing StatefulSet: {other:?} ({e})"),
+        }
     }
 
     #[test]

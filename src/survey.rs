@@ -22,7 +22,7 @@ use kube::Client;
 use crate::assess;
 use crate::connect::{connect, ConnectOptions, Connection};
 use crate::credentials::CredentialSource;
-use crate::errors::{api_context, is_forbidden, is_not_found};
+use crate::errors::{api_context, is_forbidden, is_not_found, NotFound};
 use crate::model::{ClusterObservation, ClusterTarget, GateView, Selection, Snapshot};
 use crate::observe::observe_cluster;
 use crate::preflight::{self, Need};
@@ -260,7 +260,7 @@ impl Surveyor {
         if let Some(n) = ns {
             if let Err(e) = Api::<Namespace>::all(client.clone()).get(n).await {
                 if is_not_found(&e) {
-                    bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)");
+                    bail!(NotFound::Namespace(n.to_string()));
                 }
             }
         }
@@ -481,7 +481,7 @@ impl Surveyor {
         // A missing namespace would otherwise look like an empty one.
         if let (Some(n), Some(Err(e))) = (ns, &namespace) {
             if is_not_found(e) {
-                bail!("namespace {n:?} not found (list them with `kubectl get namespaces`)");
+                bail!(NotFound::Namespace(n.to_string()));
             }
         }
         let nodes = nodes.map_err(|e| api_context(e, "list", "nodes", ""))?;
@@ -492,7 +492,7 @@ impl Surveyor {
                     .iter()
                     .any(|n| n.metadata.name.as_deref() == Some(node.as_str()))
                 {
-                    bail!("node {node:?} not found (list them with `kubectl get nodes`)");
+                    bail!(NotFound::Node(node.clone()));
                 }
             }
         }

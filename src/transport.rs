@@ -250,12 +250,12 @@ impl Transport {
                 r
             };
             match result {
-                Err(ProbeError::Throttled(m))
+                Err(ProbeError::Throttled { retry_after, .. })
                     if attempt < THROTTLE_RETRIES
-                        && waited + throttle_wait(&m, backoff) <= limit =>
+                        && waited + throttle_wait(retry_after, backoff) <= limit =>
                 {
                     attempt += 1;
-                    let wait = throttle_wait(&m, backoff);
+                    let wait = throttle_wait(retry_after, backoff);
                     waited += wait;
                     tokio::time::sleep(wait).await;
                     backoff = (backoff * 2).min(Duration::from_secs(1));
@@ -293,15 +293,16 @@ impl Transport {
                     .headers()
                     .get(http::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok());
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .map(Duration::from_secs);
                 let body = read_capped(resp.into_body(), req.answer_limit()).await?;
                 let answer = HttpAnswer { status, body };
                 match classify_proxy_answer(answer.clone(), &ep.pod) {
                     // Carry the server's Retry-After to the retry loop.
-                    Err(ProbeError::Throttled(m)) => Err(ProbeError::Throttled(match retry {
-                        Some(s) => format!("{m} (retry after {s}s)"),
-                        None => m,
-                    })),
+                    Err(ProbeError::Throttled { message, .. }) => Err(ProbeError::Throttled {
+                        message,
+                        retry_after: retry,
+                    }),
                     // A replica can answer 403 with a body shaped like the API server's
                     // refusal: only the API server can say whether RBAC refused.
                     Err(ProbeError::Forbidden(m)) => {
@@ -662,16 +663,8 @@ where
 
 /// How long to wait before asking again after a refusal for load: the Retry-After sent,
 /// else the backoff, at most 2 s.
-fn throttle_wait(msg: &str, backoff: Duration) -> Duration {
-    retry_after(msg)
-        .unwrap_or(backoff)
-        .min(Duration::from_secs(2))
-}
-
-/// The Retry-After the API server sent, as carried in a Throttled message.
-fn retry_after(msg: &str) -> Option<Duration> {
-    let secs = msg.rsplit_once("(retry after ")?.1.strip_suffix("s)")?;
-    secs.parse().ok().map(Duration::from_secs)
+fn throttle_wait(retry_after: Option<Duration>, backoff: Duration) -> Duration {
+    retry_after.unwrap_or(backoff).min(Duration::from_secs(2))
 }
 
 #[derive(Deserialize)]
@@ -774,7 +767,10 @@ pub fn classify_proxy_answer(ans: HttpAnswer, pod: &str) -> Result<HttpAnswer, P
         ))),
         (404, Some("NotFound")) => Err(ProbeError::Other(format!("pod {pod} is gone: {msg}"))),
         // API Priority and Fairness (or --max-requests-inflight) refused it: not the replica's fault.
-        (429, _) => Err(ProbeError::Throttled(msg)),
+        (429, _) => Err(ProbeError::Throttled {
+            message: msg,
+            retry_after: None,
+        }),
         (500 | 502 | 503, _) if msg.contains("error trying to reach service") || msg.contains("dial tcp") => {
             Err(ProbeError::Unreachable(short_dial_error(&msg)))
         }
@@ -847,16 +843,37 @@ mod tests {
         let apf = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Too many requests, please try again later.","reason":"TooManyRequests","details":{"retryAfterSeconds":1},"code":429}"#;
         assert!(matches!(
             classify_proxy_answer(ans(429, apf), "p"),
-            Err(ProbeError::Throttled(_))
+            Err(ProbeError::Throttled { .. })
         ));
         // A replica's own 429 (Vault's standby, say) is its answer.
         let own = ans(429, r#"{"initialized":true,"standby":true}"#);
         assert_eq!(classify_proxy_answer(own.clone(), "p").unwrap(), own);
+    }
+
+    #[test]
+    fn a_refusal_for_load_is_retried_after_the_retry_after_sent_within_two_seconds() {
+        let backoff = Duration::from_millis(50);
         assert_eq!(
-            retry_after("Too many requests (retry after 3s)"),
-            Some(Duration::from_secs(3))
+            throttle_wait(Some(Duration::from_secs(1)), backoff),
+            Duration::from_secs(1)
         );
-        assert_eq!(retry_after("Too many requests"), None);
+        assert_eq!(
+            throttle_wait(Some(Duration::from_secs(30)), backoff),
+            Duration::from_secs(2)
+        );
+        assert_eq!(throttle_wait(None, backoff), backoff);
+    }
+
+    #[test]
+    fn a_refusal_for_load_says_the_retry_after_it_carries() {
+        let e = ProbeError::Throttled {
+            message: "Too many requests".into(),
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        assert_eq!(
+            e.to_string(),
+            "refused for load (HTTP 429 in the API server's words, from it or from the replica): Too many requests (retry after 3s)"
+        );
     }
 
     #[test]

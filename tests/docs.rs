@@ -65,8 +65,8 @@ fn longest_fixed_part(format: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Every message the non-test source builds with bail!, anyhow! or .context: (file:line,
-/// the message's format string).
+/// Every message the non-test source builds with bail!, anyhow! or .context, or writes in an
+/// error type's `Display`: (file:line, the message's format string).
 fn error_messages() -> Vec<(String, String)> {
     let mut files = vec![];
     rust_files(&repo().join("src"), &mut files);
@@ -88,13 +88,54 @@ fn error_messages() -> Vec<(String, String)> {
         }
         let text = std::fs::read_to_string(&file).unwrap();
         let code = text.split("#[cfg(test)]").next().unwrap();
+        let name = file.strip_prefix(repo()).unwrap().display().to_string();
         for opener in openers {
             for (at, _) in code.match_indices(opener) {
                 let rest = code[at + opener.len()..].trim_start();
                 if let Some(msg) = literal(rest) {
                     let line = code[..at].lines().count();
-                    let name = file.strip_prefix(repo()).unwrap().display().to_string();
                     found.push((format!("{name}:{line}"), msg));
+                }
+            }
+        }
+        found.extend(error_displays(code, &name));
+    }
+    found
+}
+
+/// The messages an error type's `Display` writes (`write!(f, "...")`), for each type of `code`
+/// that is a `std::error::Error`: a typed error's sentences are in its `Display`.
+fn error_displays(code: &str, file: &str) -> Vec<(String, String)> {
+    let errors: Vec<&str> = code
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = l
+                .strip_prefix("impl std::error::Error for ")
+                .or_else(|| l.strip_prefix("impl Error for "))?;
+            rest.split([' ', '{']).next()
+        })
+        .collect();
+    let mut found = vec![];
+    for error in errors {
+        for opener in [
+            format!("fmt::Display for {error} {{"),
+            format!("impl Display for {error} {{"),
+        ] {
+            let Some(start) = code.find(&opener) else {
+                continue;
+            };
+            // The impl block ends at the first closing brace at the start of a line.
+            let body = &code[start..];
+            let body = &body[..body.find("\n}").unwrap_or(body.len())];
+            for (at, _) in body.match_indices("write!(") {
+                let rest = body[at + "write!(".len()..].trim_start();
+                let Some(rest) = rest.strip_prefix("f,") else {
+                    continue;
+                };
+                if let Some(msg) = literal(rest.trim_start()) {
+                    let line = code[..start + at].lines().count();
+                    found.push((format!("{file}:{line}"), msg));
                 }
             }
         }

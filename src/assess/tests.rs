@@ -536,7 +536,10 @@ fn health_of(kind: u8) -> Result<CheckOutcome, ProbeError> {
         2 => Err(ProbeError::Timeout(std::time::Duration::from_secs(2))),
         3 => Err(ProbeError::Unreachable("connection refused".into())),
         4 => Err(ProbeError::TooLarge(MAX_ANSWER_BYTES)),
-        5 => Err(ProbeError::Throttled("too many requests".into())),
+        5 => Err(ProbeError::Throttled {
+            message: "too many requests".into(),
+            retry_after: None,
+        }),
         _ => Err(ProbeError::Other("pod is gone".into())),
     }
 }

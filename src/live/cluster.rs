@@ -191,7 +191,7 @@ pub(crate) async fn look(
     let survey = match surveyor.survey_in(Some(ns), &sel).await {
         Ok(s) => s,
         // Its namespace or StatefulSet was deleted meanwhile: nothing left to drain.
-        Err(e) if e.to_string().contains("not found") => return Ok(None),
+        Err(e) if e.is::<crate::errors::NotFound>() => return Ok(None),
         Err(e) => return Err(e),
     };
     let Some((obs, report)) = survey.observations.into_iter().zip(survey.reports).next() else {

@@ -180,8 +180,12 @@ pub enum ProbeError {
     /// The answer exceeded the request's cap (`HttpRequest::answer_limit`), in bytes.
     TooLarge(usize),
     /// The request kept being refused for load with the API server's `Status` body (HTTP 429,
-    /// priority and fairness); a replica can send the same body, so this is not proof.
-    Throttled(String),
+    /// priority and fairness); a replica can send the same body, so this is not proof. The
+    /// Retry-After the API server sent with it, if any, is the retry loop's wait.
+    Throttled {
+        message: String,
+        retry_after: Option<Duration>,
+    },
     /// Anything else: the API server failed, the pod has no IP, ...
     Other(String),
 }
@@ -194,7 +198,7 @@ impl ProbeError {
             ProbeError::Unreachable(_) => "unreachable",
             ProbeError::Forbidden(_) => "forbidden",
             ProbeError::TooLarge(_) => "too large",
-            ProbeError::Throttled(_) => "throttled",
+            ProbeError::Throttled { .. } => "throttled",
             ProbeError::Other(_) => "error",
         }
     }
@@ -210,11 +214,18 @@ impl fmt::Display for ProbeError {
                 f,
                 "the answer is larger than {limit} bytes (is this the system's health port? a profile's request can raise its max_bytes)"
             ),
-            ProbeError::Throttled(m) => {
+            ProbeError::Throttled {
+                message,
+                retry_after,
+            } => {
                 write!(
                     f,
-                    "refused for load (HTTP 429 in the API server's words, from it or from the replica): {m}"
-                )
+                    "refused for load (HTTP 429 in the API server's words, from it or from the replica): {message}"
+                )?;
+                match retry_after {
+                    Some(d) => write!(f, " (retry after {}s)", d.as_secs()),
+                    None => Ok(()),
+                }
             }
             ProbeError::Other(m) => write!(f, "{m}"),
         }

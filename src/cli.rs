@@ -216,35 +216,13 @@ pub struct GateServeArgs {
     #[arg(long, value_name = "FILE")]
     pub profiles: Option<PathBuf>,
 
-    /// How to reach each replica (in the cluster: `direct`, the pod IPs).
-    #[arg(long, value_enum, default_value_t = Via::Proxy)]
-    pub via: Via,
-
-    /// Time limit for one request to one replica.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
-    pub probe_timeout: Duration,
-
-    /// Requests to replicas in flight at once.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INFLIGHT, value_parser = clap::value_parser!(u16).range(1..))]
-    pub max_inflight: u16,
+    // How replicas are reached (in the cluster: `--via direct`, the pod IPs).
+    #[command(flatten)]
+    pub reach: ReachArgs,
     // No credential flags: the gate answers any evictor, so a token of its own (a file, its
     // environment, a Secret named on its command line) would go to whatever pod an evictor
     // names. A cluster's credentials come only from the Secret its StatefulSet names and its
     // writer labelled kubectl-raft.io/credentials=true.
-}
-
-impl GateServeArgs {
-    /// The replica settings, without any credential of the gate's own.
-    pub fn probe(&self) -> ProbeArgs {
-        ProbeArgs {
-            via: self.via,
-            probe_timeout: self.probe_timeout,
-            max_inflight: self.max_inflight,
-            credentials_secret: None,
-            credentials_file: None,
-            credentials_from_env: false,
-        }
-    }
 }
 
 #[derive(Debug, Args, Clone)]
@@ -600,10 +578,11 @@ pub struct SelectArgs {
     pub profiles: Option<PathBuf>,
 }
 
-/// How replicas are reached.
+/// How replicas are reached: the flags every verb that asks replicas shares, `gate serve`'s
+/// among them (which has no credential flags: `ProbeArgs` adds them for the others).
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "How replicas are reached")]
-pub struct ProbeArgs {
+pub struct ReachArgs {
     /// How to reach each replica: the API server's pods/proxy (HTTP only), the pod IP
     /// directly, or a port-forward through the API server. Requests that are not HTTP (a NATS
     /// stepdown, a four-letter word) use a port-forward when this is `proxy`.
@@ -618,6 +597,14 @@ pub struct ProbeArgs {
     /// the requests it serves at once, for every client).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INFLIGHT, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_inflight: u16,
+}
+
+/// How replicas are reached, and the credentials sent to them.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "How replicas are reached")]
+pub struct ProbeArgs {
+    #[command(flatten)]
+    pub reach: ReachArgs,
 
     /// A Secret in each cluster's namespace whose keys are the variables the system's
     /// credentials are read from (NATS_USER, NATS_PASSWORD, NATS_CREDS, CONSUL_HTTP_TOKEN,
@@ -693,18 +680,43 @@ pub fn survey_settings(
     probe: &ProbeArgs,
 ) -> crate::survey::SurveySettings {
     crate::survey::SurveySettings {
-        connect: g.connect_options(),
-        profiles: select.profiles.clone(),
-        system: select.system.clone(),
-        all_namespaces: select.all_namespaces,
-        route: probe.via.into(),
-        probe_timeout: probe.probe_timeout,
-        max_inflight: usize::from(probe.max_inflight),
         credentials: crate::survey::CredentialSettings {
             secret: probe.credentials_secret.clone(),
             file: probe.credentials_file.clone(),
             from_env: probe.credentials_from_env,
         },
+        ..reached(g, select, &probe.reach)
+    }
+}
+
+/// The gate's survey: every namespace, its profiles, how it reaches replicas, and no
+/// credential of its own (docs/gate.md: it answers any evictor).
+pub fn gate_survey_settings(g: &GlobalArgs, a: &GateServeArgs) -> crate::survey::SurveySettings {
+    let select = SelectArgs {
+        all_namespaces: true,
+        profiles: a.profiles.clone(),
+        ..Default::default()
+    };
+    reached(g, &select, &a.reach)
+}
+
+/// A survey of `select`'s clusters, their replicas reached as `reach` says, with only the
+/// credentials a cluster's own Secret holds: the one place the reach flags become the
+/// library's route, limit and bound.
+fn reached(
+    g: &GlobalArgs,
+    select: &SelectArgs,
+    reach: &ReachArgs,
+) -> crate::survey::SurveySettings {
+    crate::survey::SurveySettings {
+        connect: g.connect_options(),
+        profiles: select.profiles.clone(),
+        system: select.system.clone(),
+        all_namespaces: select.all_namespaces,
+        route: reach.via.into(),
+        probe_timeout: reach.probe_timeout,
+        max_inflight: usize::from(reach.max_inflight),
+        credentials: crate::survey::CredentialSettings::default(),
     }
 }
 
@@ -718,8 +730,6 @@ impl From<Via> for crate::transport::Route {
     }
 }
 
-/// The step flags drain and restart share, as the planner's options: drain's `nodes` and
-/// `--allow-degraded`; a restart has neither.
 /// The gate's settings from its flags.
 pub fn gate_settings(a: &GateServeArgs) -> crate::gate::Settings {
     let mut s = crate::gate::Settings::default();
@@ -729,6 +739,8 @@ pub fn gate_settings(a: &GateServeArgs) -> crate::gate::Settings {
     s
 }
 
+/// The step flags drain and restart share, as the planner's options: drain's `nodes` and
+/// `--allow-degraded`; a restart has neither.
 pub fn step_options(
     steps: &StepArgs,
     nodes: std::collections::BTreeSet<String>,
@@ -888,6 +900,66 @@ mod tests {
         assert_eq!(
             from_flags.connect.request_timeout,
             lib.connect.request_timeout
+        );
+    }
+
+    fn gate_serve(args: &[&str]) -> (GlobalArgs, GateServeArgs) {
+        let cli =
+            Cli::try_parse_from(["kubectl-raft", "gate", "serve"].iter().chain(args)).unwrap();
+        let Command::Gate(GateArgs {
+            command: GateCommand::Serve(a),
+        }) = cli.command
+        else {
+            panic!("gate serve")
+        };
+        (cli.global, a)
+    }
+
+    /// `gate serve` reads --via, --probe-timeout and --max-inflight as the verbs do, into the
+    /// same settings.
+    #[test]
+    fn the_gate_reaches_replicas_as_the_verbs_do() {
+        let reach = [
+            "--via",
+            "direct",
+            "--probe-timeout",
+            "5s",
+            "--max-inflight",
+            "4",
+        ];
+        let cli = Cli::try_parse_from(["kubectl-raft", "status"].iter().chain(&reach)).unwrap();
+        let Command::Status(s) = &cli.command else {
+            panic!("status")
+        };
+        let verb = survey_settings(&cli.global, &s.select, &s.probe);
+        let (g, a) = gate_serve(&reach);
+        let gate = gate_survey_settings(&g, &a);
+        assert_eq!(gate.route, crate::transport::Route::Direct);
+        assert_eq!(
+            (gate.route, gate.probe_timeout, gate.max_inflight),
+            (verb.route, verb.probe_timeout, verb.max_inflight)
+        );
+    }
+
+    /// The gate answers any evictor: it takes no credential flag and sends no credential of
+    /// its own (docs/gate.md).
+    #[test]
+    fn the_gate_takes_and_sends_no_credentials_of_its_own() {
+        for flag in [
+            "--credentials-file=x",
+            "--credentials-secret=x",
+            "--credentials-from-env",
+        ] {
+            assert!(
+                Cli::try_parse_from(["kubectl-raft", "gate", "serve", flag]).is_err(),
+                "{flag}"
+            );
+        }
+        let (g, a) = gate_serve(&[]);
+        let c = gate_survey_settings(&g, &a).credentials;
+        assert!(
+            c.secret.is_none() && c.file.is_none() && !c.from_env,
+            "{c:?}"
         );
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::cli::{GateArgs, GateCommand, GlobalArgs, SelectArgs};
+use crate::cli::{GateArgs, GateCommand, GlobalArgs};
 use crate::gate::Gate;
 use crate::live::certs::{CertSettings, Lifetimes};
 use crate::live::gate::KubeGate;
@@ -21,12 +21,7 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
             humantime::format_duration(a.cert_validity)
         );
     }
-    let select = SelectArgs {
-        all_namespaces: true,
-        profiles: a.profiles.clone(),
-        ..Default::default()
-    };
-    let mut surveyor = Surveyor::new(&crate::cli::survey_settings(g, &select, &a.probe())).await?;
+    let mut surveyor = Surveyor::new(&crate::cli::gate_survey_settings(g, a)).await?;
     surveyor.check_namespace = false;
     let surveyor = Arc::new(surveyor);
     let namespace = g

@@ -14,7 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::Api;
 
 use crate::actions::HandoverFailure;
-use crate::cli::{GlobalArgs, YieldArgs};
+use crate::commands::yield_::{LocalSettings, YieldSettings};
+use crate::connect::ConnectOptions;
 use crate::errors::Reported;
 use crate::handover::{act_and_wait, send_transfer, WaitOptions};
 use crate::model::{human_duration, ClusterTarget, OwnerKind, Role, Snapshot};
@@ -33,18 +34,18 @@ pub fn hook_budget(timeout: Duration, grace_period: Duration) -> Duration {
 }
 
 pub async fn run(
-    g: &GlobalArgs,
-    args: &YieldArgs,
+    args: &YieldSettings,
+    local: &LocalSettings,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    let grace = Duration::from_secs(args.pod_grace_period.into());
+    let grace = Duration::from_secs(local.pod_grace_period.into());
     let budget = hook_budget(args.timeout, grace);
-    let within = YieldArgs {
+    let within = YieldSettings {
         timeout: budget,
         ..args.clone()
     };
-    match tokio::time::timeout(budget, run_within(g, &within, out, err)).await {
+    match tokio::time::timeout(budget, run_within(&within, local, out, err)).await {
         Ok(r) => r,
         Err(_) => {
             writeln!(
@@ -52,7 +53,7 @@ pub async fn run(
                 "{ME}: gave up after {}, leaving the process the rest of the pod's {} grace period to stop (--pod-grace-period {}, --timeout {}); the handover may not have happened",
                 human_duration(budget),
                 human_duration(grace),
-                args.pod_grace_period,
+                local.pod_grace_period,
                 human_duration(args.timeout),
             )?;
             Err(Reported.into())
@@ -61,19 +62,16 @@ pub async fn run(
 }
 
 async fn run_within(
-    g: &GlobalArgs,
-    args: &YieldArgs,
+    args: &YieldSettings,
+    hook: &LocalSettings,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    let catalog = load_catalog(args.select.profiles.as_deref())?;
-    let system = args
-        .select
-        .system
-        .as_deref()
-        .expect("clap requires --system");
+    let survey = &args.survey;
+    let catalog = load_catalog(survey.profiles.as_deref())?;
+    let system = survey.system.as_deref().expect("clap requires --system");
     let profile = catalog.require(system)?.clone();
-    let port = match args.port.or_else(|| {
+    let port = match hook.port.or_else(|| {
         profile
             .port
             .numbers
@@ -86,17 +84,16 @@ async fn run_within(
             profile.name
         ),
     };
-    let limit = args.probe.probe_timeout;
-    if args.probe.credentials_secret.is_some() {
+    let limit = survey.probe_timeout;
+    if survey.credentials.secret.is_some() {
         bail!("--local reads no Secrets (it runs with the pod's own rights, which need none): mount the Secret and pass --credentials-file");
     }
     // In its own pod, the environment is the pod's: read it (the file's values first).
-    let vars = match &args.probe.credentials_file {
+    let vars = match &survey.credentials.file {
         Some(path) => crate::credentials::read_file(path)?.with_env(true),
         None => crate::credentials::Vars::environment(),
     };
-    let transport =
-        Transport::direct(args.probe.max_inflight as usize).with_vars(std::sync::Arc::new(vars));
+    let transport = Transport::direct(survey.max_inflight).with_vars(std::sync::Arc::new(vars));
     let local = synthetic_pod("localhost", "127.0.0.1", port, &profile);
     let local_pod = local.clone();
     let me = observe_replica(&transport, &profile, &local, limit).await;
@@ -118,13 +115,13 @@ async fn run_within(
         )?;
         Ok(())
     };
-    if role != Some(Role::Leader) && !args.wait_for_quorum {
+    if role != Some(Role::Leader) && !hook.wait_for_quorum {
         follower_line(out)?;
         return Ok(());
     }
     // The peers, from this replica's own member list.
     let Some(spec) = profile.membership.as_ref().filter(|m| m.url.is_some()) else {
-        if args.wait_for_quorum {
+        if hook.wait_for_quorum {
             writeln!(
                 err,
                 "{ME}: --wait-for-quorum: the {} profile lists no member addresses, so the others cannot be asked; not waiting",
@@ -174,7 +171,7 @@ async fn run_within(
         gate_assume: None,
         named: true,
     };
-    if args.wait_for_quorum {
+    if hook.wait_for_quorum {
         // Half the hook's time at most: the rest is for the handover.
         let within = args.timeout / 2;
         let mine = my_name.clone().unwrap_or_default();
@@ -206,7 +203,7 @@ async fn run_within(
         .collect();
     // A quarter of the hook's time at most (never less than one probe timeout).
     let within = (args.timeout / 4).max(limit);
-    match terminating_peers(g, &peers, within).await {
+    match terminating_peers(&survey.connect, &peers, within).await {
         Ok(stopping) => {
             for p in target.pods.iter_mut() {
                 let name = p.metadata.name.clone().unwrap_or_default();
@@ -308,16 +305,16 @@ async fn run_within(
 /// namespace (-n, or the pod's own); a name no pod has is not terminating. Err: why it could
 /// not look within `limit`.
 async fn terminating_peers(
-    g: &GlobalArgs,
+    connect: &ConnectOptions,
     peers: &[String],
     limit: Duration,
 ) -> Result<BTreeMap<String, Time>, String> {
     let look = async {
         // One client: the hook makes a handful of reads, not a survey.
-        let config = crate::connect::config(&g.connect_options(), false)
+        let config = crate::connect::config(connect, false)
             .await
             .map_err(|e| crate::errors::anyhow_chain(&e))?;
-        let ns = g
+        let ns = connect
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
@@ -401,7 +398,7 @@ async fn hand_over_alone(
     transport: &Transport,
     profile: &Profile,
     local: Pod,
-    args: &YieldArgs,
+    args: &YieldSettings,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
@@ -418,7 +415,7 @@ async fn hand_over_alone(
         gate_assume: None,
         named: true,
     };
-    let limit = WaitOptions::new(args.timeout, args.probe.probe_timeout).probe_limit;
+    let limit = WaitOptions::new(args.timeout, args.survey.probe_timeout).probe_limit;
     let start = Instant::now();
     if let Err(e) = send_transfer(transport, &target, &call, args.timeout).await {
         writeln!(err, "{ME}: this replica leads but could not hand over: {e}")?;

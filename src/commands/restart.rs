@@ -364,25 +364,20 @@ async fn restart_one(
         lock_holder: Some(holder.clone()),
     };
     let ctrl_c = stop_on_ctrl_c(evictor.cancel.clone());
-    let ops = KubeRollout {
-        cluster: KubeCluster {
-            surveyor,
-            evictor: &evictor,
-            pvs: None,
-            timeout: args.steps.timeout,
-            probe_limit: surveyor.probe_timeout,
-            opts: &rollout.opts,
-            ns: &ns,
-            name: &name,
-            named: args.name.is_some(),
-            lock: Some(&held),
-            restart: Some(&following),
-        },
-        api: sts_api,
+    let ops = KubeRollout::new(KubeCluster {
+        surveyor,
+        evictor: &evictor,
+        pvs: None,
+        timeout: args.steps.timeout,
+        probe_limit: surveyor.probe_timeout,
+        opts: &rollout.opts,
+        ns: &ns,
         name: &name,
-        lock: &held,
-        following: &following,
-    };
+        named: args.name.is_some(),
+        lock: Some(&held),
+        restart: Some(&following),
+    })
+    .expect("built with its lock and the members it follows");
     let progress = Progress::new();
     let line = progress.line(&cluster);
     let result = roll(&ops, &line, &rollout).await;

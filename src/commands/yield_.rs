@@ -20,16 +20,16 @@ use crate::plan::{plan_yield, Expect, RefusalReason, ReplicaView, YieldOptions};
 use crate::preflight::{self, Need};
 use crate::render::Format;
 use crate::report::{ClusterReport, API_VERSION};
-use crate::survey::Surveyor;
+use crate::survey::{SurveySettings, Surveyor};
 
-/// One yield as the flags ask it, read once (`From<&YieldArgs>`, below): what the steps
-/// below take, never clap's struct.
+/// One yield as the flags ask it, read once (`YieldSettings::new`, below): what the steps
+/// below and `yield --local` take, never clap's struct.
+#[derive(Debug, Clone)]
 pub struct YieldSettings {
     /// NAME: a pod, or a StatefulSet (sts/NAME).
     pub name: Option<String>,
     pub nodes: Vec<String>,
     pub selector: Option<String>,
-    pub system: Option<String>,
     pub to: Option<String>,
     pub max_lag: u64,
     pub force: bool,
@@ -39,17 +39,30 @@ pub struct YieldSettings {
     pub timeout: std::time::Duration,
     pub output: Format,
     pub lock_namespace: String,
+    /// How the replicas are reached and read (`--system` among them).
+    pub survey: SurveySettings,
+    /// `--local`: the in-pod handover of a preStop hook instead.
+    pub local: Option<LocalSettings>,
 }
 
-/// The one place yield's flags meet its steps (cli.rs cannot name a verb's type: the edge
-/// imports downwards only).
-impl From<&YieldArgs> for YieldSettings {
-    fn from(a: &YieldArgs) -> Self {
+/// `yield --local`'s own settings.
+#[derive(Debug, Clone)]
+pub struct LocalSettings {
+    /// This replica's port, when it is not the profile's first.
+    pub port: Option<u16>,
+    /// The pod's termination grace period, in seconds, as given (`--pod-grace-period`).
+    pub pod_grace_period: u32,
+    pub wait_for_quorum: bool,
+}
+
+impl YieldSettings {
+    /// The one place yield's flags meet its steps (cli.rs cannot name a verb's type: the edge
+    /// imports downwards only).
+    pub fn new(g: &GlobalArgs, a: &YieldArgs) -> Self {
         YieldSettings {
             name: a.name.clone(),
             nodes: a.select.node.iter().cloned().collect(),
             selector: a.select.selector.clone(),
-            system: a.select.system.clone(),
             to: a.to.clone(),
             max_lag: a.max_lag,
             force: a.force,
@@ -59,6 +72,12 @@ impl From<&YieldArgs> for YieldSettings {
             timeout: a.timeout,
             output: a.output.into(),
             lock_namespace: a.lock_namespace.clone(),
+            survey: crate::cli::survey_settings(g, &a.select, &a.probe),
+            local: a.local.then_some(LocalSettings {
+                port: a.port,
+                pod_grace_period: a.pod_grace_period,
+                wait_for_quorum: a.wait_for_quorum,
+            }),
         }
     }
 }
@@ -69,12 +88,11 @@ pub async fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    if args.local {
-        return crate::commands::local::run(g, args, out, err).await;
+    let args = &YieldSettings::new(g, args);
+    if let Some(local) = &args.local {
+        return crate::commands::local::run(args, local, out, err).await;
     }
-    let surveyor =
-        Surveyor::new(&crate::cli::survey_settings(g, &args.select, &args.probe)).await?;
-    let args = &YieldSettings::from(args);
+    let surveyor = Surveyor::new(&args.survey).await?;
     let (obs, report) = find_cluster(&surveyor, args).await?;
     // A dry run changes nothing; pods chosen by -l have no StatefulSet to lock (drain's and
     // restart's locks are per StatefulSet).
@@ -566,7 +584,7 @@ async fn find_cluster(
         named: explicit_sts,
         nodes: args.nodes.clone(),
         selector: args.selector.clone(),
-        system: args.system.clone(),
+        system: args.survey.system.clone(),
     };
     let survey = surveyor.survey(&sel).await?;
     let mut found: Vec<(ClusterObservation, ClusterReport)> = survey

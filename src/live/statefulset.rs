@@ -15,12 +15,30 @@ use crate::plan::restart::{
     describe_strategy, restore_patch, Restart, RESTART_PENDING, SAVED_STRATEGY,
 };
 
+/// restart's `RolloutOps` over one StatefulSet: its members through `cluster`, which holds the
+/// run's lock and follows the members still to replace; the StatefulSet itself by the
+/// cluster's own client, namespace and name.
 pub struct KubeRollout<'a> {
-    pub cluster: KubeCluster<'a>,
-    pub api: Api<StatefulSet>,
-    pub name: &'a str,
-    pub lock: &'a lock::Held,
-    pub following: &'a Following,
+    cluster: KubeCluster<'a>,
+    /// The cluster's lock and the members it follows, as `new` found them on it.
+    lock: &'a lock::Held,
+    following: &'a Following,
+}
+
+impl<'a> KubeRollout<'a> {
+    /// None unless `cluster` holds its lock and follows a restart's members (`lock`,
+    /// `restart`): a rollout's record lives on the one, its members come from the other.
+    pub fn new(cluster: KubeCluster<'a>) -> Option<Self> {
+        Some(KubeRollout {
+            lock: cluster.lock?,
+            following: cluster.restart?,
+            cluster,
+        })
+    }
+
+    fn api(&self) -> Api<StatefulSet> {
+        Api::namespaced(self.cluster.surveyor.conn.client.clone(), self.cluster.ns)
+    }
 }
 
 impl<'a> RolloutOps for KubeRollout<'a> {
@@ -35,11 +53,11 @@ impl<'a> RolloutOps for KubeRollout<'a> {
     }
 
     async fn switch_to_on_delete(&self, s: &StatefulSetUpdateStrategy) -> Result<()> {
-        switch_to_on_delete(&self.api, self.name, s).await
+        switch_to_on_delete(&self.api(), self.cluster.name, s).await
     }
 
     async fn restore_strategy(&self, s: &StatefulSetUpdateStrategy) -> Result<()> {
-        restore_strategy(&self.api, self.name, s).await
+        restore_strategy(&self.api(), self.cluster.name, s).await
     }
 
     fn restart_now(&self) -> Restart {

@@ -33,8 +33,13 @@ fn drain_under_load(ns: &str, nodes: &[String]) -> (Value, Value, Cordoned) {
 
 /// A namespace with an N-member etcd, Ready, and its leader.
 fn etcd_with_leader(prefix: &str, members: u32) -> (TestNamespace, String) {
+    etcd_with_leader_on(prefix, members, Nodes::Agent)
+}
+
+/// A namespace with an N-member etcd on the given kind of node, Ready, and its leader.
+fn etcd_with_leader_on(prefix: &str, members: u32, nodes: Nodes) -> (TestNamespace, String) {
     let ns = TestNamespace::new(prefix);
-    deploy_etcd(&ns.name, members);
+    deploy_etcd_on(&ns.name, members, nodes);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
     (ns, leader)
 }
@@ -115,8 +120,17 @@ fn a_followers_node_is_drained_without_a_transfer_or_a_lost_write() {
 
 #[test]
 fn the_leaders_node_goes_after_one_verified_transfer() {
+    the_leaders_node_after_one_verified_transfer(Nodes::Agent);
+}
+
+#[test]
+fn the_leaders_node_goes_after_one_verified_transfer_on_real_kubelets() {
+    the_leaders_node_after_one_verified_transfer(Nodes::Kubelet);
+}
+
+fn the_leaders_node_after_one_verified_transfer(nodes: Nodes) {
     let _nodes = exclusive_nodes();
-    let (ns, leader) = etcd_with_leader("dr-leader", 3);
+    let (ns, leader) = etcd_with_leader_on("dr-leader", 3, nodes);
     let node = node_of(&ns.name, &leader);
     let (c, w, _cordoned) = drain_under_load(&ns.name, std::slice::from_ref(&node));
     assert_eq!(
@@ -137,6 +151,10 @@ fn the_leaders_node_goes_after_one_verified_transfer() {
     let (new_leader, _) = etcd_leader(&ns.name).expect("a leader after the drain");
     assert_ne!(new_leader, leader);
     assert_ne!(node_of(&ns.name, &new_leader), node);
+    assert!(
+        node_of(&ns.name, &leader).starts_with(nodes.prefix()),
+        "the replacement ran on the same kind of node"
+    );
     assert_eq!(w["lost"], 0, "writes were lost: {w}");
 }
 
@@ -167,8 +185,17 @@ fn two_nodes_of_a_five_member_cluster_need_one_transfer() {
 
 #[test]
 fn a_silently_broken_follower_stops_the_eviction_of_another() {
+    a_silently_broken_follower_stops_another(Nodes::Agent);
+}
+
+#[test]
+fn a_silently_broken_follower_stops_the_eviction_of_another_on_real_kubelets() {
+    a_silently_broken_follower_stops_another(Nodes::Kubelet);
+}
+
+fn a_silently_broken_follower_stops_another(nodes: Nodes) {
     let _nodes = exclusive_nodes();
-    let (ns, leader) = etcd_with_leader("dr-frozen", 3);
+    let (ns, leader) = etcd_with_leader_on("dr-frozen", 3, nodes);
     let pods = followers(&ns.name, &leader);
     let (frozen, victim) = (&pods[0], &pods[1]);
     let node = node_of(&ns.name, victim);

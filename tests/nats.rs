@@ -17,8 +17,13 @@ const SYS: [(&str, &str); 2] = [("NATS_USER", "sys"), ("NATS_PASSWORD", "sys-sec
 
 /// A namespace of its own with `servers` NATS servers Ready, and the meta leader's name.
 fn nats_cluster(prefix: &str, servers: u32) -> (TestNamespace, String) {
+    nats_cluster_on(prefix, servers, Nodes::Agent)
+}
+
+/// The same, with its pods on the given kind of node.
+fn nats_cluster_on(prefix: &str, servers: u32, nodes: Nodes) -> (TestNamespace, String) {
     let ns = TestNamespace::new(prefix);
-    deploy_nats(&ns.name, servers);
+    deploy_nats_on(&ns.name, servers, nodes);
     let leader = meta_leader(&ns.name, "nats-0").expect("a meta leader");
     (ns, leader)
 }
@@ -62,8 +67,19 @@ fn status_names_the_meta_leader_that_every_server_names() {
 
 #[test]
 fn yield_moves_the_meta_leader_to_a_named_server() {
+    yield_moves_the_meta_leader_to(Nodes::Agent);
+}
+
+/// On real kubelets the NATS request goes through a real kubelet's port-forward (CRI
+/// streaming through containerd into the pod's network namespace).
+#[test]
+fn yield_moves_the_meta_leader_to_a_named_server_on_real_kubelets() {
+    yield_moves_the_meta_leader_to(Nodes::Kubelet);
+}
+
+fn yield_moves_the_meta_leader_to(nodes: Nodes) {
     let _nodes = shared_nodes();
-    let (ns, leader) = nats_cluster("nats-yield-to", 3);
+    let (ns, leader) = nats_cluster_on("nats-yield-to", 3, nodes);
     let target = followers_of(&leader, 3).pop().unwrap();
     let (code, y, err) = verb(
         &SYS,
@@ -156,8 +172,17 @@ fn drain_node_of(ns: &str, server: &str, env: &[(&str, &str)]) -> (String, Value
 
 #[test]
 fn drain_of_the_meta_leaders_node_moves_it_first() {
+    drain_of_the_meta_leaders_node(Nodes::Agent);
+}
+
+#[test]
+fn drain_of_the_meta_leaders_node_moves_it_first_on_real_kubelets() {
+    drain_of_the_meta_leaders_node(Nodes::Kubelet);
+}
+
+fn drain_of_the_meta_leaders_node(nodes: Nodes) {
     let _nodes = exclusive_nodes();
-    let (ns, leader) = nats_cluster("nats-drain", 3);
+    let (ns, leader) = nats_cluster_on("nats-drain", 3, nodes);
     let (node, c) = drain_node_of(&ns.name, &leader, &SYS);
     assert_eq!(drain_counts(&c), (Some(1), Some(1), Some(0)), "{c:#}");
     let new = meta_leader(&ns.name, "nats-0").unwrap_or_default();

@@ -43,9 +43,9 @@ fn annotation(ns: &str) -> Value {
 
 /// A restart of an N-member etcd under a write load that follows the members: every member
 /// replaced, one transfer, no election, no lost write, the mark removed.
-fn restart_under_load(prefix: &str, members: u32) {
+fn restart_under_load(prefix: &str, members: u32, nodes: Nodes) {
     let ns = TestNamespace::new(prefix);
-    deploy_etcd(&ns.name, members);
+    deploy_etcd_on(&ns.name, members, nodes);
     let before = uids(&ns.name);
     let load = Load::start_following(&ns.name);
     let (code, report, err) = restart(&["etcd", "-n", &ns.name, "--timeout", "90s"]);
@@ -90,13 +90,19 @@ fn restart_under_load(prefix: &str, members: u32) {
 #[test]
 fn a_restart_of_three_members_moves_leadership_once_and_loses_no_write() {
     let _nodes = shared_nodes();
-    restart_under_load("rs-etcd3", 3);
+    restart_under_load("rs-etcd3", 3, Nodes::Agent);
+}
+
+#[test]
+fn a_restart_of_three_members_moves_leadership_once_and_loses_no_write_on_real_kubelets() {
+    let _nodes = shared_nodes();
+    restart_under_load("rs-etcd3", 3, Nodes::Kubelet);
 }
 
 #[test]
 fn a_restart_of_five_members_moves_leadership_once_and_loses_no_write() {
     let _nodes = shared_nodes();
-    restart_under_load("rs-etcd5", 5);
+    restart_under_load("rs-etcd5", 5, Nodes::Agent);
 }
 
 #[test]

@@ -679,3 +679,48 @@ fn a_ready_replica_whose_answer_is_too_large_is_warned_about() {
         .unwrap_or_else(|| panic!("a ReadyButUnhealthy warning: {c}"));
     assert_eq!(w["pod"], "large-0");
 }
+
+/// On a real kubelet: a member frozen behind a TCP readiness probe passes probe after probe
+/// (the kernel still accepts the connection; the kubelet's own counters say so) and its pod
+/// stays Ready, while the tool, which asks the member itself, flags it.
+#[test]
+fn a_frozen_member_behind_a_tcp_probe_stays_ready_and_is_flagged_on_real_kubelets() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("st-tcp-real");
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    let tcp = manifest.replace(
+        "httpGet: {path: /health, port: client}",
+        "tcpSocket: {port: client}",
+    );
+    assert_ne!(tcp, manifest, "the manifest's readiness probe changed");
+    apply_on(&ns.name, &tcp, Nodes::Kubelet);
+    wait_etcd_ready(&ns.name, 3);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = others_than(&leader, "etcd", 3).remove(0);
+    let node = node_of(&ns.name, &follower);
+    assert!(node.starts_with(Nodes::Kubelet.prefix()), "{node}");
+    let pid = container_pid(&ns.name, &follower);
+    while_frozen(pid, || {
+        wait_probes(&node, &ns.name, &follower, "Readiness", "successful", 3);
+        let report = status_json(&["-n", &ns.name]);
+        let c = cluster(&report, &ns.name);
+        let r = c["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pod"] == follower.as_str())
+            .unwrap()
+            .clone();
+        assert_eq!(r["ready"], true, "the kubelet keeps it Ready: {r:#}");
+        assert_eq!(r["raft"]["health"]["state"], "unreachable", "{r:#}");
+        assert_eq!(c["summary"]["faultTolerance"], 0, "{c:#}");
+        let codes = warning_codes(c);
+        for want in [
+            "ReadyButUnhealthy",
+            "FaultToleranceZero",
+            "WeakReadinessProbe",
+        ] {
+            assert!(codes.contains(&want), "{want} in {codes:?}");
+        }
+    });
+}

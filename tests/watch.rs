@@ -76,23 +76,33 @@ fn a_watch_beside_a_yield_sees_exactly_its_leader_change() {
 
 /// etcd-3.yaml whose preStop hook takes 3 s: each evicted member stays Terminating (with its
 /// DisruptionTarget condition) for several rounds of the watch.
-fn deploy_slow_to_stop(ns: &str) {
+fn deploy_slow_to_stop(ns: &str, nodes: Nodes) {
     let text = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
     let slow = text.replace(
         r#"date +%s > /var/lib/etcd/prestop-ran"#,
         r#"sleep 3; date +%s > /var/lib/etcd/prestop-ran"#,
     );
     assert_ne!(slow, text);
-    let f = tempfile(&slow);
-    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    apply_on(ns, &slow, nodes);
     wait_etcd_ready(ns, 3);
 }
 
 #[test]
 fn a_watch_beside_a_restart_sees_the_evictions_reason() {
+    a_watch_beside_a_restart(Nodes::Agent);
+}
+
+/// On a real kubelet the condition is the API server's (the Eviction API sets it), kept by a
+/// kubelet that writes only the conditions it owns.
+#[test]
+fn a_watch_beside_a_restart_sees_the_evictions_reason_on_real_kubelets() {
+    a_watch_beside_a_restart(Nodes::Kubelet);
+}
+
+fn a_watch_beside_a_restart(nodes: Nodes) {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("watch-restart");
-    deploy_slow_to_stop(&ns.name);
+    deploy_slow_to_stop(&ns.name, nodes);
     let w = watching(&ns.name, "json");
     let (code, report, err) = verb_json("restart", &["etcd", "-n", &ns.name, "--timeout", "90s"]);
     assert_eq!(code, Some(0), "{err}\n{report:#}");

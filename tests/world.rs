@@ -34,7 +34,7 @@ fn nodes_are_ready_and_etcd_elects_exactly_one_leader() {
     assert!(ready.len() >= 4, "at least 4 nodes Ready, got {ready:?}");
     assert_eq!(
         ready.len() as u32,
-        NODES,
+        NODES + REAL_NODES,
         "every registered node is Ready: {ready:?}"
     );
 
@@ -583,4 +583,43 @@ spec:
         events.contains("404"),
         "the preStop httpGet ran and its 404 was reported: {events}"
     );
+}
+
+/// A kubelet sets vm.overcommit_memory, kernel.panic and kernel.panic_on_oops (and the
+/// keyring limits) on its host at start; each real-kubelet node runs in a mount namespace
+/// where those are files of its own, so the kubelet's values land there and the host keeps
+/// its own.
+#[test]
+fn real_kubelets_set_their_sysctls_on_files_of_their_own_and_the_host_keeps_its_own() {
+    world();
+    let nodes = real_nodes();
+    assert_eq!(nodes.len() as u32, REAL_NODES, "{nodes:?}");
+    for node in &nodes {
+        let dir = world_dir().join("run/kubelets").join(node).join("sysctl");
+        let read = |f: &str| {
+            std::fs::read_to_string(dir.join(f))
+                .unwrap_or_else(|e| panic!("{node}: {f}: {e}"))
+                .trim()
+                .to_string()
+        };
+        // What pkg/kubelet/cm.setupKernelTunables writes.
+        for (name, kubelets) in [
+            ("vm.overcommit_memory", "1"),
+            ("kernel.panic", "10"),
+            ("kernel.panic_on_oops", "1"),
+        ] {
+            assert_eq!(
+                read(name),
+                kubelets,
+                "{node}'s kubelet set {name} on its own file"
+            );
+            let host =
+                std::fs::read_to_string(format!("/proc/sys/{}", name.replace('.', "/"))).unwrap();
+            assert_eq!(
+                host.trim(),
+                read(&format!("{name}.host")),
+                "the host's {name} is what it was before {node} started"
+            );
+        }
+    }
 }

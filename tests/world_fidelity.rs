@@ -2,6 +2,12 @@
 //! node acts on nothing, a node can be lost with its pods, grace periods are applied as the
 //! kubelet applies them, a ReadWriteOnce volume is in one place at a time, a pinned volume
 //! keeps its pod on its node, and DNS answers as cluster DNS does. One behaviour per test.
+//!
+//! The timeline checks (preStop before SIGTERM, SIGKILL at the deadline, a shortened grace
+//! period, probes during termination, Ready to EndpointSlice, an eviction's DisruptionTarget,
+//! hostPath DirectoryOrCreate) run twice, on the agent's nodes and on real kubelets
+//! (`..._on_real_kubelets`, `kreal-N`: Kubernetes' kubelet over containerd and runc), with
+//! the same manifest and the same assertions: where the agent differs, the pair says so.
 
 mod common;
 
@@ -194,7 +200,9 @@ fn a_node_down_for_a_while_comes_back_by_itself() {
 }
 
 /// A pod that ignores SIGTERM politely (logs it), with a preStop hook and a grace period.
-fn deploy_lingerer(ns: &str, grace: u32, prestop: &str, extra: &str) {
+/// A pod that logs its start and every SIGTERM (which it ignores) to a host directory, with
+/// the given grace period and preStop hook, on the given kind of node.
+fn deploy_lingerer(ns: &str, grace: u32, prestop: &str, extra: &str, nodes: Nodes) {
     let manifest = format!(
         r#"apiVersion: v1
 kind: Pod
@@ -211,8 +219,7 @@ spec:
 "#,
         dir = scratch_dir(ns).display()
     );
-    let f = tempfile(&manifest);
-    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    apply_on(ns, &manifest, nodes);
     wait_in(ns, Duration::from_secs(60), "linger running", || {
         pod_json(ns, "linger")["status"]["phase"] == "Running"
     });
@@ -248,15 +255,30 @@ fn gone(ns: &str, pod: &str) -> bool {
     !kubectl(&["get", "pod", pod, "-n", ns]).status.success()
 }
 
+/// A kubelet ends a termination with the grace period it began with: a second delete with a
+/// shorter one (the API server takes it: the pod's deletionGracePeriodSeconds drops) neither
+/// cuts the running preStop hook short nor brings SIGKILL forward. The kubelet's
+/// SyncTerminatingPod runs on a context its pod worker cannot cancel (kubelet 1.34,
+/// kubernetes#113606); the agent did shorten it until this pair ran on a real kubelet.
 #[test]
-fn a_shorter_grace_period_shortens_a_running_termination() {
+fn a_shorter_grace_period_does_not_shorten_a_running_termination() {
+    shorter_grace_does_not_shorten(Nodes::Agent);
+}
+
+#[test]
+fn a_shorter_grace_period_does_not_shorten_a_running_termination_on_real_kubelets() {
+    shorter_grace_does_not_shorten(Nodes::Kubelet);
+}
+
+fn shorter_grace_does_not_shorten(nodes: Nodes) {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("fid-grace");
     deploy_lingerer(
         &ns.name,
-        60,
-        r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log; sleep 50"]}}"#,
+        10,
+        r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log; sleep 4; echo prestop-end >> /data/log"]}}"#,
         "",
+        nodes,
     );
     kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
     wait_in(
@@ -272,19 +294,40 @@ fn a_shorter_grace_period_shortens_a_running_termination() {
         "-n",
         &ns.name,
         "--wait=false",
-        "--grace-period=3",
+        "--grace-period=1",
     ]);
-    // 60 s of grace, now 3: gone well before the first would have run out.
+    let shortened = pod_json_opt(&ns.name, "linger")
+        .and_then(|p| p["metadata"]["deletionGracePeriodSeconds"].as_u64());
+    assert_eq!(
+        shortened,
+        Some(1),
+        "the API server took the shorter grace period"
+    );
     wait_in(
         &ns.name,
-        Duration::from_secs(20),
-        "the pod gone after its shortened grace",
+        Duration::from_secs(30),
+        "the pod gone at its first grace period",
         || gone(&ns.name, "linger"),
+    );
+    let log = log_of(&ns.name);
+    let (end, term) = (log.find("prestop-end"), log.find("TERM"));
+    assert!(
+        end.is_some() && term.is_some() && end < term,
+        "the hook ran its 4 s (more than the 1 s asked for), then SIGTERM: {log}"
     );
 }
 
 #[test]
 fn a_prestop_hook_is_cut_off_when_the_grace_period_ends() {
+    prestop_cut_off(Nodes::Agent);
+}
+
+#[test]
+fn a_prestop_hook_is_cut_off_when_the_grace_period_ends_on_real_kubelets() {
+    prestop_cut_off(Nodes::Kubelet);
+}
+
+fn prestop_cut_off(nodes: Nodes) {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("fid-hook");
     deploy_lingerer(
@@ -292,6 +335,7 @@ fn a_prestop_hook_is_cut_off_when_the_grace_period_ends() {
         4,
         r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log; sleep 40; echo prestop-end >> /data/log"]}}"#,
         "",
+        nodes,
     );
     kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
     wait_in(
@@ -310,23 +354,33 @@ fn a_prestop_hook_is_cut_off_when_the_grace_period_ends() {
     );
 }
 
+/// The API keeps a sleep hook below the pod's grace period; an eviction that asks for a
+/// shorter one before the termination begins (its delete options) still cuts the hook off.
 #[test]
 fn a_sleep_prestop_hook_is_bounded_by_the_grace_period() {
+    sleep_hook_bounded(Nodes::Agent);
+}
+
+#[test]
+fn a_sleep_prestop_hook_is_bounded_by_the_grace_period_on_real_kubelets() {
+    sleep_hook_bounded(Nodes::Kubelet);
+}
+
+fn sleep_hook_bounded(nodes: Nodes) {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("fid-sleep");
-    // The API keeps a sleep hook below the pod's grace period; an eviction or a second
-    // delete with a shorter one must still cut it off.
-    deploy_lingerer(&ns.name, 60, "{sleep: {seconds: 50}}", "");
-    kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
-    wait_killing(&ns.name, "linger");
+    deploy_lingerer(&ns.name, 60, "{sleep: {seconds: 50}}", "", nodes);
+    let body = format!(
+        r#"{{"apiVersion":"policy/v1","kind":"Eviction","metadata":{{"name":"linger","namespace":"{}"}},"deleteOptions":{{"gracePeriodSeconds":3}}}}"#,
+        ns.name
+    );
+    let f = tempfile(&body);
     kubectl_ok(&[
-        "delete",
-        "pod",
-        "linger",
-        "-n",
-        &ns.name,
-        "--wait=false",
-        "--grace-period=3",
+        "create",
+        "--raw",
+        &format!("/api/v1/namespaces/{}/pods/linger/eviction", ns.name),
+        "-f",
+        f.path_str(),
     ]);
     wait_in(
         &ns.name,
@@ -342,6 +396,15 @@ fn a_sleep_prestop_hook_is_bounded_by_the_grace_period() {
 
 #[test]
 fn liveness_probes_stop_once_deletion_starts() {
+    liveness_stops_at_deletion(Nodes::Agent);
+}
+
+#[test]
+fn liveness_probes_stop_once_deletion_starts_on_real_kubelets() {
+    liveness_stops_at_deletion(Nodes::Kubelet);
+}
+
+fn liveness_stops_at_deletion(nodes: Nodes) {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("fid-live");
     // The hook makes the liveness probe fail; a kubelet stops liveness probing at deletion,
@@ -351,6 +414,7 @@ fn liveness_probes_stop_once_deletion_starts() {
         20,
         r#"{exec: {command: [/bin/sh, -c, "touch /data/dying; echo prestop >> /data/log; sleep 4; echo prestop-end >> /data/log"]}}"#,
         "    livenessProbe: {exec: {command: [/bin/sh, -c, 'test ! -f /data/dying']}, periodSeconds: 1, failureThreshold: 1}\n",
+        nodes,
     );
     let _ = std::fs::remove_file(scratch_dir(&ns.name).join("dying"));
     kubectl_ok(&["delete", "pod", "linger", "-n", &ns.name, "--wait=false"]);
@@ -365,6 +429,15 @@ fn liveness_probes_stop_once_deletion_starts() {
 
 #[test]
 fn a_liveness_restart_runs_prestop_and_sigterm_first() {
+    liveness_restart_runs_prestop(Nodes::Agent);
+}
+
+#[test]
+fn a_liveness_restart_runs_prestop_and_sigterm_first_on_real_kubelets() {
+    liveness_restart_runs_prestop(Nodes::Kubelet);
+}
+
+fn liveness_restart_runs_prestop(nodes: Nodes) {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("fid-restart");
     deploy_lingerer(
@@ -372,6 +445,7 @@ fn a_liveness_restart_runs_prestop_and_sigterm_first() {
         3,
         r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log"]}}"#,
         "    livenessProbe: {exec: {command: [/bin/sh, -c, 'test ! -f /data/sick']}, periodSeconds: 1, failureThreshold: 1}\n",
+        nodes,
     );
     std::fs::write(scratch_dir(&ns.name).join("sick"), "").unwrap();
     wait_in(
@@ -479,9 +553,11 @@ spec:
         stamps(&old, true) < stamps(&new, false),
         "the old process stopped writing before the new one started"
     );
+    // The replacement waited for the volume, and said why, as the attach/detach controller
+    // does for a ReadWriteOnce volume still attached elsewhere.
     let events = kubectl_ok(&["get", "events", "-n", &ns.name]);
     assert!(
-        events.contains("FailedAttachVolume") || stamps(&new, false) - stamps(&old, true) > 0.0,
+        events.contains("FailedAttachVolume") && events.contains("Multi-Attach"),
         "{events}"
     );
 }
@@ -864,4 +940,247 @@ fn a_pod_that_asks_for_its_token_reaches_the_api_server_as_its_service_account()
             && answer.contains("Forbidden"),
         "{answer}"
     );
+}
+
+/// A pod whose readiness is a file on the host, behind a Service: (ready file).
+fn deploy_ready_on_a_file(ns: &str, nodes: Nodes) -> std::path::PathBuf {
+    let ready = scratch_dir(ns).join("ready");
+    std::fs::write(&ready, "").unwrap();
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Service
+metadata: {{name: web}}
+spec: {{selector: {{app: web}}, ports: [{{name: p, port: 80}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web, labels: {{app: web}}}}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: c
+    image: example/shell
+    command: [/bin/sh, -c, 'while true; do sleep 1; done']
+    readinessProbe: {{exec: {{command: [/bin/sh, -c, 'test -f /data/ready']}}, periodSeconds: 1, failureThreshold: 1}}
+    volumeMounts: [{{name: d, mountPath: /data}}]
+  volumes: [{{name: d, hostPath: {{path: {dir}}}}}]
+"#,
+        dir = scratch_dir(ns).display()
+    );
+    apply_on(ns, &manifest, nodes);
+    wait_in(
+        ns,
+        Duration::from_secs(60),
+        "web Ready in its Service",
+        || ready_condition(ns, "web") == "True" && ready_endpoints(ns, "web") == 1,
+    );
+    ready
+}
+
+fn readiness_failure_leaves_the_service(nodes: Nodes) {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-ready");
+    let ready = deploy_ready_on_a_file(&ns.name, nodes);
+    std::fs::remove_file(&ready).unwrap();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "Ready False and the endpoint not ready",
+        || ready_condition(&ns.name, "web") == "False" && ready_endpoints(&ns.name, "web") == 0,
+    );
+    std::fs::write(&ready, "").unwrap();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(30),
+        "Ready again and back in the Service",
+        || ready_condition(&ns.name, "web") == "True" && ready_endpoints(&ns.name, "web") == 1,
+    );
+}
+
+#[test]
+fn a_failing_readiness_probe_takes_the_pod_out_of_its_service_and_back() {
+    readiness_failure_leaves_the_service(Nodes::Agent);
+}
+
+#[test]
+fn a_failing_readiness_probe_takes_the_pod_out_of_its_service_and_back_on_real_kubelets() {
+    readiness_failure_leaves_the_service(Nodes::Kubelet);
+}
+
+/// The pod's DisruptionTarget condition, as (status, reason).
+fn disruption_target(p: &Value) -> Option<(String, String)> {
+    let c = p["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")?
+        .clone();
+    Some((
+        c["status"].as_str().unwrap_or_default().to_string(),
+        c["reason"].as_str().unwrap_or_default().to_string(),
+    ))
+}
+
+fn an_eviction_marks_the_disruption(nodes: Nodes) {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-disrupt");
+    deploy_lingerer(
+        &ns.name,
+        20,
+        r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log; sleep 6; echo prestop-end >> /data/log"]}}"#,
+        "",
+        nodes,
+    );
+    let out = evict(&ns.name, "linger");
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The API server sets it with the deletion; the node's status writes (the hook running,
+    // the container stopping) must keep it until the pod is gone.
+    wait_killing(&ns.name, "linger");
+    wait_in(
+        &ns.name,
+        Duration::from_secs(20),
+        "the hook running",
+        || log_of(&ns.name).contains("prestop\n"),
+    );
+    let mut seen = vec![];
+    wait_in(
+        &ns.name,
+        Duration::from_secs(40),
+        "the pod gone",
+        || match pod_json_opt(&ns.name, "linger") {
+            Some(p) => {
+                seen.push(disruption_target(&p));
+                false
+            }
+            None => true,
+        },
+    );
+    assert!(!seen.is_empty(), "the pod was seen terminating");
+    for s in &seen {
+        assert_eq!(
+            s.as_ref().map(|(st, r)| (st.as_str(), r.as_str())),
+            Some(("True", "EvictionByEvictionAPI")),
+            "every look while it terminated: {seen:?}"
+        );
+    }
+    assert!(
+        log_of(&ns.name).contains("prestop-end"),
+        "the hook ran to its end"
+    );
+}
+
+#[test]
+fn an_evictions_disruption_target_stays_until_the_pod_is_gone() {
+    an_eviction_marks_the_disruption(Nodes::Agent);
+}
+
+#[test]
+fn an_evictions_disruption_target_stays_until_the_pod_is_gone_on_real_kubelets() {
+    an_eviction_marks_the_disruption(Nodes::Kubelet);
+}
+
+fn a_missing_host_directory_is_created(nodes: Nodes) {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-hostpath");
+    let dir = scratch_dir(&ns.name).join("made/by/the/node");
+    assert!(!dir.exists());
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: hp}}
+spec:
+  containers:
+  - name: c
+    image: example/shell
+    command: [/bin/sh, -c, 'echo here > /data/file; while true; do sleep 1; done']
+    volumeMounts: [{{name: d, mountPath: /data}}]
+  volumes: [{{name: d, hostPath: {{path: {dir}, type: DirectoryOrCreate}}}}]
+"#,
+        dir = dir.display()
+    );
+    apply_on(&ns.name, &manifest, nodes);
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "the pod writing into the directory its node made",
+        || std::fs::read_to_string(dir.join("file")).is_ok_and(|f| f == "here\n"),
+    );
+}
+
+#[test]
+fn a_directory_or_create_host_path_that_is_missing_is_created() {
+    a_missing_host_directory_is_created(Nodes::Agent);
+}
+
+#[test]
+fn a_directory_or_create_host_path_that_is_missing_is_created_on_real_kubelets() {
+    a_missing_host_directory_is_created(Nodes::Kubelet);
+}
+
+/// A force delete takes the pod out of the API at once, but not its processes off the node:
+/// the kubelet goes on with the termination it had begun, to the end of its grace period,
+/// while a replacement may already run elsewhere (the agent killed them at once until this
+/// pair ran on a real kubelet).
+fn force_delete_leaves_the_process(nodes: Nodes) {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("fid-force");
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: beat}}
+spec:
+  terminationGracePeriodSeconds: 12
+  containers:
+  - name: c
+    image: example/shell
+    command: [/bin/sh, -c, 'trap "echo TERM >> /data/beats" TERM; while true; do echo beat >> /data/beats; sleep 0.2; done']
+    volumeMounts: [{{name: d, mountPath: /data}}]
+  volumes: [{{name: d, hostPath: {{path: {dir}}}}}]
+"#,
+        dir = scratch_dir(&ns.name).display()
+    );
+    apply_on(&ns.name, &manifest, nodes);
+    wait_in(&ns.name, Duration::from_secs(60), "beat running", || {
+        pod_json(&ns.name, "beat")["status"]["phase"] == "Running"
+    });
+    let beats = scratch_dir(&ns.name).join("beats");
+    let count = || {
+        std::fs::read_to_string(&beats)
+            .map(|b| b.lines().filter(|l| *l == "beat").count())
+            .unwrap_or(0)
+    };
+    kubectl_ok(&["delete", "pod", "beat", "-n", &ns.name, "--wait=false"]);
+    wait_killing(&ns.name, "beat");
+    kubectl_ok(&[
+        "delete",
+        "pod",
+        "beat",
+        "-n",
+        &ns.name,
+        "--force",
+        "--grace-period=0",
+    ]);
+    assert!(gone(&ns.name, "beat"), "the object left the API at once");
+    let after = count();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(10),
+        "the process still beating after the force delete",
+        || count() >= after + 20,
+    );
+    let log = std::fs::read_to_string(&beats).unwrap();
+    assert_eq!(
+        log.matches("TERM").count(),
+        1,
+        "SIGTERM once, before: {log}"
+    );
+}
+
+#[test]
+fn a_force_delete_leaves_a_terminating_process_to_its_grace_period() {
+    force_delete_leaves_the_process(Nodes::Agent);
+}
+
+#[test]
+fn a_force_delete_leaves_a_terminating_process_to_its_grace_period_on_real_kubelets() {
+    force_delete_leaves_the_process(Nodes::Kubelet);
 }

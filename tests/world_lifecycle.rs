@@ -1,5 +1,7 @@
-//! `up` and `down` leave nothing behind: five rounds, each with a workload running, then
-//! no process, network namespace, address, resolver file or state directory may remain.
+//! `up` and `down` leave nothing behind: five rounds, each with a workload running on the
+//! agent's nodes and on a real kubelet, then no process, network namespace, address, resolver
+//! file, state directory, mount, cgroup or node directory (/var/lib/kubelet, /run/containerd,
+//! ...) may remain, and the host's sysctls are as they were.
 //! This takes the shared world down; other test binaries bring it back when they need it.
 
 mod common;
@@ -48,7 +50,57 @@ fn leftovers(dir: &Path) -> Vec<String> {
     if dir.join("run").exists() {
         found.push(format!("state directory {}", dir.join("run").display()));
     }
+    // The real-kubelet nodes: containerd, its shims and runc's processes, the sandboxes'
+    // pause, the paths a node binds over, its cgroups, the kubernetes Service's address.
+    let node_procs = sh("ps -eo pid,args | grep -E '[c]ontainerd --config|[c]ontainerd-shim|^ *[0-9]+ /pause$' || true");
+    if !node_procs.is_empty() {
+        found.push(format!("node processes: {node_procs}"));
+    }
+    for p in [
+        "/var/lib/kubelet",
+        "/var/lib/containerd",
+        "/run/containerd",
+        "/var/lib/cni",
+        "/etc/cni",
+        "/run/netns",
+    ] {
+        if Path::new(p).exists() {
+            found.push(format!("{p} exists"));
+        }
+    }
+    let cgroups = sh("ls -d /sys/fs/cgroup/*/kreal-* 2>/dev/null || true");
+    if !cgroups.is_empty() {
+        found.push(format!("cgroups: {cgroups}"));
+    }
+    let mounts = sh(&format!(
+        "grep -F '{}' /proc/self/mountinfo || true",
+        dir.display()
+    ));
+    if !mounts.is_empty() {
+        found.push(format!("mounts: {mounts}"));
+    }
+    if !sh("ip -o addr show | grep ' 10\\.96\\.0\\.1/' || true").is_empty() {
+        found.push("the kubernetes Service's address".into());
+    }
     found
+}
+
+/// The host settings a kubelet writes at start (each real node has files of its own).
+fn host_sysctls() -> Vec<(String, String)> {
+    [
+        "vm/overcommit_memory",
+        "vm/panic_on_oom",
+        "kernel/panic",
+        "kernel/panic_on_oops",
+        "kernel/keys/root_maxkeys",
+        "kernel/keys/root_maxbytes",
+    ]
+    .iter()
+    .map(|s| {
+        let v = std::fs::read_to_string(Path::new("/proc/sys").join(s)).unwrap_or_default();
+        (s.to_string(), v.trim().to_string())
+    })
+    .collect()
 }
 
 #[test]
@@ -65,10 +117,11 @@ fn up_and_down_five_times_leak_nothing() {
         Vec::<String>::new(),
         "clean before the first round"
     );
+    let sysctls = host_sysctls();
     for round in 1..=5 {
         let out = Command::new("bash")
             .arg(&up)
-            .args(["--nodes", "4"])
+            .args(["--nodes", "4", "--kubelets", "1"])
             .output()
             .unwrap();
         assert!(
@@ -91,6 +144,12 @@ fn up_and_down_five_times_leak_nothing() {
                 .status
                 .success()
         );
+        // And one on the real kubelet, with a volume its kubelet mounts (a token) and a
+        // sandbox in a network namespace of containerd's.
+        let real = tempfile(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: real, namespace: default}}\nspec:\n  nodeSelector: {{kworld.local/node-kind: kubelet}}\n  tolerations: [{{key: kworld.local/kubelet, operator: Exists}}]\n  containers:\n  - {{name: c, image: {SHELL_IMAGE}, command: [/bin/sh, -c, 'while true; do sleep 1; done']}}\n"
+        ));
+        assert!(kubectl(&["apply", "-f", real.path_str()]).status.success());
         let start = std::time::Instant::now();
         loop {
             // Running is enough here: the subject is what down must remove (processes,
@@ -106,11 +165,21 @@ fn up_and_down_five_times_leak_nothing() {
                 "jsonpath={.items[*].status.phase}",
             ]);
             let phases = String::from_utf8_lossy(&o.stdout).to_string();
+            let real = kubectl(&[
+                "get",
+                "pod",
+                "real",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.status.phase}",
+            ]);
             if phases
                 .split_whitespace()
                 .filter(|p| *p == "Running")
                 .count()
                 == 3
+                && String::from_utf8_lossy(&real.stdout) == "Running"
             {
                 break;
             }
@@ -134,6 +203,11 @@ fn up_and_down_five_times_leak_nothing() {
             leftovers(&dir),
             Vec::<String>::new(),
             "round {round}: down left things behind"
+        );
+        assert_eq!(
+            host_sysctls(),
+            sysctls,
+            "round {round}: the host's sysctls changed"
         );
     }
 }

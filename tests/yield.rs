@@ -14,9 +14,18 @@ fn leader_pod(ns: &str) -> String {
 
 #[test]
 fn yield_hands_leadership_to_the_best_member_and_waits_for_it_under_load() {
+    yield_to_the_best_member_under_load(Nodes::Agent);
+}
+
+#[test]
+fn yield_hands_leadership_to_the_best_member_and_waits_for_it_under_load_on_real_kubelets() {
+    yield_to_the_best_member_under_load(Nodes::Kubelet);
+}
+
+fn yield_to_the_best_member_under_load(nodes: Nodes) {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("yield-best");
-    deploy_etcd(&ns.name, 3);
+    deploy_etcd_on(&ns.name, 3, nodes);
     let before = leader_pod(&ns.name);
     let load = Load::start(&ns.name);
     let (code, y, err) = yield_json(&["etcd", "-n", &ns.name]);
@@ -327,6 +336,87 @@ fn yield_local_in_a_prestop_hook_hands_over_before_the_leader_stops() {
     assert!(
         said.contains("yield --local:") && said.contains("handed leadership to"),
         "the hook handed over before the process stopped: {said}"
+    );
+    let (_, new_id) = etcd_leader(&ns.name).expect("a leader after the deletion");
+    assert_ne!(new_id, leader_id);
+    assert_eq!(writes["lost"], 0, "{writes}");
+}
+
+/// The in-pod handover as docs/yield.md sets it up, on real kubelets: an init container of the
+/// plugin's own release image copies its binary onto a shared volume, the member's preStop
+/// hook runs it with the pod's ServiceAccount (bound to kubectl-raft-prestop), and the kubelet
+/// runs the hook before it sends SIGTERM.
+fn deploy_etcd_with_the_plugins_image(ns: &str) {
+    let image = plugin_image();
+    kubectl_ok(&["create", "serviceaccount", "raft-hook", "-n", ns]);
+    kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "raft-hook",
+        "-n",
+        ns,
+        "--clusterrole=kubectl-raft-prestop",
+        &format!("--serviceaccount={ns}:raft-hook"),
+    ]);
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
+    let hooked = manifest
+        .replace(
+            "automountServiceAccountToken: false",
+            &format!(
+                "serviceAccountName: raft-hook
+      initContainers:
+      - name: kubectl-raft
+        image: {image}
+        args: [copy-to, /raft]
+        volumeMounts: [{{name: raft, mountPath: /raft}}]
+      volumes:
+      - {{name: raft, emptyDir: {{}}}}"
+            ),
+        )
+        .replace(
+            r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
+            r#"command: [/bin/sh, -c, "/raft/kubectl-raft yield --local --system etcd --pod-grace-period 10 >> /var/lib/etcd/prestop.log 2>&1"]"#,
+        )
+        .replace(
+            "        - {name: data, mountPath: /var/lib/etcd}",
+            "        - {name: data, mountPath: /var/lib/etcd}\n        - {name: raft, mountPath: /raft}",
+        );
+    assert_eq!(
+        hooked.matches("name: raft").count(),
+        3,
+        "the manifest changed"
+    );
+    assert!(hooked.contains("/raft/kubectl-raft yield --local"));
+    apply_on(ns, &hooked, Nodes::Kubelet);
+    wait_etcd_ready(ns, 3);
+}
+
+#[test]
+fn yield_local_from_the_plugins_image_hands_over_in_the_kubelets_prestop_hook_on_real_kubelets() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-image");
+    deploy_etcd_with_the_plugins_image(&ns.name);
+    let (leader, leader_id) = etcd_leader(&ns.name).expect("one leader");
+    let log = hook_log(&ns.name, &leader);
+    let pod = pod_json(&ns.name, &leader);
+    assert_eq!(
+        pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"], "Completed",
+        "the plugin's image copied its binary: {:#}",
+        pod["status"]
+    );
+
+    let load = Load::start(&ns.name);
+    kubectl_ok(&["delete", "pod", &leader, "-n", &ns.name, "--wait=true"]);
+    let writes = load.finish();
+    let said = std::fs::read_to_string(&log)
+        .unwrap_or_else(|e| panic!("the hook's log {}: {e}", log.display()));
+    assert!(
+        said.contains("yield --local:") && said.contains("handed leadership to"),
+        "the hook handed over before the kubelet stopped the process: {said}"
+    );
+    assert!(
+        !said.contains("cannot see whether the peers' pods are terminating"),
+        "the hook read its peers' pods with the pod's ServiceAccount: {said}"
     );
     let (_, new_id) = etcd_leader(&ns.name).expect("a leader after the deletion");
     assert_ne!(new_id, leader_id);

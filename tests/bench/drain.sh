@@ -9,12 +9,13 @@
 #             readiness probe, as ZooKeeper has), then another follower's node drained
 #   twonodes  the leader's node and a follower's node at once, 5-member etcd
 # Prints Markdown tables for docs/benchmarks.md.
-# Usage: bash tests/bench/drain.sh [ROUNDS=3]   (SCENARIOS="healthy broken twonodes" by default)
+# Usage: bash tests/bench/drain.sh [ROUNDS=3]   (SCENARIOS="healthy broken twonodes" by default;
+#        SIZES="3 5", the healthy scenario's etcd sizes; KIND=kubelet: on real-kubelet nodes, lib.sh)
 set -euo pipefail
 rounds=${1:-3}
 scenarios=" ${SCENARIOS:-healthy broken twonodes} "
 want() { [[ $scenarios == *" $1 "* ]]; }
-NODES=7 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+NODES=${NODES:-7} . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 results=$(mktemp)
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; for n in $("$k" get nodes -o name); do "$k" uncordon "${n#node/}" >/dev/null 2>&1 || true; done; rm -rf "$tmp"' EXIT
@@ -45,13 +46,13 @@ drain_with() { # method nodes...
 }
 
 # --- healthy: every node in turn ------------------------------------------------------------
-want healthy && for members in 3 5; do
+want healthy && for members in ${SIZES:-3 5}; do
   ns=bench-drain-$members
   for method in kubectl raft; do
     deploy "$ns" "tests/manifests/etcd-$members.yaml" "$members"
     start_load "$ns"
     t0=$(now)
-    for node in $("$k" get nodes -o jsonpath='{.items[*].metadata.name}'); do
+    for node in $(kind_nodes); do
       rm -f "$tmp/raft.json"
       drain_with "$method" "$node" || { echo "$method drain of $node failed" >&2; cat "$tmp/raft.json" >&2 || true; }
       "$k" uncordon "$node" >/dev/null
@@ -77,7 +78,7 @@ want broken && for method in kubectl raft; do
     start_load "$ns"
     echo "$frozen" > "$tmp/exclude"
     sleep 1   # the writer has dropped it (the file is rewritten every 0.3 s, read every 0.2 s)
-    pid=$("$k" get pod "$frozen" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+    pid=$(pod_pid "$ns" "$frozen")
     kill -STOP "$pid"
     sleep 1
     t0=$(now)
@@ -119,7 +120,7 @@ want twonodes && for method in kubectl raft; do
 done
 "$k" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
 
-python3 - "$results" "$rounds" <<'PY'
+python3 - "$results" "$rounds" "$(kind_nodes | wc -w) $KIND" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 names = {"kubectl": "`kubectl drain`", "raft": "`kubectl raft drain`"}
@@ -140,7 +141,7 @@ def table(title, rs, extra=""):
                 for r in xs)
         print(f"| {names[m]} | {len(xs)} | {sum(r['failed'] for r in xs)} | {sum(r['lost'] for r in xs)} | {med(st):.0f} ({rng(st)}) | {med([r['p99'] for r in xs]):.1f} | {sum(r['changes'] for r in xs)} | {sum(r['terms'] for r in xs)} | {max(r['leaderless'] for r in xs):.0f} | {med([r['seconds'] for r in xs]):.1f}{tail} |")
 for n in (3, 5):
-    table(f"Healthy {n}-member etcd: every node drained in turn (7 nodes, uncordoned after each)", [r for r in rows if r["scenario"] == "healthy" and r["members"] == n])
+    table(f"Healthy {n}-member etcd: every node drained in turn ({sys.argv[3]} nodes, uncordoned after each)", [r for r in rows if r["scenario"] == "healthy" and r["members"] == n])
 table(f"A follower frozen while its pod stays Ready, then another follower's node drained ({sys.argv[2]} runs each)", [r for r in rows if r["scenario"] == "broken"], " | kubectl raft's verdict")
 table(f"Two nodes at once (the leader's and a follower's), 5-member etcd ({sys.argv[2]} runs each)", [r for r in rows if r["scenario"] == "twonodes"], " | kubectl raft's actions")
 PY

@@ -1,12 +1,31 @@
 # Shared by the benchmarks in tests/bench (sourced, not run): the world with NODES nodes, the
 # release build of the plugin and the write-load client, and small helpers.
+# KIND=kubelet runs the workloads on the world's real-kubelet nodes (kreal-1..KUBELETS,
+# Kubernetes' kubelet over containerd and runc; KUBELETS defaults to NODES) instead of the
+# agent's (KIND=agent, the default; KUBELETS defaults to 0 then, and a world with both kinds,
+# KUBELETS=N, is the same world for either KIND, so both run side by side on it).
 # After sourcing: $root (cwd), $k (kubectl), $raft, $load, KUBECONFIG exported.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 export KWORLD_DIR=${KWORLD_DIR:-/var/tmp/kraft-world}
-export KUBECONFIG=$(bash tests/world/up.sh --nodes "${NODES:-4}")
+KIND=${KIND:-agent}
+case $KIND in
+  agent) kubelets=${KUBELETS:-0} ;;
+  kubelet) kubelets=${KUBELETS:-${NODES:-4}} ;;
+  *) echo "KIND is agent or kubelet, not $KIND" >&2; exit 2 ;;
+esac
+export KUBECONFIG=$(bash tests/world/up.sh --nodes "${NODES:-4}" --kubelets "$kubelets")
 k="$KWORLD_DIR/bin/kubectl"
+kworld="$KWORLD_DIR/bin/kworld"
+# place FILE: the manifest with its pods on $KIND's nodes (kworld place), on stdout.
+place() { "$kworld" place --kind "$KIND" "$1"; }
+# apply_placed NS FILE: kubectl apply of the placed manifest.
+apply_placed() { place "$2" | "$k" apply -n "$1" -f - >/dev/null; }
+# kind_nodes: the names of $KIND's nodes.
+kind_nodes() { "$k" get nodes -l "kworld.local/node-kind=$KIND" -o jsonpath='{.items[*].metadata.name}'; }
+# pod_pid NS POD: the host pid of the pod's first container, on either kind of node.
+pod_pid() { "$kworld" pid "$("$k" get pod "$2" -n "$1" -o jsonpath='{.status.containerStatuses[0].containerID}')"; }
 cargo build --release -q --bin kubectl-raft --example writeload
 raft="$root/target/release/kubectl-raft"
 load="$root/target/release/examples/writeload"
@@ -70,7 +89,7 @@ deploy() { # ns manifest-file members [sts]
   "$k" delete namespace "$1" --wait=true >/dev/null 2>&1 || true
   "$k" create namespace "$1" >/dev/null
   until "$k" get sa default -n "$1" >/dev/null 2>&1; do sleep 0.2; done
-  "$k" apply -n "$1" -f "$2" >/dev/null
+  apply_placed "$1" "$2"
   wait_healthy "${4:-etcd}" "$1" "$3"
 }
 # The write load, following live members (and never the one named in $tmp/exclude).

@@ -57,7 +57,7 @@ for method in yield bare delete kill; do
       yield) window=$("$raft" yield nats -n "$ns" --streams -o json | field '["leaderlessWindowMs"]') ;;
       bare) nreq "$(ip_of "$leader")" '$JS.API.STREAM.LEADER.STEPDOWN.BENCH' '' >/dev/null ;;
       delete) "$k" delete pod "$leader" -n "$ns" >/dev/null ;;
-      kill) kill -KILL "$("$k" get pod "$leader" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')" ;;
+      kill) kill -KILL "$(pod_pid "$ns" "$leader")" ;;
     esac
     t1=$(now)
     wait "$lp"

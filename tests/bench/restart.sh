@@ -9,10 +9,11 @@
 #   hang      3-member etcd with a TCP readiness probe (as ZooKeeper's charts have), one
 #             follower frozen (SIGSTOP) while its pod stays Ready, then the rollout
 # Prints Markdown tables for docs/benchmarks.md.
-# Usage: bash tests/bench/restart.sh [ROUNDS=3]
+# Usage: bash tests/bench/restart.sh [ROUNDS=3]   (SIZES="3 5", the etcd sizes; KIND=kubelet: on
+#        real-kubelet nodes, lib.sh)
 set -euo pipefail
 rounds=${1:-3}
-NODES=7 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+NODES=${NODES:-7} . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 results=$(mktemp)
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -42,7 +43,7 @@ restart_with() { # method ns
 }
 
 # --- healthy: the leader on the highest ordinal ----------------------------------------------
-for members in 3 5; do
+for members in ${SIZES:-3 5}; do
   ns=bench-restart-$members
   deploy "$ns" "tests/manifests/etcd-$members.yaml" "$members"
   for method in rollout raft; do
@@ -75,7 +76,7 @@ for method in rollout raft; do
     start_load "$ns"
     echo "$frozen" > "$tmp/exclude"
     sleep 1
-    pid=$("$k" get pod "$frozen" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+    pid=$(pod_pid "$ns" "$frozen")
     kill -STOP "$pid"
     sleep 3   # several readiness periods: the TCP probe keeps it Ready
     rm -f "$tmp/raft.json"

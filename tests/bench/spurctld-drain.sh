@@ -70,7 +70,7 @@ for method in kubectl raft crash; do
     case $method in
       kubectl) "$k" drain "$node" --ignore-daemonsets --delete-emptydir-data >/dev/null 2>&1 || echo "kubectl drain of $node failed" >&2 ;;
       raft) "$raft" drain "$node" --assume-voters-are-pods --assume-followers-current --timeout 120s -o json > "$tmp/raft.json" 2>/dev/null || echo "kubectl raft drain of $node failed" >&2 ;;
-      crash) pid=$("$k" get pod "$leader" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+      crash) pid=$(pod_pid "$ns" "$leader")
              kill -KILL "$pid" ;;
     esac
     t1=$(now)
@@ -90,7 +90,7 @@ for method in kubectl raft; do
     others=($("$k" get pods -n "$ns" -l app=spurctld -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$"))
     frozen=${others[0]} victim=${others[1]}
     node=$("$k" get pod "$victim" -n "$ns" -o jsonpath='{.spec.nodeName}')
-    pid=$("$k" get pod "$frozen" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+    pid=$(pod_pid "$ns" "$frozen")
     start_sampler "$ns"
     kill -STOP "$pid"
     sleep 3   # several readiness periods: the pod stays Ready

@@ -9,13 +9,13 @@
 #   delete  kubectl delete pod <leader> (etcd hands over by itself on SIGTERM)
 #   kill    SIGKILL of the leader's process (a crash: an election)
 # Prints a Markdown table for docs/benchmarks.md.
-# Usage: bash tests/bench/yield.sh [ROUNDS=10]
+# Usage: bash tests/bench/yield.sh [ROUNDS=10]   (KIND=kubelet: on real-kubelet nodes, lib.sh)
 set -euo pipefail
 rounds=${1:-10}
-NODES=4 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+NODES=${NODES:-4} . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ns=bench-yield
 "$k" create namespace "$ns" --dry-run=client -o yaml | "$k" apply -f - >/dev/null
-"$k" apply -n "$ns" -f tests/manifests/etcd-3.yaml >/dev/null
+apply_placed "$ns" tests/manifests/etcd-3.yaml
 
 
 wait_healthy etcd "$ns" 3
@@ -41,7 +41,7 @@ print(sorted((x["raft"]["lag"] or 0, x["pod"], x["raft"]["memberId"]) for x in c
       yield) window=$("$raft" yield etcd -n "$ns" -o json | field '["leaderlessWindowMs"]') ;;
       bare) curl -s -X POST "http://$ip:2379/v3/maintenance/transfer-leadership" -d "{\"targetID\": \"$target_id\"}" >/dev/null ;;
       delete) "$k" delete pod "$leader" -n "$ns" >/dev/null ;;
-      kill) kill -KILL "$("$k" get pod "$leader" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')" ;;
+      kill) kill -KILL "$(pod_pid "$ns" "$leader")" ;;
     esac
     t1=$(now)
     wait "$lp"

@@ -4,11 +4,14 @@
 #![allow(dead_code)] // each test binary uses its own part of the helper
 
 pub mod gated;
+pub mod kubelet;
 pub mod load;
 pub mod rbac;
 pub mod running;
 #[allow(unused_imports)] // not every test binary meets the gate
 pub use gated::*;
+#[allow(unused_imports)]
+pub use kubelet::*;
 #[allow(unused_imports)]
 pub use load::*;
 #[allow(unused_imports)]
@@ -79,6 +82,7 @@ pub fn world() -> &'static World {
         let out = Command::new("bash")
             .arg(repo().join("tests/world/up.sh"))
             .args(["--nodes", &NODES.to_string()])
+            .args(["--kubelets", &REAL_NODES.to_string()])
             .stderr(Stdio::inherit())
             .output()
             .map_err(|e| format!("cannot run tests/world/up.sh: {e}"))?;
@@ -459,8 +463,15 @@ pub fn deploy_hraft(ns: &str) -> Value {
 
 /// NATS JetStream (tests/manifests/nats-N.yaml), `servers` Ready with a meta leader.
 pub fn deploy_nats(ns: &str, servers: u32) {
-    let manifest = repo().join(format!("tests/manifests/nats-{servers}.yaml"));
-    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    deploy_nats_on(ns, servers, Nodes::Agent);
+}
+
+/// tests/manifests/nats-N.yaml with its pods on the given kind of node.
+pub fn deploy_nats_on(ns: &str, servers: u32, nodes: Nodes) {
+    let manifest =
+        std::fs::read_to_string(repo().join(format!("tests/manifests/nats-{servers}.yaml")))
+            .expect("the NATS manifest");
+    apply_on(ns, &manifest, nodes);
     wait_in(
         ns,
         Duration::from_secs(120),
@@ -546,8 +557,15 @@ pub fn create_stream(ns: &str, server: &str, name: &str) {
 }
 
 pub fn deploy_etcd(ns: &str, members: u32) {
-    let manifest = repo().join(format!("tests/manifests/etcd-{members}.yaml"));
-    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    deploy_etcd_on(ns, members, Nodes::Agent);
+}
+
+/// tests/manifests/etcd-N.yaml with its pods on the given kind of node, every member Ready.
+pub fn deploy_etcd_on(ns: &str, members: u32, nodes: Nodes) {
+    let manifest =
+        std::fs::read_to_string(repo().join(format!("tests/manifests/etcd-{members}.yaml")))
+            .expect("the etcd manifest");
+    apply_on(ns, &manifest, nodes);
     wait_etcd_ready(ns, members);
 }
 
@@ -655,16 +673,14 @@ pub fn etcd_leader(ns: &str) -> Option<(String, String)> {
     (leaders.len() == 1).then(|| leaders.remove(0))
 }
 
-/// The host process id of a pod's first container (the agent reports kworld://PID).
+/// The host process id of a pod's first container, on either kind of node.
 pub fn container_pid(ns: &str, pod: &str) -> i32 {
     let p = kubectl_json(&["get", "pod", pod, "-n", ns]);
-    let id = p["status"]["containerStatuses"][0]["containerID"]
-        .as_str()
-        .expect("containerID")
-        .to_string();
-    id.trim_start_matches("kworld://")
-        .parse()
-        .expect("kworld://PID")
+    host_pid_of(
+        p["status"]["containerStatuses"][0]["containerID"]
+            .as_str()
+            .expect("containerID"),
+    )
 }
 
 pub fn signal(pid: i32, sig: &str) {

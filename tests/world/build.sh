@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the test world: kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
-# from k8s.io/kubernetes (pinned in go.mod), and kworld (agent, embedded etcd, up/down).
+# Builds the test world: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and
+# the kubelet from k8s.io/kubernetes (pinned in go.mod), kworld (agent, embedded etcd,
+# up/down, the real-kubelet nodes), and the images the real-kubelet nodes run (images.sh).
 # Installs the Debian packages the world and its workloads need. Idempotent and cached:
 # binaries are rebuilt only when their sources change; Go's build cache does the rest.
 set -euo pipefail
@@ -22,6 +23,14 @@ command -v ps >/dev/null || missing+=(procps)
 # ZooKeeper 3.8 for the ZooKeeper workload; the servlet API lets its AdminServer (Jetty) start.
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ -f /usr/share/java/servlet-api.jar ] || missing+=(libservlet-api-java)
+# The real-kubelet nodes (kworld up --kubelets N): Debian's containerd 1.6 and runc, the CNI
+# plugins (bridge, host-local, loopback), and what images.sh builds their images with.
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v umoci >/dev/null || missing+=(umoci)
+command -v skopeo >/dev/null || missing+=(skopeo)
+[ -x /bin/busybox ] && ! LC_ALL=C readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter' || missing+=(busybox-static)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "build.sh: installing ${missing[*]}" >&2
   apt-get update -qq >/dev/null
@@ -49,14 +58,15 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit=release-$k8s_version -X $pkg.buildDate=2026-01-01T00:00:00Z"
 done
-if [ "$(cat "$bin/.k8s.stamp" 2>/dev/null)" != "$k8s_stamp" ] || [ ! -x "$bin/kube-apiserver" ]; then
+if [ "$(cat "$bin/.k8s.stamp" 2>/dev/null)" != "$k8s_stamp" ] || [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kubelet" ]; then
   echo "build.sh: building the Kubernetes control plane from source (cold: ~5 min on 2 cores)" >&2
   t0=$(date +%s)
   go build -ldflags "$ldflags" -o "$bin/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet
   echo "$k8s_stamp" > "$bin/.k8s.stamp"
   echo "build.sh: control plane built in $(( $(date +%s) - t0 ))s" >&2
 fi
@@ -139,3 +149,7 @@ else
   fi
   cmp -s "$bin/spurctld" /usr/local/bin/spurctld 2>/dev/null || install -m 0755 "$bin/spurctld" /usr/local/bin/spurctld
 fi
+
+# The real-kubelet nodes' images (etcd, nats-server, busybox, the pause sandbox), from the
+# binaries above; cached by their checksums.
+bash "$here/images.sh"

@@ -85,6 +85,9 @@ func cmdAgent(args []string) error {
 	if err := serveAPIForPods(); err != nil {
 		return fmt.Errorf("the API server for pods on %s:%d: %w", bridgeIP, apiPort, err)
 	}
+	if err := serveKubernetesService(); err != nil {
+		return fmt.Errorf("the kubernetes Service on %s:443: %w", kubernetesServiceIP, err)
+	}
 
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	podInf := factory.Core().V1().Pods().Informer()
@@ -131,7 +134,7 @@ func (a *agent) registerNode(ctx context.Context, name string) error {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-			"kworld.local/node": "true"}},
+			"kworld.local/node": "true", realKindLabel: "agent"}},
 	}
 	_, err := a.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {

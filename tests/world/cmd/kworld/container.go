@@ -41,27 +41,10 @@ type containerRunner struct {
 	started   bool // the startup probe passed (or there is none)
 	stopping  bool
 	done      chan struct{} // closed when loop returns
-	// shorten carries a shorter grace period to a termination under way.
-	shorten chan time.Duration
-}
-
-// shortenGrace tells a running termination that the grace period is now d (latest wins).
-func (c *containerRunner) shortenGrace(d time.Duration) {
-	for {
-		select {
-		case c.shorten <- d:
-			return
-		default:
-		}
-		select {
-		case <-c.shorten:
-		default:
-		}
-	}
 }
 
 func newContainerRunner(w *podWorker, spec corev1.Container, hostname string, volumes map[string]string) *containerRunner {
-	return &containerRunner{w: w, spec: spec, hostname: hostname, volumes: volumes, done: make(chan struct{}), shorten: make(chan time.Duration, 1),
+	return &containerRunner{w: w, spec: spec, hostname: hostname, volumes: volumes, done: make(chan struct{}),
 		state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}
 }
 
@@ -307,15 +290,9 @@ func (c *containerRunner) stop(grace time.Duration, graceful bool) {
 
 // kill stops the current process as the kubelet's killContainer does: the preStop hook
 // (cut off when the grace period ends), SIGTERM, and SIGKILL when what is left of the grace
-// period (at least 2 s after a hook) runs out. A shorter grace period arriving on
-// c.shorten moves the deadline forward.
+// period (at least 2 s after a hook) runs out.
 func (c *containerRunner) kill(pid int, exited chan struct{}, grace time.Duration, withHook bool) {
 	deadline := time.Now().Add(grace)
-	shorten := func(d time.Duration) {
-		if t := time.Now().Add(d); t.Before(deadline) {
-			deadline = t
-		}
-	}
 	if withHook && c.spec.Lifecycle != nil && c.spec.Lifecycle.PreStop != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		hookDone := make(chan error, 1)
@@ -329,8 +306,6 @@ func (c *containerRunner) kill(pid int, exited chan struct{}, grace time.Duratio
 						fmt.Sprintf("PreStopHook failed for container %q: %v", c.spec.Name, err))
 				}
 				break hook
-			case d := <-c.shorten:
-				shorten(d)
 			case <-time.After(time.Until(deadline)):
 				cancel()
 				<-hookDone
@@ -353,8 +328,6 @@ func (c *containerRunner) kill(pid int, exited chan struct{}, grace time.Duratio
 		select {
 		case <-exited:
 			return
-		case d := <-c.shorten:
-			shorten(max(d, 2*time.Second))
 		case <-time.After(time.Until(deadline)):
 			killGroup(pid, syscall.SIGKILL)
 			<-exited

@@ -80,16 +80,24 @@ func diagnose(l layout) string {
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(&b, "  load average: %s\n", strings.TrimSpace(string(load)))
 	}
-	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "agent"} {
+	nodes := realNodes(l)
+	for _, c := range append([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "agent"}, nodes...) {
 		state := "not running"
 		if running(l, c) {
 			state = "running"
 		}
 		fmt.Fprintf(&b, "  %s: %s\n", c, state)
 	}
-	for _, c := range []string{"etcd", "kube-apiserver"} {
-		fmt.Fprintf(&b, "  last lines of %s:\n", l.logFile(c))
-		for _, line := range tail(l.logFile(c), 8) {
+	logs := []string{l.logFile("etcd"), l.logFile("kube-apiserver")}
+	for _, n := range nodes {
+		if !running(l, n) {
+			// A real-kubelet node that stopped: its own log, then its kubelet's.
+			logs = append(logs, l.logFile(n), l.realDir(n, "kubelet.log"))
+		}
+	}
+	for _, f := range logs {
+		fmt.Fprintf(&b, "  last lines of %s:\n", f)
+		for _, line := range tail(f, 8) {
 			if len(line) > 400 {
 				line = line[:400] + "…"
 			}

@@ -33,16 +33,20 @@ const (
 
 // serveAPIForPods forwards bridgeIP:apiPort to the API server, which listens on loopback.
 func serveAPIForPods() error {
-	ln, err := net.Listen("tcp", net.JoinHostPort(bridgeIP, strconv.Itoa(apiPort)))
+	return forwardTCP(net.JoinHostPort(bridgeIP, strconv.Itoa(apiPort)), net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort)))
+}
+
+// forwardTCP accepts connections on listen and joins each to a new one to upstream.
+func forwardTCP(listen, upstream string) error {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
-	upstream := net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
-				log.Printf("agent: API forwarder: %v", err)
+				log.Printf("agent: forwarder %s: %v", listen, err)
 				return
 			}
 			go func() {

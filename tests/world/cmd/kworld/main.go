@@ -16,7 +16,9 @@ import (
 
 const usage = `kworld: the kubectl-raft test world
 
-  kworld up [--nodes N]      start (or reuse) the world, print the admin kubeconfig path
+  kworld up [--nodes N] [--kubelets M]
+                             start (or reuse) the world, print the admin kubeconfig path; M nodes
+                             (kreal-1..M) are run by real kubelets over containerd and runc
   kworld down                stop everything and remove every process, namespace, address and file it made
   kworld status              say whether the world runs
   kworld doctor              free disk and memory, load, daemons and the control plane's last log lines
@@ -25,7 +27,11 @@ const usage = `kworld: the kubectl-raft test world
   kworld node-down NODE [--for DURATION]   the node and its pods are lost: heartbeats stop and
                              every pod process there is frozen; back at node-resume or after --for (5m)
   kworld node-resume NODE    start them again (and thaw a node that is down)
+  kworld kubelet-import ARCHIVE...   import image archives into every real node's containerd
+  kworld place --kind kubelet|agent MANIFEST   the manifest as a List, its pods placed on that kind of node
+  kworld pid CONTAINER-ID    the host pid of a container (kworld://PID or containerd://ID)
   kworld agent ...           (internal) the node agent
+  kworld kubelet-node ...    (internal) one real-kubelet node
   kworld etcd ...            (internal) the control plane's storage, etcd v3.6 embedded
 
 Environment: KWORLD_DIR (default /var/tmp/kraft-world) holds state, logs and the built binaries.
@@ -57,6 +63,14 @@ func main() {
 		err = cmdNodeDown(args)
 	case "agent":
 		err = cmdAgent(args)
+	case "kubelet-node":
+		err = cmdKubeletNode(args)
+	case "kubelet-import":
+		err = cmdKubeletImport(args)
+	case "place":
+		err = cmdPlace(args)
+	case "pid":
+		err = cmdPid(args)
 	case "etcd":
 		// etcdmain.Main reads os.Args itself.
 		os.Args = append([]string{"etcd"}, args...)

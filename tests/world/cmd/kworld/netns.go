@@ -30,6 +30,10 @@ type ipPool struct {
 	next int
 }
 
+// realPoolStart: 10.250.200.0 and up belong to the real-kubelet nodes' CNI ranges
+// (10.250.200+N.0/24 for kreal-N).
+const realPoolStart = 200 * 256
+
 func newIPPool() *ipPool { return &ipPool{used: map[string]bool{}, next: 256} }
 
 func (p *ipPool) take() (string, error) {
@@ -38,7 +42,7 @@ func (p *ipPool) take() (string, error) {
 	for i := 0; i < 65000; i++ {
 		n := p.next
 		p.next++
-		if p.next >= 65534 {
+		if p.next >= realPoolStart {
 			p.next = 256
 		}
 		if n%256 == 0 || n%256 == 255 {

@@ -34,6 +34,7 @@ const (
 	etcdClient   = "127.0.0.1:23790"
 	etcdPeer     = "127.0.0.1:23800"
 	netnsPrefix  = "kraft-"
+	runNetns     = "/run/netns"
 	storageClass = "kworld-local"
 	// Like local volumes (local-path provisioners, local PVs): a PV with node affinity, so a
 	// pod that uses it can only ever run on the node its volume was made on.
@@ -66,15 +67,21 @@ func apiServerURL() string                 { return fmt.Sprintf("https://127.0.0
 func cmdUp(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	nodes := fs.Int("nodes", 4, "number of nodes the agent registers")
+	kubelets := fs.Int("kubelets", 0, "number of nodes run by real kubelets (kreal-1..N) beside the agent's")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the world to be ready")
 	_ = fs.Parse(args)
 	if os.Geteuid() != 0 {
 		return errors.New("the test world needs root (network namespaces, bind mounts); run it as root")
 	}
 	l := worldLayout()
-	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kworld"} {
+	for _, b := range worldBinaries(*kubelets) {
 		if _, err := os.Stat(l.bin(b)); err != nil {
 			return fmt.Errorf("missing %s: build the world first (tests/world/build.sh)", l.bin(b))
+		}
+	}
+	if *kubelets > 0 {
+		if err := checkRealKubeletHost(l); err != nil {
+			return err
 		}
 	}
 	if err := checkDisk(l); err != nil {
@@ -82,10 +89,10 @@ func cmdUp(args []string) error {
 	}
 	// A running world is reused only if it is the one asked for: same node count, same
 	// binaries (a rebuilt agent must replace the running one).
-	want := worldID(l, *nodes)
+	want := worldID(l, *nodes, *kubelets)
 	prev, _ := os.ReadFile(l.run("world-id"))
 	if running(l, "kube-apiserver") && running(l, "agent") && string(prev) == want {
-		if err := waitReady(l, *nodes, *timeout); err != nil {
+		if err := waitReady(l, *nodes+*kubelets, *timeout); err != nil {
 			return fmt.Errorf("a world is running but not ready (%v); run `kworld down` and try again\n%s", err, diagnose(l))
 		}
 		fmt.Println(l.adminKubeconfig())
@@ -105,8 +112,15 @@ func cmdUp(args []string) error {
 	if err := os.WriteFile(l.run("world-id"), []byte(want), 0o644); err != nil {
 		return err
 	}
-	if err := writePKI(l); err != nil {
+	if err := writePKI(l, *kubelets); err != nil {
 		return fmt.Errorf("generating certificates: %w", err)
+	}
+	// `ip netns add` (the agent's pods) makes /run/netns and mounts it on itself; down takes
+	// it away again if the world made it.
+	if _, err := os.Stat(runNetns); os.IsNotExist(err) {
+		if err := os.WriteFile(l.run("made-run-netns"), nil, 0o644); err != nil {
+			return err
+		}
 	}
 	if err := setupBridge(); err != nil {
 		return fmt.Errorf("creating bridge %s: %w", bridgeName, err)
@@ -170,25 +184,42 @@ func cmdUp(args []string) error {
 			}
 		}
 	}
-	if err := waitReady(l, *nodes, *timeout); err != nil {
+	if err := startRealNodes(l, *kubelets); err != nil {
+		return fmt.Errorf("starting the real-kubelet nodes: %w\n%s", err, diagnose(l))
+	}
+	if err := waitReady(l, *nodes+*kubelets, *timeout); err != nil {
 		return fmt.Errorf("%w\n%s", err, diagnose(l))
 	}
 	fmt.Println(l.adminKubeconfig())
 	return nil
 }
 
-// worldID names a world by its node count and the identity of every binary it runs.
-func worldID(l layout, nodes int) string {
-	id := fmt.Sprintf("nodes=%d", nodes)
-	for _, b := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kworld"} {
+// worldBinaries are the binaries a world of this shape runs.
+func worldBinaries(kubelets int) []string {
+	bins := []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kworld"}
+	if kubelets > 0 {
+		bins = append(bins, "kubelet")
+	}
+	return bins
+}
+
+// worldID names a world by its node counts and the identity of every binary it runs.
+func worldID(l layout, nodes, kubelets int) string {
+	id := fmt.Sprintf("nodes=%d kubelets=%d", nodes, kubelets)
+	for _, b := range worldBinaries(kubelets) {
 		if st, err := os.Stat(l.bin(b)); err == nil {
 			id += fmt.Sprintf(" %s=%d/%d", b, st.Size(), st.ModTime().UnixNano())
 		}
 	}
+	if kubelets > 0 {
+		// The images a node imports when it starts (tests/world/images.sh's stamp).
+		stamp, _ := os.ReadFile(l.bin("images/.stamp"))
+		id += " images=" + strings.TrimSpace(string(stamp))
+	}
 	return id
 }
 
-func writePKI(l layout) error {
+func writePKI(l layout, kubelets int) error {
 	p, err := newPKI(l.run("pki"))
 	if err != nil {
 		return err
@@ -201,6 +232,13 @@ func writePKI(l layout) error {
 	// The agent's kubelet API (port-forward, exec, logs) and the API server's client for it.
 	if err := p.issue("kubelet", "kworld-kubelet", nil, ips, []string{"localhost"}, true); err != nil {
 		return err
+	}
+	// The real kubelets' client certificates: the identities a kubelet has on a cluster.
+	for i := 1; i <= kubelets; i++ {
+		n := realNodeName(i)
+		if err := p.issue("node-"+n, "system:node:"+n, []string{"system:nodes"}, nil, nil, false); err != nil {
+			return err
+		}
 	}
 	if err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil, false); err != nil {
 		return err
@@ -246,6 +284,12 @@ func setupBridge() error {
 }
 
 func startDaemon(l layout, name, bin string, args []string) error {
+	return startDaemonIn(l, name, bin, args, 0)
+}
+
+// startDaemonIn starts a daemon in new namespaces of the kinds unshare names (CLONE_NEWNS:
+// a mount namespace of its own, every mount in it private).
+func startDaemonIn(l layout, name, bin string, args []string, unshare uintptr) error {
 	logf, err := os.OpenFile(l.logFile(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -255,7 +299,7 @@ func startDaemon(l layout, name, bin string, args []string) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), "KWORLD_DIR="+l.root)
 	// A session of its own: the daemon outlives `up` and `down` can kill its whole group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Unshareflags: unshare}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
@@ -373,7 +417,7 @@ func waitReady(l layout, nodes int, d time.Duration) error {
 			return nil
 		}
 		last = why
-		for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "agent", "etcd"} {
+		for _, c := range append([]string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "agent", "etcd"}, realNodes(l)...) {
 			if !running(l, c) {
 				return fmt.Errorf("%s exited (see %s)", c, l.logFile(c))
 			}
@@ -450,6 +494,13 @@ func cmdStatus([]string) error {
 		}
 		fmt.Printf("%-24s %s\n", c, state)
 	}
+	for _, n := range realNodes(l) {
+		state := "stopped"
+		if running(l, n) {
+			state = fmt.Sprintf("running (pid %d, kubelet pid %d)", readPid(l, n), readPidFile(l.realDir(n, "kubelet.pid")))
+		}
+		fmt.Printf("%-24s %s\n", n, state)
+	}
 	fmt.Printf("kubeconfig: %s\n", l.adminKubeconfig())
 	return nil
 }
@@ -459,6 +510,9 @@ func cmdNodePause(args []string, pause bool) error {
 		return errors.New("usage: kworld node-pause|node-resume NODE")
 	}
 	l := worldLayout()
+	if isRealNode(args[0]) {
+		return pauseRealNode(l, args[0], pause, false)
+	}
 	if pause {
 		return os.WriteFile(l.pauseFile(args[0]), nil, 0o644)
 	}
@@ -481,6 +535,10 @@ func cmdNodeDown(args []string) error {
 	}
 	_ = fs.Parse(args[1:])
 	l := worldLayout()
+	if isRealNode(args[0]) {
+		// A real node is lost until node-resume: --for is the agent's.
+		return pauseRealNode(l, args[0], true, true)
+	}
 	until := time.Now().Add(*dur).Unix()
 	if err := os.WriteFile(l.downFile(args[0]), []byte(fmt.Sprint(until)), 0o644); err != nil {
 		return err
@@ -517,7 +575,11 @@ func cmdKubeconfigFor(args []string) error {
 
 func cmdDown([]string) error {
 	l := worldLayout()
-	// The agent first: it stops its pods and removes their namespaces itself.
+	// The real-kubelet nodes first (their pods, containerd, cgroups), then the agent, which
+	// stops its pods and removes their namespaces itself.
+	if err := downRealNodes(l); err != nil {
+		return fmt.Errorf("stopping the real-kubelet nodes: %w", err)
+	}
 	if pid := readPid(l, "agent"); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		waitGone(pid, 15*time.Second)
@@ -536,6 +598,12 @@ func cmdDown([]string) error {
 	// Whatever the agent could not clean (it crashed, or was killed): every pod namespace,
 	// every process in it, the bridge, the per-namespace resolver files.
 	removeAllPodNetns()
+	if _, err := os.Stat(l.run("made-run-netns")); err == nil {
+		if entries, err := os.ReadDir(runNetns); err == nil && len(entries) == 0 {
+			_ = syscall.Unmount(runNetns, syscall.MNT_DETACH)
+			_ = os.Remove(runNetns)
+		}
+	}
 	if _, err := net.InterfaceByName(bridgeName); err == nil {
 		if out, err := exec.Command("ip", "link", "del", bridgeName).CombinedOutput(); err != nil {
 			return fmt.Errorf("removing bridge: %v: %s", err, out)

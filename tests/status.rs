@@ -548,13 +548,7 @@ fn zookeeper_ensemble_is_read_through_its_admin_server() {
         std::thread::sleep(Duration::from_secs(5)); // several readiness periods
         let report = status_json(&["-n", &ns.name]);
         let c = cluster(&report, &ns.name);
-        let r = c["replicas"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["pod"] == follower.as_str())
-            .unwrap()
-            .clone();
+        let r = replica(c, &follower);
         assert_eq!(
             r["ready"], true,
             "a TCP probe keeps the frozen server Ready"
@@ -695,6 +689,7 @@ fn a_frozen_member_behind_a_tcp_probe_stays_ready_and_is_flagged_on_real_kubelet
     assert_ne!(tcp, manifest, "the manifest's readiness probe changed");
     apply_on(&ns.name, &tcp, Nodes::Kubelet);
     wait_etcd_ready(&ns.name, 3);
+    assert_pods_on(&ns.name, Nodes::Kubelet);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
     let follower = others_than(&leader, "etcd", 3).remove(0);
     let node = node_of(&ns.name, &follower);
@@ -704,13 +699,7 @@ fn a_frozen_member_behind_a_tcp_probe_stays_ready_and_is_flagged_on_real_kubelet
         wait_probes(&node, &ns.name, &follower, "Readiness", "successful", 3);
         let report = status_json(&["-n", &ns.name]);
         let c = cluster(&report, &ns.name);
-        let r = c["replicas"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["pod"] == follower.as_str())
-            .unwrap()
-            .clone();
+        let r = replica(c, &follower);
         assert_eq!(r["ready"], true, "the kubelet keeps it Ready: {r:#}");
         assert_eq!(r["raft"]["health"]["state"], "unreachable", "{r:#}");
         assert_eq!(c["summary"]["faultTolerance"], 0, "{c:#}");
@@ -723,4 +712,15 @@ fn a_frozen_member_behind_a_tcp_probe_stays_ready_and_is_flagged_on_real_kubelet
             assert!(codes.contains(&want), "{want} in {codes:?}");
         }
     });
+}
+
+/// One replica's row of a cluster's report.
+fn replica(c: &Value, pod: &str) -> Value {
+    c["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pod"] == pod)
+        .unwrap_or_else(|| panic!("no replica {pod} in {c:#}"))
+        .clone()
 }

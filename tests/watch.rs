@@ -85,6 +85,7 @@ fn deploy_slow_to_stop(ns: &str, nodes: Nodes) {
     assert_ne!(slow, text);
     apply_on(ns, &slow, nodes);
     wait_etcd_ready(ns, 3);
+    assert_pods_on(ns, nodes);
 }
 
 #[test]

@@ -605,8 +605,11 @@ fn real_kubelets_set_their_sysctls_on_files_of_their_own_and_the_host_keeps_its_
         // What pkg/kubelet/cm.setupKernelTunables writes.
         for (name, kubelets) in [
             ("vm.overcommit_memory", "1"),
+            ("vm.panic_on_oom", "0"),
             ("kernel.panic", "10"),
             ("kernel.panic_on_oops", "1"),
+            ("kernel.keys.root_maxkeys", "1000000"),
+            ("kernel.keys.root_maxbytes", "25000000"),
         ] {
             assert_eq!(
                 read(name),

@@ -212,7 +212,7 @@ spec:
   containers:
   - name: c
     image: example/shell
-    command: [/bin/sh, -c, 'echo "start $(date +%s.%N)" >> /data/log; trap "echo TERM \$(date +%s.%N) >> /data/log" TERM; while true; do sleep 0.2; done']
+    command: [/bin/sh, -c, 'echo "start $(date +%s.%N)" >> /data/log; trap "echo TERM \$(date +%s.%N) >> /data/log; echo TERM >> /data/beats" TERM; while true; do echo beat >> /data/beats; sleep 0.2; done']
     lifecycle: {{preStop: {prestop}}}
     volumeMounts: [{{name: d, mountPath: /data}}]
 {extra}  volumes: [{{name: d, hostPath: {{path: {dir}}}}}]
@@ -223,6 +223,7 @@ spec:
     wait_in(ns, Duration::from_secs(60), "linger running", || {
         pod_json(ns, "linger")["status"]["phase"] == "Running"
     });
+    assert_pods_on(ns, nodes);
 }
 
 fn log_of(ns: &str) -> String {
@@ -275,7 +276,7 @@ fn shorter_grace_does_not_shorten(nodes: Nodes) {
     let ns = TestNamespace::new("fid-grace");
     deploy_lingerer(
         &ns.name,
-        10,
+        14,
         r#"{exec: {command: [/bin/sh, -c, "echo prestop >> /data/log; sleep 4; echo prestop-end >> /data/log"]}}"#,
         "",
         nodes,
@@ -314,6 +315,18 @@ fn shorter_grace_does_not_shorten(nodes: Nodes) {
     assert!(
         end.is_some() && term.is_some() && end < term,
         "the hook ran its 4 s (more than the 1 s asked for), then SIGTERM: {log}"
+    );
+    // And SIGKILL came at the first grace period's end, not 2 s after the hook (the kubelet's
+    // minimum with the shortened one): the process beat on for seconds after SIGTERM.
+    let beats = std::fs::read_to_string(scratch_dir(&ns.name).join("beats")).unwrap_or_default();
+    let after_term = beats
+        .lines()
+        .skip_while(|l| *l != "TERM")
+        .filter(|l| *l == "beat")
+        .count();
+    assert!(
+        after_term >= 20,
+        "the process ignored SIGTERM and lived on to the first deadline: {after_term} beats after it"
     );
 }
 
@@ -974,6 +987,7 @@ spec:
         "web Ready in its Service",
         || ready_condition(ns, "web") == "True" && ready_endpoints(ns, "web") == 1,
     );
+    assert_pods_on(ns, nodes);
     ready
 }
 
@@ -1104,6 +1118,7 @@ spec:
         "the pod writing into the directory its node made",
         || std::fs::read_to_string(dir.join("file")).is_ok_and(|f| f == "here\n"),
     );
+    assert_pods_on(&ns.name, nodes);
 }
 
 #[test]
@@ -1128,7 +1143,7 @@ fn force_delete_leaves_the_process(nodes: Nodes) {
 kind: Pod
 metadata: {{name: beat}}
 spec:
-  terminationGracePeriodSeconds: 12
+  terminationGracePeriodSeconds: 20
   containers:
   - name: c
     image: example/shell
@@ -1142,6 +1157,7 @@ spec:
     wait_in(&ns.name, Duration::from_secs(60), "beat running", || {
         pod_json(&ns.name, "beat")["status"]["phase"] == "Running"
     });
+    assert_pods_on(&ns.name, nodes);
     let beats = scratch_dir(&ns.name).join("beats");
     let count = || {
         std::fs::read_to_string(&beats)
@@ -1166,6 +1182,21 @@ spec:
         Duration::from_secs(10),
         "the process still beating after the force delete",
         || count() >= after + 20,
+    );
+    // ... and ends at the end of its grace period, SIGKILLed: the beats stop by themselves.
+    let mut last = count();
+    let mut still_since = Instant::now();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(40),
+        "the beats to stop",
+        || {
+            let n = count();
+            if n != last {
+                (last, still_since) = (n, Instant::now());
+            }
+            still_since.elapsed() > Duration::from_secs(3)
+        },
     );
     let log = std::fs::read_to_string(&beats).unwrap();
     assert_eq!(

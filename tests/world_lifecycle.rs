@@ -56,18 +56,6 @@ fn leftovers(dir: &Path) -> Vec<String> {
     if !node_procs.is_empty() {
         found.push(format!("node processes: {node_procs}"));
     }
-    for p in [
-        "/var/lib/kubelet",
-        "/var/lib/containerd",
-        "/run/containerd",
-        "/var/lib/cni",
-        "/etc/cni",
-        "/run/netns",
-    ] {
-        if Path::new(p).exists() {
-            found.push(format!("{p} exists"));
-        }
-    }
     let cgroups = sh("ls -d /sys/fs/cgroup/*/kreal-* 2>/dev/null || true");
     if !cgroups.is_empty() {
         found.push(format!("cgroups: {cgroups}"));
@@ -83,6 +71,28 @@ fn leftovers(dir: &Path) -> Vec<String> {
         found.push("the kubernetes Service's address".into());
     }
     found
+}
+
+/// The host paths a kubelet, a containerd, CNI or `ip netns` take for themselves, those that
+/// exist (the machine may have some of its own: buildah, run by tests/image.sh, makes
+/// /etc/cni/net.d; a world must leave the set as it found it).
+fn host_paths() -> Vec<String> {
+    [
+        "/var/lib/kubelet",
+        "/var/lib/containerd",
+        "/run/containerd",
+        "/var/lib/cni",
+        "/etc/cni",
+        "/etc/cni/net.d",
+        "/run/netns",
+        "/opt/cni",
+        "/opt/containerd",
+        "/usr/libexec/kubernetes",
+    ]
+    .iter()
+    .filter(|p| Path::new(p).exists())
+    .map(|p| p.to_string())
+    .collect()
 }
 
 /// The host settings a kubelet writes at start (each real node has files of its own).
@@ -118,6 +128,7 @@ fn up_and_down_five_times_leak_nothing() {
         "clean before the first round"
     );
     let sysctls = host_sysctls();
+    let paths = host_paths();
     for round in 1..=5 {
         let out = Command::new("bash")
             .arg(&up)
@@ -146,8 +157,9 @@ fn up_and_down_five_times_leak_nothing() {
         );
         // And one on the real kubelet, with a volume its kubelet mounts (a token) and a
         // sandbox in a network namespace of containerd's.
-        let real = tempfile(&format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: real, namespace: default}}\nspec:\n  nodeSelector: {{kworld.local/node-kind: kubelet}}\n  tolerations: [{{key: kworld.local/kubelet, operator: Exists}}]\n  containers:\n  - {{name: c, image: {SHELL_IMAGE}, command: [/bin/sh, -c, 'while true; do sleep 1; done']}}\n"
+        let real = tempfile(&placed(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: real, namespace: default}\nspec:\n  containers:\n  - {name: c, image: example/shell, command: [/bin/sh, -c, 'while true; do sleep 1; done']}\n",
+            Nodes::Kubelet,
         ));
         assert!(kubectl(&["apply", "-f", real.path_str()]).status.success());
         let start = std::time::Instant::now();
@@ -208,6 +220,11 @@ fn up_and_down_five_times_leak_nothing() {
             host_sysctls(),
             sysctls,
             "round {round}: the host's sysctls changed"
+        );
+        assert_eq!(
+            host_paths(),
+            paths,
+            "round {round}: down left (or took) host paths"
         );
     }
 }

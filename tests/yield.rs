@@ -348,16 +348,7 @@ fn yield_local_in_a_prestop_hook_hands_over_before_the_leader_stops() {
 /// runs the hook before it sends SIGTERM.
 fn deploy_etcd_with_the_plugins_image(ns: &str) {
     let image = plugin_image();
-    kubectl_ok(&["create", "serviceaccount", "raft-hook", "-n", ns]);
-    kubectl_ok(&[
-        "create",
-        "rolebinding",
-        "raft-hook",
-        "-n",
-        ns,
-        "--clusterrole=kubectl-raft-prestop",
-        &format!("--serviceaccount={ns}:raft-hook"),
-    ]);
+    hook_service_account(ns, true);
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
     let hooked = manifest
         .replace(
@@ -389,6 +380,7 @@ fn deploy_etcd_with_the_plugins_image(ns: &str) {
     assert!(hooked.contains("/raft/kubectl-raft yield --local"));
     apply_on(ns, &hooked, Nodes::Kubelet);
     wait_etcd_ready(ns, 3);
+    assert_pods_on(ns, Nodes::Kubelet);
 }
 
 #[test]
@@ -462,10 +454,9 @@ fn yield_local_gives_up_within_the_pods_grace_period() {
     );
 }
 
-/// etcd-3.yaml whose members run as the ServiceAccount `raft-hook` (`bound`: to docs/rbac.yaml's
-/// kubectl-raft-prestop role), with its token mounted; a member's preStop hook keeps it running
-/// (Terminating) for 30 s.
-fn deploy_etcd_seeing_its_pods(ns: &str, bound: bool) {
+/// The ServiceAccount `raft-hook` the members' preStop hook runs as, bound (or not) to
+/// docs/rbac.yaml's kubectl-raft-prestop.
+fn hook_service_account(ns: &str, bound: bool) {
     kubectl_ok(&["create", "serviceaccount", "raft-hook", "-n", ns]);
     if bound {
         kubectl_ok(&[
@@ -478,6 +469,13 @@ fn deploy_etcd_seeing_its_pods(ns: &str, bound: bool) {
             &format!("--serviceaccount={ns}:raft-hook"),
         ]);
     }
+}
+
+/// etcd-3.yaml whose members run as the ServiceAccount `raft-hook` (`bound`: to docs/rbac.yaml's
+/// kubectl-raft-prestop role), with its token mounted; a member's preStop hook keeps it running
+/// (Terminating) for 30 s.
+fn deploy_etcd_seeing_its_pods(ns: &str, bound: bool) {
+    hook_service_account(ns, bound);
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
     let changed = manifest
         .replace(

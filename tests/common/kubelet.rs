@@ -14,9 +14,6 @@ use super::*;
 /// drained member's replacement has a node under required anti-affinity.
 pub const REAL_NODES: u32 = 4;
 
-/// The shell image of the real-kubelet nodes (tests/world/images.sh: Debian's busybox).
-pub const SHELL_IMAGE: &str = "docker.io/library/busybox:1.35";
-
 /// Where a test's pods run: on the agent's nodes (`kworld-N`) or on real kubelets (`kreal-N`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Nodes {
@@ -136,7 +133,7 @@ pub fn plugin_image() -> String {
 
 /// The kubelet's own count of a container's probe results (`prober_probe_total` from the
 /// node's /metrics/probes, through the API server's node proxy).
-pub fn probe_count(node: &str, ns: &str, pod: &str, probe: &str, result: &str) -> u64 {
+pub fn probe_count(node: &str, ns: &str, pod: &str, probe: &str, result: &str) -> Option<u64> {
     let out = kubectl(&[
         "get",
         "--raw",
@@ -144,7 +141,7 @@ pub fn probe_count(node: &str, ns: &str, pod: &str, probe: &str, result: &str) -
         "--request-timeout=5s",
     ]);
     if !out.status.success() {
-        return 0;
+        return None;
     }
     let want = [
         format!("namespace=\"{ns}\""),
@@ -159,16 +156,43 @@ pub fn probe_count(node: &str, ns: &str, pod: &str, probe: &str, result: &str) -
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|v| v as u64)
-        .sum()
+        .sum::<u64>()
+        .into()
 }
 
 /// Waits until the kubelet has counted `more` further results of a pod's probe.
 pub fn wait_probes(node: &str, ns: &str, pod: &str, probe: &str, result: &str, more: u64) {
-    let from = probe_count(node, ns, pod, probe, result);
+    // The count to start from must be read: a failed read taken for 0 would pass at once.
+    let mut from = None;
+    wait_in(
+        ns,
+        Duration::from_secs(30),
+        &format!("{node}'s probe metrics"),
+        || {
+            from = probe_count(node, ns, pod, probe, result);
+            from.is_some()
+        },
+    );
+    let from = from.unwrap();
     wait_in(
         ns,
         Duration::from_secs(60),
         &format!("{more} more {result} {probe} probes of {pod} by {node}'s kubelet"),
-        || probe_count(node, ns, pod, probe, result) >= from + more,
+        || probe_count(node, ns, pod, probe, result).is_some_and(|n| n >= from + more),
     );
+}
+
+/// Asserts that every pod in the namespace runs on the given kind of node (a test meant for
+/// real kubelets must not pass on the agent's nodes because a placement was lost).
+pub fn assert_pods_on(ns: &str, nodes: Nodes) {
+    let pods = kubectl_json(&["get", "pods", "-n", ns]);
+    for p in pods["items"].as_array().into_iter().flatten() {
+        let node = p["spec"]["nodeName"].as_str().unwrap_or_default();
+        assert!(
+            node.starts_with(nodes.prefix()),
+            "pod {} runs on {node:?}, not on a {:?} node",
+            p["metadata"]["name"],
+            nodes
+        );
+    }
 }

@@ -481,6 +481,7 @@ pub fn deploy_nats_on(ns: &str, servers: u32, nodes: Nodes) {
                 && meta_leader(ns, "nats-0").is_some()
         },
     );
+    assert_pods_on(ns, nodes);
 }
 
 /// The meta leader as `server` names it in its own /jsz (through the API server).
@@ -567,6 +568,7 @@ pub fn deploy_etcd_on(ns: &str, members: u32, nodes: Nodes) {
             .expect("the etcd manifest");
     apply_on(ns, &manifest, nodes);
     wait_etcd_ready(ns, members);
+    assert_pods_on(ns, nodes);
 }
 
 pub fn wait_etcd_ready(ns: &str, members: u32) {

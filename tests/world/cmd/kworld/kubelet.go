@@ -206,13 +206,15 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%}
+# Flexvolume drivers: the node's own directory, not /usr/libexec/kubernetes on the host.
+volumePluginDir: %s
 shutdownGracePeriod: 0s
 rotateCertificates: false
 serverTLSBootstrap: false
 kubeAPIQPS: 50
 kubeAPIBurst: 100
 `, bridgeIP, realPortBase+i, l.pki("kubelet.crt"), l.pki("kubelet.key"), l.pki("ca.crt"),
-		node, bridgeIP, realTaintKey)
+		node, bridgeIP, realTaintKey, filepath.Join(dir, "volume-plugins"))
 	if err := os.WriteFile(filepath.Join(dir, "kubelet.yaml"), []byte(kubelet), 0o644); err != nil {
 		return err
 	}
@@ -503,10 +505,21 @@ func setFrozen(group string, frozen bool) error {
 	return os.WriteFile(filepath.Join("/sys/fs/cgroup/freezer", group, "freezer.state"), []byte(state), 0o644)
 }
 
-// killCgroupTree sends SIGKILL to every process of group (thawed first: a frozen process
-// takes no signal) until none is left or d has passed.
+// thawTree thaws group and every group below it: a v1 freezer group frozen by itself (a
+// node-down's kubepods) stays frozen when only its parent is thawed.
+func thawTree(group string) {
+	_ = filepath.Walk(filepath.Join("/sys/fs/cgroup/freezer", group), func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() {
+			_ = os.WriteFile(filepath.Join(p, "freezer.state"), []byte("THAWED"), 0o644)
+		}
+		return nil
+	})
+}
+
+// killCgroupTree sends SIGKILL to every process of group (every group of it thawed first: a
+// frozen process takes no signal) until none is left or d has passed.
 func killCgroupTree(group string, d time.Duration) bool {
-	_ = setFrozen(group, false)
+	thawTree(group)
 	deadline := time.Now().Add(d)
 	for {
 		pids := cgroupPids(group)
@@ -594,7 +607,9 @@ func readPidFile(path string) int {
 // deletion acted on, as a hung kubelet), and with down also freezes every pod of it.
 func pauseRealNode(l layout, node string, pause, down bool) error {
 	kp := readPidFile(l.realDir(node, "kubelet.pid"))
-	if kp <= 0 {
+	// The pid must still be this node's kubelet, not a process that reused it.
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", kp))
+	if kp <= 0 || !strings.Contains(string(cmdline), "--hostname-override="+node) {
 		return fmt.Errorf("node %s has no kubelet running", node)
 	}
 	if !pause {
@@ -666,9 +681,15 @@ func checkRealKubeletHost(l layout) error {
 }
 
 // shellImage is the image a real-kubelet node runs for the world's manifests' plain shell
-// (`image: example/shell`, which the agent runs from the host's /bin/sh): busybox, built by
-// tests/world/images.sh.
-const shellImage = "docker.io/library/busybox:1.35"
+// (`image: example/shell`, which the agent runs from the host's /bin/sh): busybox, named
+// where tests/world/images.sh builds it (its busybox.ref).
+func shellImage(l layout) (string, error) {
+	b, err := os.ReadFile(l.bin("images/busybox.ref"))
+	if err != nil {
+		return "", fmt.Errorf("the world's busybox image: %w (run tests/world/build.sh)", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
 
 // cmdPlace prints a manifest's objects (YAML or JSON, several documents) as one v1 List with
 // every pod (and pod template) placed on the given kind of node: `kubelet` selects the real
@@ -691,6 +712,13 @@ func cmdPlace(args []string) error {
 		defer f.Close()
 		in = f
 	}
+	shell := ""
+	if *kind == "kubelet" {
+		var err error
+		if shell, err = shellImage(worldLayout()); err != nil {
+			return err
+		}
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(in, 4096)
 	var items []map[string]interface{}
 	for {
@@ -704,7 +732,7 @@ func cmdPlace(args []string) error {
 			continue
 		}
 		if spec := podSpecOf(obj); spec != nil {
-			placeSpec(spec, *kind)
+			placeSpec(spec, *kind, shell)
 		}
 		items = append(items, obj)
 	}
@@ -727,7 +755,7 @@ func podSpecOf(obj map[string]interface{}) map[string]interface{} {
 	return inner
 }
 
-func placeSpec(spec map[string]interface{}, kind string) {
+func placeSpec(spec map[string]interface{}, kind, shell string) {
 	sel, _ := spec["nodeSelector"].(map[string]interface{})
 	if sel == nil {
 		sel = map[string]interface{}{}
@@ -743,7 +771,7 @@ func placeSpec(spec map[string]interface{}, kind string) {
 		cs, _ := spec[key].([]interface{})
 		for _, c := range cs {
 			if m, ok := c.(map[string]interface{}); ok && m["image"] == "example/shell" {
-				m["image"] = shellImage
+				m["image"] = shell
 			}
 		}
 	}

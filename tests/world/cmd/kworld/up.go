@@ -91,7 +91,7 @@ func cmdUp(args []string) error {
 	// binaries (a rebuilt agent must replace the running one).
 	want := worldID(l, *nodes, *kubelets)
 	prev, _ := os.ReadFile(l.run("world-id"))
-	if running(l, "kube-apiserver") && running(l, "agent") && string(prev) == want {
+	if running(l, "kube-apiserver") && running(l, "agent") && allRunning(l, realNodes(l)) && string(prev) == want {
 		if err := waitReady(l, *nodes+*kubelets, *timeout); err != nil {
 			return fmt.Errorf("a world is running but not ready (%v); run `kworld down` and try again\n%s", err, diagnose(l))
 		}
@@ -224,7 +224,7 @@ func writePKI(l layout, kubelets int) error {
 	if err != nil {
 		return err
 	}
-	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(bridgeIP), net.ParseIP("10.96.0.1")}
+	ips := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(bridgeIP), net.ParseIP(kubernetesServiceIP)}
 	dns := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	if err := p.issue("apiserver", "kube-apiserver", nil, ips, dns, true); err != nil {
 		return err
@@ -577,9 +577,8 @@ func cmdDown([]string) error {
 	l := worldLayout()
 	// The real-kubelet nodes first (their pods, containerd, cgroups), then the agent, which
 	// stops its pods and removes their namespaces itself.
-	if err := downRealNodes(l); err != nil {
-		return fmt.Errorf("stopping the real-kubelet nodes: %w", err)
-	}
+	// A node that could not be ended fully is said at the end; the rest still goes.
+	nodesErr := downRealNodes(l)
 	if pid := readPid(l, "agent"); pid > 0 {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		waitGone(pid, 15*time.Second)
@@ -610,10 +609,22 @@ func cmdDown([]string) error {
 		}
 	}
 	removeCreatedMountpoints(l)
+	if nodesErr != nil {
+		return fmt.Errorf("stopping the real-kubelet nodes: %w", nodesErr)
+	}
 	if err := os.RemoveAll(l.run()); err != nil {
 		return fmt.Errorf("removing %s: %w", l.run(), err)
 	}
 	return nil
+}
+
+func allRunning(l layout, daemons []string) bool {
+	for _, d := range daemons {
+		if !running(l, d) {
+			return false
+		}
+	}
+	return true
 }
 
 func waitGone(pid int, d time.Duration) bool {

@@ -12,6 +12,8 @@
 //!
 //! The module graph also has no circles.
 
+mod source;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -90,7 +92,7 @@ fn modules() -> BTreeMap<String, String> {
                 .as_os_str()
                 .to_string_lossy();
             let module = first.trim_end_matches(".rs").to_string();
-            // Tests may do as they like: whole test files, and code after the first #[cfg(test)].
+            // Tests may do as they like: whole test files, and a file's test module.
             if rel
                 .file_name()
                 .is_some_and(|f| f.to_string_lossy().ends_with("tests.rs"))
@@ -98,7 +100,7 @@ fn modules() -> BTreeMap<String, String> {
                 continue;
             }
             let text = std::fs::read_to_string(&p).unwrap();
-            let code = text.split("#[cfg(test)]").next().unwrap();
+            let code = source::production(&text);
             let code: String = code
                 .lines()
                 .filter(|l| !l.trim_start().starts_with("//"))

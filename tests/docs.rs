@@ -1,6 +1,8 @@
 //! The documentation keeps up with the code: docs/troubleshooting.md lists every error the
 //! source can print and every refusal and blocker reason; every built-in system has a page.
 
+mod source;
+
 use std::path::{Path, PathBuf};
 
 fn repo() -> PathBuf {
@@ -87,7 +89,7 @@ fn error_messages() -> Vec<(String, String)> {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap();
+        let code = source::production(&text);
         let name = file.strip_prefix(repo()).unwrap().display().to_string();
         for opener in openers {
             for (at, _) in code.match_indices(opener) {

@@ -398,25 +398,10 @@ fn a_controller_rollout_started_during_a_drain_is_waited_for() {
         Duration::from_secs(60),
     );
     // Watch how many members are down at once from here on.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = {
-        let (ns, stop) = (ns.name.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut worst = 0usize;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let down = etcd_pods(&ns)
-                    .iter()
-                    .filter(|p| !pod_ready(p) || !p["metadata"]["deletionTimestamp"].is_null())
-                    .count()
-                    + 3usize.saturating_sub(etcd_pods(&ns).len());
-                worst = worst.max(down);
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            worst
-        })
-    };
+    let down = MostDown::watch(&ns.name, 3);
     kubectl_ok(&["rollout", "restart", "sts/etcd", "-n", &ns.name]);
-    // The PDB lets one disruption through again (not waited for: the rollout takes it).
+    // The PDB lets two disruptions through (not waited for: the rollout takes one): the PDB
+    // cannot stop an eviction beside the controller's, only the drain's own look can.
     kubectl_ok(&[
         "patch",
         "pdb",
@@ -425,13 +410,15 @@ fn a_controller_rollout_started_during_a_drain_is_waited_for() {
         &ns.name,
         "--type=merge",
         "-p",
-        r#"{"spec":{"maxUnavailable":1}}"#,
+        r#"{"spec":{"maxUnavailable":2}}"#,
     ]);
     let (code, out, err) = drain.finish(Duration::from_secs(240));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let worst = watcher.join().unwrap();
+    let worst = down.most();
     assert_eq!(code, Some(0), "{err}\n{out}");
-    assert!(worst <= 1, "{worst} members were down at once");
+    assert!(
+        worst <= 1,
+        "{worst} members were down at once:\n{err}\n{out}"
+    );
     // Either a look fell inside the rollout and the drain waited for it, or the controller
     // had already replaced the member on the node (elsewhere: the node is cordoned) between
     // two looks, and the drain had nothing left to evict. Never an eviction beside it.
@@ -440,7 +427,9 @@ fn a_controller_rollout_started_during_a_drain_is_waited_for() {
         .as_u64()
         .unwrap_or(u64::MAX);
     assert!(
-        err.contains("controller is rolling it") || evictions == 0,
+        err.contains("controller is rolling it")
+            || err.contains("has not yet acted on its latest change")
+            || evictions == 0,
         "the drain evicted {evictions} member(s) without saying it waited for the rollout: {err}\n{out}"
     );
 }

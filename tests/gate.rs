@@ -682,23 +682,7 @@ fn two_plain_kubectl_drains_at_once_never_take_two_members_down() {
         wait_node_alone(n, &ns.name);
     }
     let _cordoned = Cordoned(nodes.clone());
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = {
-        let (stop, ns) = (stop.clone(), ns.name.clone());
-        std::thread::spawn(move || {
-            let mut most = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                let down = etcd_pods(&ns)
-                    .iter()
-                    .filter(|p| !p["metadata"]["deletionTimestamp"].is_null() || !pod_ready(p))
-                    .count()
-                    + 3usize.saturating_sub(etcd_pods(&ns).len());
-                most = most.max(down);
-                std::thread::sleep(Duration::from_millis(250));
-            }
-            most
-        })
-    };
+    let down = MostDown::watch(&ns.name, 3);
     let drains: Vec<_> = nodes
         .iter()
         .map(|n| {
@@ -717,8 +701,7 @@ fn two_plain_kubectl_drains_at_once_never_take_two_members_down() {
         .collect();
     let results: Vec<(bool, String)> = drains.into_iter().map(|d| d.join().unwrap()).collect();
     wait_etcd_ready(&ns.name, 3);
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let most_down = sampler.join().unwrap();
+    let most_down = down.most();
     for (ok, said) in &results {
         assert!(ok, "both drains end: {said}");
     }

@@ -42,6 +42,15 @@ fn events(out: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Waits until the watch's last leader is `leader`: it has seen the end of what the verb did.
+fn until_it_sees_lead(w: &mut Running, leader: &str) {
+    w.wait_for_stdout(
+        &format!("leader change to {leader}"),
+        Duration::from_secs(30),
+        |out| leaders(&events(out)).last().map(String::as_str) == Some(leader),
+    );
+}
+
 /// The leaders the events name, in order, without the gaps ("-") between them.
 fn leaders(events: &[Value]) -> Vec<String> {
     let mut out: Vec<String> = vec![];
@@ -62,11 +71,11 @@ fn a_watch_beside_a_yield_sees_exactly_its_leader_change() {
     let ns = TestNamespace::new("watch-yield");
     deploy_etcd(&ns.name, 3);
     let before = etcd_leader(&ns.name).unwrap().0;
-    let w = watching(&ns.name, "json");
+    let mut w = watching(&ns.name, "json");
     let (code, y, err) = yield_json(&["etcd", "-n", &ns.name]);
     assert_eq!(code, Some(0), "{err}\n{y:#}");
     let after = y["newLeader"].as_str().unwrap().to_string();
-    std::thread::sleep(Duration::from_secs(2)); // a few rounds after it
+    until_it_sees_lead(&mut w, &after);
     let (out, err) = stop(w);
     let ev = events(&out);
     assert_eq!(ev[0]["field"], "appeared", "{out}");
@@ -104,10 +113,10 @@ fn a_watch_beside_a_restart(nodes: Nodes) {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("watch-restart");
     deploy_slow_to_stop(&ns.name, nodes);
-    let w = watching(&ns.name, "json");
+    let mut w = watching(&ns.name, "json");
     let (code, report, err) = verb_json("restart", &["etcd", "-n", &ns.name, "--timeout", "90s"]);
     assert_eq!(code, Some(0), "{err}\n{report:#}");
-    std::thread::sleep(Duration::from_secs(2));
+    until_it_sees_lead(&mut w, &etcd_leader(&ns.name).unwrap().0);
     let (out, err) = stop(w);
     let ev = events(&out);
     let reasons: Vec<&str> = ev
@@ -141,17 +150,25 @@ fn without_a_terminal_each_change_is_one_line() {
     let ns = TestNamespace::new("watch-lines");
     deploy_etcd(&ns.name, 3);
     let before = etcd_leader(&ns.name).unwrap().0;
-    let w = watching(&ns.name, "table");
+    let mut w = watching(&ns.name, "table");
     let (code, y, err) = yield_json(&["etcd", "-n", &ns.name]);
     assert_eq!(code, Some(0), "{err}\n{y:#}");
-    std::thread::sleep(Duration::from_secs(2));
-    let (out, _) = stop(w);
+    let after = y["newLeader"].as_str().unwrap().to_string();
     let cluster = format!("{}/etcd", ns.name);
-    assert!(
-        out.lines()
-            .any(|l| l.contains(&format!("{cluster}: leader {before} -> "))),
-        "{out}"
+    let (went, came) = (
+        format!("{cluster}: leader {before} -> "),
+        format!(" -> {after}"),
     );
+    w.wait_for_stdout(
+        &format!("{after} leading"),
+        Duration::from_secs(30),
+        |out| {
+            out.lines()
+                .any(|l| l.contains(&format!("{cluster}: leader ")) && l.ends_with(&came))
+        },
+    );
+    let (out, _) = stop(w);
+    assert!(out.lines().any(|l| l.contains(&went)), "{out}");
     assert!(out.contains("watched for"), "{out}");
     assert!(
         !out.contains('\x1b'),
@@ -204,10 +221,10 @@ fn a_watch_beside_a_drain_agrees_with_its_report() {
     let node = node_of(&ns.name, &leader);
     wait_node_alone(&node, &ns.name);
     let _c = Cordoned(vec![node.clone()]);
-    let w = watching(&ns.name, "json");
+    let mut w = watching(&ns.name, "json");
     let (code, report, err) = verb_json("drain", &[&node, "--timeout", "90s"]);
     assert_eq!(code, Some(0), "{err}\n{report:#}");
-    std::thread::sleep(Duration::from_secs(2));
+    until_it_sees_lead(&mut w, &etcd_leader(&ns.name).unwrap().0);
     let (out, werr) = stop(w);
     let c = cluster(&report, &ns.name);
     let (transfers, elections) = (

@@ -266,14 +266,27 @@ fn wait_for_quorum_holds_a_deletion_until_the_others_are_healthy() {
     let _nodes = shared_nodes();
     let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum");
     while_frozen(pid, || {
-        std::thread::sleep(Duration::from_secs(3)); // its health check fails meanwhile
         kubectl_ok(&["delete", "pod", &going, "-n", &ns.name, "--wait=false"]);
-        std::thread::sleep(Duration::from_secs(3));
+        wait_in(
+            &ns.name,
+            Duration::from_secs(30),
+            "the hook to say it waits for the others",
+            || {
+                hook_says(
+                    &log,
+                    "1 healthy voter(s) where 2 are needed without this replica",
+                ) && hook_says(&log, "waiting up to")
+            },
+        );
         let p = pod_json(&ns.name, &going);
         assert_eq!(
             p["metadata"]["uid"],
             uid.as_str(),
             "{going} is held while the other follower hangs"
+        );
+        assert!(
+            !hook_says(&log, "the others are 2 healthy"),
+            "the hook waits while the other follower hangs"
         );
     });
     wait_in(
@@ -296,7 +309,6 @@ fn wait_for_quorum_gives_up_within_the_grace_period() {
     let _nodes = shared_nodes();
     let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum-late");
     while_frozen(pid, || {
-        std::thread::sleep(Duration::from_secs(3));
         kubectl_ok(&["delete", "pod", &going, "-n", &ns.name, "--wait=false"]);
         wait_in(
             &ns.name,
@@ -314,6 +326,13 @@ fn wait_for_quorum_gives_up_within_the_grace_period() {
 }
 
 /// The hook's log on a member's volume.
+/// Whether the hook's log (on its member's volume) holds `text`.
+fn hook_says(log: &std::path::Path, text: &str) -> bool {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(text)
+}
+
 fn hook_log(ns: &str, pod: &str) -> std::path::PathBuf {
     let pvc = kubectl_json(&["get", "pvc", &format!("data-{pod}"), "-n", ns]);
     let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);

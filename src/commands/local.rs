@@ -175,7 +175,7 @@ async fn run_within(
         // Half the hook's time at most: the rest is for the handover.
         let within = args.timeout / 2;
         let mine = my_name.clone().unwrap_or_default();
-        match wait_for_others(&transport, &target, &mine, args.max_lag, limit, within).await {
+        match wait_for_others(&transport, &target, &mine, args.max_lag, limit, within, err).await {
             Ok((n, q, waited)) => writeln!(
                 out,
                 "{ME}: the others are {n} healthy voter(s), {q} needed without this replica (waited {})",
@@ -356,8 +356,10 @@ async fn wait_for_others(
     max_lag: u64,
     limit: Duration,
     within: Duration,
+    err: &mut dyn Write,
 ) -> Result<(usize, u32, Duration), (usize, u32, String)> {
     let start = Instant::now();
+    let mut said = false;
     loop {
         let obs = observe_cluster(transport, target.clone(), limit).await;
         let report = crate::assess::assess(&obs, &Snapshot::default());
@@ -386,6 +388,16 @@ async fn wait_for_others(
         }
         if start.elapsed() + Duration::from_millis(500) > within {
             return Err((healthy, quorum, why.join("; ")));
+        }
+        if !said {
+            // Said once, when the wait begins: the hook's log shows why the pod is held.
+            let _ = writeln!(
+                err,
+                "{ME}: the others are {healthy} healthy voter(s) where {quorum} are needed without this replica ({}); waiting up to {}",
+                why.join("; "),
+                human_duration(within)
+            );
+            said = true;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -218,6 +218,10 @@ fn finish(r: &RestartReport, err: &mut dyn Write) -> Result<()> {
     Err(Reported.into())
 }
 
+/// How long a restart waits for the StatefulSet's controller to act on its latest change
+/// before it decides (it acts within a second when it runs).
+const OBSERVED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// One StatefulSet's restart, start to end: its report (printed by the caller), or a line
 /// when there was nothing to do. Decided (`plan::restart::decide`) on what was read before the
 /// lock; run (`drain::rollout::roll`) on the lock, after the record was checked unchanged.
@@ -238,6 +242,9 @@ async fn restart_one(
         .ok_or_else(|| {
             anyhow!("statefulset {name:?} not found in namespace {ns:?} (-n NAMESPACE?)")
         })?;
+    // A change the controller has not acted on yet (`kubectl rollout restart` a moment ago)
+    // is waited for: decided before it, a restart could run beside the controller's rollout.
+    let sts = crate::live::statefulset::once_observed(&sts_api, sts, OBSERVED_WITHIN).await?;
     // Named when the user typed it; a -l match is a StatefulSet the command found.
     let sel = Selection {
         name: Some(name.clone()),

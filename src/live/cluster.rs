@@ -26,7 +26,7 @@ use crate::model::{human_duration, pod_ready, ClusterObservation, OwnerKind, Sel
 use crate::plan::drain::{node_local_volumes, ClusterInput, DrainOptions, DrainStep};
 use crate::plan::groups::moves_off;
 use crate::plan::placement::stuck_members;
-use crate::plan::restart::{comes_back_at, follow, mode, pending, Followed, Mode, Restart};
+use crate::plan::restart::{comes_back_at, controller_busy, follow, pending, Followed, Restart};
 use crate::plan::{plan_yield, Expect, YieldOptions};
 use crate::report::ClusterReport;
 use crate::survey::Surveyor;
@@ -90,12 +90,7 @@ pub(crate) fn cluster_input(
         .filter_map(|p| Some((p.name_any(), comes_back_at(sts?, p)?)))
         .collect();
     // The controller rolling it (a drain's business only: restart reads the mode itself).
-    let controller_rolling = sts.and_then(|s| match mode(s, &obs.target.pods) {
-        Mode::ControllerRolling { current, update } => Some(format!(
-            "its StatefulSet's controller is rolling it from revision {current} to {update}"
-        )),
-        _ => None,
-    });
+    let controller_rolling = sts.and_then(|s| controller_busy(s, &obs.target.pods));
     // What this look has: the leader's view only where the member list was read.
     let liveness = obs
         .target

@@ -6,13 +6,14 @@
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetUpdateStrategy};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::wait::await_condition;
 
 use super::cluster::{Following, KubeCluster};
 use super::lock;
 use crate::drain::rollout::RolloutOps;
 use crate::errors::api_context;
 use crate::plan::restart::{
-    describe_strategy, restore_patch, Restart, RESTART_PENDING, SAVED_STRATEGY,
+    describe_strategy, restore_patch, unobserved, Restart, RESTART_PENDING, SAVED_STRATEGY,
 };
 
 /// restart's `RolloutOps` over one StatefulSet: its members through `cluster`, which holds the
@@ -105,6 +106,27 @@ fn strategy_of(sts: &StatefulSet) -> StatefulSetUpdateStrategy {
         .as_ref()
         .and_then(|x| x.update_strategy.clone())
         .unwrap_or_default()
+}
+
+/// `sts` once its controller has acted on its latest change (`plan::restart::unobserved`),
+/// watched for at most `within`; the StatefulSet as last read when that runs out (a restart
+/// then refuses to decide on it, saying why).
+pub async fn once_observed(
+    api: &Api<StatefulSet>,
+    sts: StatefulSet,
+    within: std::time::Duration,
+) -> Result<StatefulSet> {
+    if unobserved(&sts).is_none() {
+        return Ok(sts);
+    }
+    let name = sts.metadata.name.clone().unwrap_or_default();
+    let seen = await_condition(api.clone(), &name, |s: Option<&StatefulSet>| {
+        s.is_some_and(|s| unobserved(s).is_none())
+    });
+    match tokio::time::timeout(within, seen).await {
+        Ok(Ok(Some(s))) => Ok(s),
+        _ => read_sts(api, &name).await,
+    }
 }
 
 async fn read_sts(api: &Api<StatefulSet>, name: &str) -> Result<StatefulSet> {

@@ -124,6 +124,37 @@ pub fn mode(sts: &StatefulSet, pods: &[Pod]) -> Mode {
     }
 }
 
+/// `(generation, observedGeneration)` when the StatefulSet's controller has not yet acted on
+/// its latest change: what it will replace, and in which order, is not known yet.
+pub fn unobserved(sts: &StatefulSet) -> Option<(i64, i64)> {
+    let generation = sts.metadata.generation.unwrap_or(0);
+    let observed = sts
+        .status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        .unwrap_or(0);
+    (generation > observed).then_some((generation, observed))
+}
+
+/// Why a drain must wait for the StatefulSet's controller before it evicts a member: it is
+/// rolling the members (`Mode::ControllerRolling`), or it has not yet acted on the latest
+/// change of the StatefulSet (`metadata.generation` ahead of `status.observedGeneration`: a
+/// `kubectl rollout restart` a moment ago, whose first deletion may come at any moment while
+/// the revisions still read as before).
+pub fn controller_busy(sts: &StatefulSet, pods: &[Pod]) -> Option<String> {
+    if let Some((generation, observed)) = unobserved(sts) {
+        return Some(format!(
+            "its StatefulSet's controller has not yet acted on its latest change (generation {generation}, observed {observed}), which may roll it; if this lasts, the StatefulSet controller (kube-controller-manager) is not processing it"
+        ));
+    }
+    match mode(sts, pods) {
+        Mode::ControllerRolling { current, update } => Some(format!(
+            "its StatefulSet's controller is rolling it from revision {current} to {update}"
+        )),
+        _ => None,
+    }
+}
+
 /// The members still to restart, by pod name.
 pub fn pending(pods: &[Pod], restart: &Restart) -> BTreeSet<String> {
     pods.iter()
@@ -276,6 +307,11 @@ pub fn decide(
     on_lock: Option<&str>,
     dry_run: bool,
 ) -> Result<Decision, String> {
+    if let Some((generation, observed)) = unobserved(sts) {
+        return Err(format!(
+            "{cluster}: its StatefulSet's controller has not yet acted on its latest change (generation {generation}, observed {observed}), so what it will replace is not known; nothing was restarted. If this lasts, the StatefulSet controller (kube-controller-manager) is not processing it; run again once .status.observedGeneration reaches .metadata.generation"
+        ));
+    }
     let saved = saved_strategy(sts);
     Ok(match mode(sts, pods) {
         Mode::ControllerRolling { current, update } => return Err(format!(
@@ -375,6 +411,59 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    /// A RollingUpdate StatefulSet from `current` to `update` at `generation`, its controller
+    /// having seen `observed`; and two members at the revisions given.
+    fn rolling_at(
+        current: &str,
+        update: &str,
+        (generation, observed): (i64, i64),
+        revisions: [&str; 2],
+    ) -> (StatefulSet, [Pod; 2]) {
+        let mut s = sts("RollingUpdate", current, update);
+        s.metadata.generation = Some(generation);
+        s.status.as_mut().unwrap().observed_generation = Some(observed);
+        let pods = [
+            pod("etcd-0", revisions[0], "u0"),
+            pod("etcd-1", revisions[1], "u1"),
+        ];
+        (s, pods)
+    }
+
+    /// A `kubectl rollout restart` the controller has not acted on yet: the revisions read as
+    /// before, so the mode alone says nothing is rolling; the generation says a change is due.
+    #[test]
+    fn a_change_the_controller_has_not_seen_keeps_a_drain_waiting() {
+        let (s, pods) = rolling_at("r1", "r1", (3, 2), ["r1", "r1"]);
+        assert_eq!(mode(&s, &pods), Mode::Restart);
+        let why = controller_busy(&s, &pods).expect("busy");
+        assert!(why.contains("generation 3, observed 2"), "{why}");
+    }
+
+    #[test]
+    fn a_controller_rolling_its_members_keeps_a_drain_waiting() {
+        let (s, pods) = rolling_at("r1", "r2", (2, 2), ["r1", "r2"]);
+        let why = controller_busy(&s, &pods).expect("busy");
+        assert!(why.contains("from revision r1 to r2"), "{why}");
+    }
+
+    /// `kubectl rollout restart` then at once `kubectl raft restart`: the revisions still read
+    /// as before, so without the generation this was a plain restart beside the controller's.
+    #[test]
+    fn a_restart_is_not_decided_on_a_change_the_controller_has_not_seen() {
+        let (s, pods) = rolling_at("r1", "r1", (3, 2), ["r1", "r1"]);
+        let Err(why) = decide("ns/etcd", &s, &pods, None, false) else {
+            panic!("decided on an unobserved change");
+        };
+        assert!(why.contains("generation 3, observed 2"), "{why}");
+        assert!(why.contains("nothing was restarted"), "{why}");
+    }
+
+    #[test]
+    fn a_settled_statefulset_keeps_no_drain_waiting() {
+        let (s, pods) = rolling_at("r2", "r2", (2, 2), ["r2", "r2"]);
+        assert_eq!(controller_busy(&s, &pods), None);
     }
 
     #[test]

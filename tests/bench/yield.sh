@@ -14,8 +14,8 @@ set -euo pipefail
 rounds=${1:-10}
 NODES=${NODES:-4} . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 ns=bench-yield
-"$k" create namespace "$ns" --dry-run=client -o yaml | "$k" apply -f - >/dev/null
-apply_placed "$ns" tests/manifests/etcd-3.yaml
+# A fresh namespace (the last run's may still be going away): deploy waits for it.
+deploy "$ns" tests/manifests/etcd-3.yaml 3
 
 
 wait_healthy etcd "$ns" 3

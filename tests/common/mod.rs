@@ -769,6 +769,47 @@ pub fn pod_json(ns: &str, name: &str) -> Value {
     kubectl_json(&["get", "pod", name, "-n", ns])
 }
 
+/// How many of `replicas` etcd members in `ns` are down (missing, terminating or not Ready)
+/// by one list of the pods: two lists would count a member that went between them twice.
+pub fn etcd_members_down(ns: &str, replicas: usize) -> usize {
+    let pods = etcd_pods(ns);
+    let down = pods
+        .iter()
+        .filter(|p| !p["metadata"]["deletionTimestamp"].is_null() || !pod_ready(p))
+        .count();
+    down + replicas.saturating_sub(pods.len())
+}
+
+/// The most etcd members of `ns` down at once while it runs, sampled every 200 ms from a
+/// thread; `most()` stops it and says.
+pub struct MostDown {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<usize>,
+}
+
+impl MostDown {
+    pub fn watch(ns: &str, replicas: usize) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let (ns, stop) = (ns.to_string(), stop.clone());
+            std::thread::spawn(move || {
+                let mut most = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    most = most.max(etcd_members_down(&ns, replicas));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                most
+            })
+        };
+        MostDown { stop, sampler }
+    }
+
+    pub fn most(self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.sampler.join().unwrap()
+    }
+}
+
 pub fn pod_ready(p: &Value) -> bool {
     p["status"]["conditions"].as_array().is_some_and(|cs| {
         cs.iter()

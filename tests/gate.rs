@@ -15,14 +15,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-/// A free port on loopback for the gate.
-/// The leader's term as a member reports it.
-fn term(ns: &str, pod: &str) -> Option<u64> {
-    etcd_status(ns, pod)?["raftTerm"]
-        .as_str()
-        .and_then(|t| t.parse().ok())
-}
-
 fn ca_bundle(webhook: &str) -> Value {
     kubectl_json(&["get", "validatingwebhookconfiguration", webhook])["webhooks"][0]["clientConfig"]
         ["caBundle"]
@@ -117,7 +109,7 @@ fn plain_kubectl_drain_of_the_leaders_node_of_a_5_member_etcd_gets_one_transfer(
 /// gate's Event says it transferred, the term moved by exactly 1, no write was lost.
 fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
     let (leader, _) = etcd_leader(ns).expect("a leader");
-    let term_before = term(ns, &leader).expect("a term");
+    let term_before = etcd_term(ns, &leader).expect("a term");
     let node = node_of(ns, &leader);
     wait_node_alone(&node, ns);
     let load = Load::start_following(ns);
@@ -147,7 +139,7 @@ fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
     let summary = load.finish();
     let (now, _) = etcd_leader(ns).expect("a leader after the drain");
     assert_ne!(now, leader, "leadership moved off the drained member");
-    let term_after = term(ns, &now).expect("a term");
+    let term_after = etcd_term(ns, &now).expect("a term");
     assert_eq!(
         term_after,
         term_before + 1,

@@ -657,6 +657,13 @@ pub fn etcd_pods(ns: &str) -> Vec<Value> {
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// The Raft term a member reports.
+pub fn etcd_term(ns: &str, pod: &str) -> Option<u64> {
+    etcd_status(ns, pod)?["raftTerm"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+}
+
 /// The leader's pod name and member id, as the members themselves report it (exactly one claimant).
 pub fn etcd_leader(ns: &str) -> Option<(String, String)> {
     let mut leaders = vec![];

@@ -758,6 +758,22 @@ pub fn step_options(
     }
 }
 
+/// `kubectl raft restart`'s flags as the library's
+/// [`crate::live::restart::RestartSettings`]: the one place they meet.
+pub fn restart_settings(args: &RestartArgs) -> crate::live::restart::RestartSettings {
+    crate::live::restart::RestartSettings {
+        dry_run: args.dry_run,
+        named: args.name.is_some(),
+        opts: step_options(&args.steps, std::collections::BTreeSet::new(), false),
+        settings: crate::drain::Settings {
+            timeout: args.steps.timeout,
+        },
+        lock_namespace: args.steps.lock_namespace.clone(),
+        disable_eviction: args.steps.disable_eviction,
+        observed_within: crate::live::restart::OBSERVED_WITHIN,
+    }
+}
+
 impl From<Output> for crate::render::Format {
     fn from(o: Output) -> Self {
         match o {

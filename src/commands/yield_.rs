@@ -88,29 +88,30 @@ pub async fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    let args = &YieldSettings::new(g, args);
-    if let Some(local) = &args.local {
-        return crate::commands::local::run(args, local, out, err).await;
+    // Clap's flags stop here: what follows reads the verb's own settings.
+    let settings = &YieldSettings::new(g, args);
+    if let Some(local) = &settings.local {
+        return crate::commands::local::run(settings, local, out, err).await;
     }
-    let surveyor = Surveyor::new(&args.survey).await?;
-    let (obs, report) = find_cluster(&surveyor, args).await?;
+    let surveyor = Surveyor::new(&settings.survey).await?;
+    let (obs, report) = find_cluster(&surveyor, settings).await?;
     // A dry run changes nothing; pods chosen by -l have no StatefulSet to lock (drain's and
     // restart's locks are per StatefulSet).
-    if args.dry_run || obs.target.owner_kind != crate::model::OwnerKind::StatefulSet {
-        return decide_and_act(&surveyor, args, obs, report, out, err).await;
+    if settings.dry_run || obs.target.owner_kind != crate::model::OwnerKind::StatefulSet {
+        return decide_and_act(&surveyor, settings, obs, report, out, err).await;
     }
     // One maintenance of a cluster at a time: the cluster's lock (drain's and restart's) is
     // taken before anything is sent, and the cluster is looked at again under it.
     let (ns, name) = (report.namespace.clone(), report.name.clone());
     // Its lock, before anything is taken (the replicas' ports were reached by the survey).
-    let needs = preflight::lock_steps(&args.lock_namespace);
+    let needs = preflight::lock_steps(&settings.lock_namespace);
     let warn = |m: &str| eprintln!("Warning: {}", crate::render::clean(m));
     preflight::check(&surveyor.conn.client, "the yield", &needs, &warn).await?;
     let holder = lock::holder_identity(&format!("yield {ns}/{name}"));
     let say = |m: &str| eprintln!("{}", crate::render::clean(m));
     let (held, took_over) = lock::acquire(
         &surveyor.conn.client,
-        &args.lock_namespace,
+        &settings.lock_namespace,
         &ns,
         &name,
         &holder,
@@ -126,9 +127,9 @@ pub async fn run(
     }
     // Found again as it was found the first time (named, or not: a cluster `-l` or `--node`
     // matched gets no credentials of the user's own on this look either).
-    let result = match find_cluster(&surveyor, args).await {
+    let result = match find_cluster(&surveyor, settings).await {
         Ok((obs, report)) if obs.target.namespace == ns && obs.target.name == name => {
-            decide_and_act(&surveyor, args, obs, report, out, err).await
+            decide_and_act(&surveyor, settings, obs, report, out, err).await
         }
         Ok((obs, _)) => Err(anyhow::anyhow!(
             "{ns}/{name} is no longer the cluster this yield names ({}/{} is); nothing was sent",

@@ -108,6 +108,13 @@ pub trait ClusterOps {
     ) -> Result<Option<GroupsMoved>>;
     /// What a PDB answers to this eviction now (a server-side dry run): Some(why) if refused.
     async fn refused_now(&self, look: &Look, pod: &str) -> Option<String>;
+    /// Why the members' controller makes an eviction unsafe now
+    /// (`plan::restart::controller_busy`), read afresh just before it: the look's StatefulSet
+    /// is as old as the look's probes, and a `kubectl rollout restart` in between would let
+    /// the controller delete a member beside this one. Some(why) holds the eviction back, as
+    /// a PDB's refusal does, and the step is planned again; a StatefulSet that cannot be
+    /// read is Some too.
+    async fn controller_busy_now(&self, look: &Look) -> Option<String>;
     /// One eviction request.
     async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt>;
     /// Until the evicted pod (this UID) is gone.
@@ -509,6 +516,12 @@ async fn evict_member<O: ClusterOps, E: Events>(
             );
         }
         return Ok(());
+    }
+    // The controller, read again just before the eviction (the look's read of it is as old
+    // as the look): a rollout begun since holds the member back, and the step is planned
+    // again on a fresh look.
+    if let Some(why) = ops.controller_busy_now(look).await {
+        return Err(StepBlocked(format!("cannot evict {pod} yet: {why}")).into());
     }
     events.doing(&format!("evicting {pod} ({}) from {}", step.why, step.node));
     if step.action == Action::EvictLeader {

@@ -267,6 +267,10 @@ impl ClusterOps for Sim {
         None
     }
 
+    async fn controller_busy_now(&self, _: &Look) -> Option<String> {
+        None
+    }
+
     async fn evict(&self, _: &Look, pod: &str) -> Result<Attempt> {
         self.check(pod, "evicting");
         self.evictions.set(self.evictions.get() + 1);

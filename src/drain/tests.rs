@@ -25,6 +25,9 @@ pub(super) struct Scripted {
     pub(super) report: RefCell<ClusterReport>,
     /// Evictions a PDB refuses before it allows one.
     pub(super) pdb_refusals: Cell<u32>,
+    /// Reads of the StatefulSet just before an eviction that find its controller busy (a
+    /// `kubectl rollout restart` after the look), before one finds it settled.
+    pub(super) controller_busy_reads: Cell<u32>,
     /// Applied when a PDB refuses: what happens meanwhile.
     pub(super) while_refused: RefCell<Option<Change>>,
     /// A transfer's failure, instead of a transfer.
@@ -93,6 +96,7 @@ impl Scripted {
         Scripted {
             report: RefCell::new(etcd3()),
             pdb_refusals: Cell::new(0),
+            controller_busy_reads: Cell::new(0),
             while_refused: RefCell::new(None),
             transfer_fails: RefCell::new(None),
             groups_fail: Cell::new(false),
@@ -276,6 +280,16 @@ impl ClusterOps for Scripted {
         None
     }
 
+    async fn controller_busy_now(&self, _: &Look) -> Option<String> {
+        let left = self.controller_busy_reads.get();
+        if left == 0 {
+            return None;
+        }
+        self.controller_busy_reads.set(left - 1);
+        self.did("controller busy at the eviction".into());
+        Some("its StatefulSet's controller has not yet acted on its latest change (generation 3, observed 2)".into())
+    }
+
     async fn evict(&self, _: &Look, pod: &str) -> Result<Attempt> {
         if self.pdb_refusals.get() > 0 {
             self.pdb_refusals.set(self.pdb_refusals.get() - 1);
@@ -377,6 +391,9 @@ impl ClusterOps for &Scripted {
     }
     async fn refused_now(&self, look: &Look, pod: &str) -> Option<String> {
         (**self).refused_now(look, pod).await
+    }
+    async fn controller_busy_now(&self, look: &Look) -> Option<String> {
+        (**self).controller_busy_now(look).await
     }
     async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt> {
         (**self).evict(look, pod).await
@@ -499,6 +516,46 @@ async fn a_member_that_hangs_while_a_pdb_refuses_stops_the_eviction_it_waited_fo
             .contains("evicting etcd-0 would leave 1 healthy voter(s) where 2 are needed"),
         "{}",
         s.message
+    );
+}
+
+/// A `kubectl rollout restart` lands after the look (its probes take seconds) and before the
+/// eviction: the StatefulSet read again just before it holds the member back, for as long as
+/// the controller is busy, and the step is planned again. (Before, the eviction went on the
+/// look's old read, beside the controller's coming deletion; this failed there.)
+#[tokio::test(start_paused = true)]
+async fn a_rollout_begun_after_the_look_holds_the_eviction_back() {
+    let c = Scripted::new();
+    c.controller_busy_reads.set(u32::MAX);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Stopped, "{}", s.message);
+    assert_eq!(s.evictions, 0);
+    assert!(
+        !c.actions().iter().any(|a| a.starts_with("evict ")),
+        "{:?}",
+        c.actions()
+    );
+    assert!(
+        s.message.contains("still blocked after 60s")
+            && s.message.contains("has not yet acted on its latest change"),
+        "{}",
+        s.message
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_controller_that_settles_lets_the_eviction_through_on_a_fresh_plan() {
+    let c = Scripted::new();
+    c.controller_busy_reads.set(2);
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    assert_eq!(
+        c.actions(),
+        [
+            "controller busy at the eviction",
+            "controller busy at the eviction",
+            "evict etcd-0"
+        ]
     );
 }
 

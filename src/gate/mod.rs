@@ -257,6 +257,10 @@ pub trait GateOps {
     async fn lock_holder(&self, m: &Member) -> Result<Option<String>>;
     /// The cluster now, planned as a drain of the member's node; None when it is gone.
     async fn look(&self, m: &Member, opts: &DrainOptions) -> Result<Option<Look>>;
+    /// Why the members' controller makes an eviction unsafe now, on the StatefulSet read
+    /// afresh just before the gate admits one (the look's read is as old as its probes):
+    /// `ClusterOps::controller_busy_now`'s question, answered by the same function.
+    async fn controller_busy_now(&self, look: &Look) -> Option<String>;
     /// Start the verified transfer `drain` runs for this step, in the background; its end
     /// goes into `slot` (`Transfer::ended`).
     fn start_transfer(&self, look: Look, step: DrainStep, opts: DrainOptions, slot: TransferSlot);
@@ -454,6 +458,13 @@ impl<O: GateOps> Gate<O> {
             ),
             Some(step) => match step.action {
                 Action::Evict | Action::EvictLeader => {
+                    // A rollout begun since the look (its probes take seconds) holds it back.
+                    if let Some(why) = self.ops.controller_busy_now(&look).await {
+                        return Ok(Verdict::Refuse(
+                            Code::Blocked(crate::plan::drain::BlockReason::RolloutInProgress),
+                            format!("{cluster}: {why}; an eviction beside it could leave two members down; retry"),
+                        ));
+                    }
                     let allow = Verdict::Allow(format!(
                         "{cluster}: {} ({}); {} healthy voter(s) stay where {} are needed",
                         m.pod, step.why, step.healthy_voters_during, step.quorum

@@ -23,6 +23,9 @@ struct Scripted {
     /// How long a look takes (a slow replica).
     look_takes: Duration,
     look_fails: bool,
+    /// What the StatefulSet, read again just before an admission, says of its controller (a
+    /// `kubectl rollout restart` after the look).
+    controller_busy: Mutex<Option<String>>,
     /// The StatefulSet's kubectl-raft.io/gate-assume annotation.
     assume: Option<String>,
     transfers: Mutex<Vec<(String, Option<String>, TransferSlot)>>,
@@ -61,6 +64,7 @@ impl Scripted {
             lock_calls: Mutex::new(0),
             look_takes: Duration::ZERO,
             look_fails: false,
+            controller_busy: Mutex::new(None),
             assume: None,
             transfers: Mutex::new(vec![]),
             record: Mutex::new(Record::default()),
@@ -168,6 +172,10 @@ impl GateOps for &Scripted {
         Ok(Some(look))
     }
 
+    async fn controller_busy_now(&self, _: &Look) -> Option<String> {
+        self.controller_busy.lock().unwrap().clone()
+    }
+
     fn start_transfer(&self, _: Look, step: DrainStep, _: DrainOptions, slot: TransferSlot) {
         self.transfers
             .lock()
@@ -218,6 +226,42 @@ fn gate(s: &Scripted) -> Gate<&Scripted> {
 async fn a_follower_goes_when_the_others_keep_a_quorum() {
     let s = Scripted::new();
     let v = gate(&s).review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+}
+
+/// A `kubectl rollout restart` lands after the gate's look (its probes take seconds): the
+/// StatefulSet read again just before the admission refuses it (429, retried), and nothing is
+/// recorded as admitted. (Before, the gate admitted on the look's old read, beside the
+/// controller's coming deletion; this failed there.)
+#[tokio::test(start_paused = true)]
+async fn a_rollout_begun_after_the_look_refuses_the_eviction() {
+    let s = Scripted::new();
+    *s.controller_busy.lock().unwrap() = Some(
+        "its StatefulSet's controller has not yet acted on its latest change (generation 3, observed 2)".into(),
+    );
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(
+        v,
+        Verdict::Refuse(
+            Code::Blocked(BlockReason::RolloutInProgress),
+            v.message().into()
+        )
+    );
+    assert!(v.message().contains("generation 3, observed 2"), "{v:?}");
+    assert!(
+        s.record.lock().unwrap().version.is_none(),
+        "nothing admitted, nothing written"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn once_the_controller_settles_the_retried_eviction_passes() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    *s.controller_busy.lock().unwrap() = Some("its StatefulSet's controller is rolling it".into());
+    assert!(!g.review(&evict("etcd-0")).await.allowed());
+    *s.controller_busy.lock().unwrap() = None;
+    let v = g.review(&evict("etcd-0")).await;
     assert!(v.allowed(), "{v:?}");
 }
 

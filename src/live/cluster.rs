@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::wait::await_condition;
 use kube::ResourceExt;
 
@@ -73,8 +73,6 @@ pub(crate) fn cluster_input(
             host_paths.insert(p.name_any(), host);
         }
     }
-    // A drain's eviction of an OnDelete StatefulSet's member with a pending update rolls the
-    // new template onto it (restart drives such updates on purpose: it is not said there).
     let sts = snapshot
         .statefulsets
         .iter()
@@ -82,14 +80,21 @@ pub(crate) fn cluster_input(
             s.metadata.namespace.as_deref() == Some(obs.target.namespace.as_str())
                 && s.metadata.name.as_deref() == Some(obs.target.name.as_str())
         })
-        .filter(|_| !drained.is_empty() && obs.target.owner_kind == OwnerKind::StatefulSet);
+        .filter(|_| obs.target.owner_kind == OwnerKind::StatefulSet);
+    // A drain's eviction of an OnDelete StatefulSet's member with a pending update rolls the
+    // new template onto it (restart drives such updates on purpose: it is not said there).
     let comes_back_at = obs
         .target
         .pods
         .iter()
-        .filter_map(|p| Some((p.name_any(), comes_back_at(sts?, p)?)))
+        .filter_map(|p| {
+            let s = sts.filter(|_| !drained.is_empty())?;
+            Some((p.name_any(), comes_back_at(s, p)?))
+        })
         .collect();
-    // The controller rolling it (a drain's business only: restart reads the mode itself).
+    // The controller rolling it, or about to (a change it has not acted on yet): a drain's
+    // and a restart's business alike, at every look. A restart's own switch to OnDelete is
+    // such a change too, waited for as long as the controller takes to see it.
     let controller_rolling = sts.and_then(|s| controller_busy(s, &obs.target.pods));
     // What this look has: the leader's view only where the member list was read.
     let liveness = obs
@@ -110,6 +115,31 @@ pub(crate) fn cluster_input(
             crate::plan::transfer_needs_member_id(&obs.target.profile, false),
             liveness,
         )
+    }
+}
+
+/// Why the look's StatefulSet's controller makes an eviction unsafe now
+/// (`plan::restart::controller_busy`), on the StatefulSet read afresh: what the drain's and
+/// restart's executor (`ClusterOps::controller_busy_now`) and the gate ask just before an
+/// eviction. A StatefulSet that cannot be read, or is gone, is Some: nothing is evicted on an
+/// old read.
+pub(crate) async fn controller_busy_now(client: &kube::Client, look: &Look) -> Option<String> {
+    let t = &look.obs.target;
+    if t.owner_kind != OwnerKind::StatefulSet {
+        return None;
+    }
+    // A list by name: the right every verb's role and the gate's have (the survey lists
+    // StatefulSets).
+    let api: Api<StatefulSet> = Api::namespaced(client.clone(), &t.namespace);
+    let by_name = ListParams::default().fields(&format!("metadata.name={}", t.name));
+    match api.list(&by_name).await {
+        Ok(list) => match list.items.first() {
+            Some(sts) => controller_busy(sts, &t.pods),
+            None => Some(format!("its StatefulSet {} is gone", t.name)),
+        },
+        Err(e) => Some(format!(
+            "its StatefulSet could not be read again just before the eviction ({e})"
+        )),
     }
 }
 
@@ -368,6 +398,10 @@ impl ClusterOps for KubeCluster<'_> {
         self.evictor.answer_now(p).await.ok().flatten()
     }
 
+    async fn controller_busy_now(&self, look: &Look) -> Option<String> {
+        controller_busy_now(&self.surveyor.conn.client, look).await
+    }
+
     async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt> {
         self.evictor.attempt(self.pod(look, pod)?).await
     }
@@ -492,4 +526,80 @@ pub(crate) fn pod_state(p: &Pod) -> String {
         }
     }
     parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::drain::fixtures::{look, pod};
+    use crate::model::Role;
+    use crate::plan::tests::{cluster, m};
+
+    /// db/etcd at `generation`, its controller having acted on `observed`.
+    fn etcd_sts(generation: i64, observed: i64) -> StatefulSet {
+        StatefulSet {
+            metadata: ObjectMeta {
+                name: Some("etcd".into()),
+                namespace: Some("db".into()),
+                generation: Some(generation),
+                ..Default::default()
+            },
+            status: Some(StatefulSetStatus {
+                observed_generation: Some(observed),
+                current_revision: Some("r1".into()),
+                update_revision: Some("r1".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn restart_input(sts: StatefulSet) -> ClusterInput {
+        let report = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
+        // Each member at the StatefulSet's revision: nothing for its controller to roll.
+        let pods = ["etcd-0", "etcd-1", "etcd-2"].map(|n| {
+            let mut p = pod(n, Some(n));
+            p.metadata.labels = Some(
+                [(
+                    crate::plan::restart::REVISION_LABEL.to_string(),
+                    "r1".to_string(),
+                )]
+                .into(),
+            );
+            p
+        });
+        let l = look(report.clone(), pods.to_vec(), false);
+        let snapshot = crate::model::Snapshot {
+            statefulsets: vec![sts],
+            ..Default::default()
+        };
+        // A restart's look: no node drained, members to replace.
+        cluster_input(
+            &l.obs,
+            report,
+            &snapshot,
+            None,
+            &BTreeSet::new(),
+            ["etcd-0".to_string()].into(),
+        )
+    }
+
+    /// A `kubectl rollout restart` during a restart, which the controller has not acted on yet
+    /// (its revisions still read as before): the restart's next look sees it and waits, as a
+    /// drain's does, instead of evicting beside the controller's coming deletions. (Before,
+    /// only a drain's look asked; this failed there.)
+    #[test]
+    fn a_restarts_look_sees_a_change_the_controller_has_not_acted_on() {
+        let input = restart_input(etcd_sts(3, 2));
+        let why = input.controller_rolling.expect("the controller is busy");
+        assert!(why.contains("generation 3, observed 2"), "{why}");
+    }
+
+    #[test]
+    fn a_restarts_look_at_a_settled_statefulset_has_nothing_to_wait_for() {
+        assert_eq!(restart_input(etcd_sts(3, 3)).controller_rolling, None);
+    }
 }

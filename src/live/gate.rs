@@ -123,6 +123,10 @@ impl GateOps for KubeGate {
         }
     }
 
+    async fn controller_busy_now(&self, look: &Look) -> Option<String> {
+        super::cluster::controller_busy_now(&self.surveyor.conn.client, look).await
+    }
+
     fn start_transfer(&self, look: Look, step: DrainStep, opts: DrainOptions, slot: TransferSlot) {
         let surveyor = self.surveyor.clone();
         let timeout = self.transfer_timeout;

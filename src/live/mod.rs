@@ -4,7 +4,10 @@
 //! replicas' health ports, [`nodes::KubeNodes`] implements [`crate::drain::nodes::NodeOps`],
 //! [`evict`] sends evictions, [`lock`] holds the per-cluster Lease, [`progress`] draws the
 //! TTY-only spinners, [`statefulset::KubeRollout`] implements
-//! [`crate::drain::rollout::RolloutOps`] (the restart record, the update strategy). The executors never import these; the verbs wire them together.
+//! [`crate::drain::rollout::RolloutOps`] (the restart record, the update strategy), and
+//! [`restart::restart_statefulset`] runs one StatefulSet's restart on them, start to end, as
+//! [`crate::drain::nodes::drain_nodes`] runs a drain over [`nodes::KubeNodes`]. The executors
+//! never import these; the verbs wire them together.
 
 pub mod certs;
 pub mod cluster;
@@ -13,5 +16,6 @@ pub mod gate;
 pub mod lock;
 pub mod nodes;
 pub mod progress;
+pub mod restart;
 pub mod statefulset;
 pub mod webhook;

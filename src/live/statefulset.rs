@@ -3,12 +3,15 @@
 //! OnDelete and put back, each conditioned on what this run read; the members through
 //! [`KubeCluster`].
 
+use std::time::Duration;
+
 use anyhow::{bail, Context, Result};
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetUpdateStrategy};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::wait::await_condition;
+use tokio_util::sync::CancellationToken;
 
 use super::cluster::{Following, KubeCluster};
+use super::evict::sleep_or_cancel;
 use super::lock;
 use crate::drain::rollout::RolloutOps;
 use crate::errors::api_context;
@@ -109,25 +112,60 @@ fn strategy_of(sts: &StatefulSet) -> StatefulSetUpdateStrategy {
 }
 
 /// `sts` once its controller has acted on its latest change (`plan::restart::unobserved`),
-/// watched for at most `within`; the StatefulSet as last read when that runs out (a restart
-/// then refuses to decide on it, saying why).
+/// read again every [`OBSERVED_POLL`] for at most `within`; the StatefulSet as last read when
+/// that runs out (a restart then refuses to decide on it, saying why). It reads with GET, the
+/// right restart's role grants (a watch is not granted: docs/rbac.yaml), says once what it
+/// waits for, and stops at once when `cancel` fires (Ctrl-C), nothing having been changed.
 pub async fn once_observed(
     api: &Api<StatefulSet>,
     sts: StatefulSet,
-    within: std::time::Duration,
+    within: Duration,
+    cancel: &CancellationToken,
+    say: &(dyn Fn(&str) + Sync),
 ) -> Result<StatefulSet> {
-    if unobserved(&sts).is_none() {
+    let Some((generation, observed)) = unobserved(&sts) else {
         return Ok(sts);
-    }
+    };
     let name = sts.metadata.name.clone().unwrap_or_default();
-    let seen = await_condition(api.clone(), &name, |s: Option<&StatefulSet>| {
-        s.is_some_and(|s| unobserved(s).is_none())
-    });
-    match tokio::time::timeout(within, seen).await {
-        Ok(Ok(Some(s))) => Ok(s),
-        _ => read_sts(api, &name).await,
+    say(&format!(
+        "waiting up to {}s for statefulset {name}'s controller to act on its latest change (generation {generation}, observed {observed}) before deciding",
+        within.as_secs()
+    ));
+    let deadline = tokio::time::Instant::now() + within;
+    let mut last = sts;
+    while unobserved(&last).is_some() && tokio::time::Instant::now() < deadline {
+        let pause = OBSERVED_POLL.min(deadline - tokio::time::Instant::now());
+        if sleep_or_cancel(cancel, pause).await {
+            bail!(Interrupted(format!(
+                "waiting for statefulset {name}'s controller"
+            )));
+        }
+        // A read that fails (a moment of the API server's) is read again at the next pause;
+        // the last read, at the limit, must answer.
+        if let Ok(s) = read_sts(api, &name).await {
+            last = s;
+        }
+    }
+    if unobserved(&last).is_some() {
+        last = read_sts(api, &name).await?;
+    }
+    Ok(last)
+}
+
+/// How often [`once_observed`] reads the StatefulSet again.
+pub const OBSERVED_POLL: Duration = Duration::from_millis(500);
+
+/// Ctrl-C came before a step was taken: nothing was changed.
+#[derive(Debug)]
+pub struct Interrupted(pub String);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "interrupted while {}; nothing was changed", self.0)
     }
 }
+
+impl std::error::Error for Interrupted {}
 
 async fn read_sts(api: &Api<StatefulSet>, name: &str) -> Result<StatefulSet> {
     api.get(name)
@@ -176,4 +214,162 @@ pub async fn restore_strategy(
         }
     }
     unreachable!("the last attempt returns")
+}
+
+#[cfg(test)]
+mod observed_tests {
+    //! The wait for the StatefulSet's controller, against a fake API that grants what
+    //! restart's role grants (GET; a watch is refused) and answers from a script.
+    use std::sync::{Arc, Mutex};
+
+    use http::{Request, Response};
+    use k8s_openapi::api::apps::v1::StatefulSetStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::client::Body;
+    use kube::Client;
+
+    use super::*;
+
+    fn sts(generation: i64, observed: i64) -> StatefulSet {
+        StatefulSet {
+            metadata: ObjectMeta {
+                name: Some("etcd".into()),
+                namespace: Some("db".into()),
+                generation: Some(generation),
+                ..Default::default()
+            },
+            status: Some(StatefulSetStatus {
+                observed_generation: Some(observed),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// The StatefulSet's successive answers to GET (the last repeats); GETs counted; a watch
+    /// (or a list) refused with 403.
+    struct Fake {
+        answers: Mutex<Vec<StatefulSet>>,
+        gets: Mutex<u32>,
+    }
+
+    fn api(fake: Arc<Fake>) -> Api<StatefulSet> {
+        let svc = tower::service_fn(move |req: Request<Body>| {
+            let fake = fake.clone();
+            async move {
+                let query = req.uri().query().unwrap_or_default();
+                let named = req.uri().path().ends_with("/statefulsets/etcd");
+                let answer = if req.method() == "GET" && named && !query.contains("watch") {
+                    *fake.gets.lock().unwrap() += 1;
+                    let mut answers = fake.answers.lock().unwrap();
+                    let s = if answers.len() > 1 {
+                        answers.remove(0)
+                    } else {
+                        answers[0].clone()
+                    };
+                    Response::builder()
+                        .status(200)
+                        .body(Body::from(serde_json::to_vec(&s).unwrap()))
+                        .unwrap()
+                } else {
+                    let body = serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                        "status": "Failure", "reason": "Forbidden", "code": 403,
+                        "message": "statefulsets.apps is forbidden: cannot watch"});
+                    Response::builder()
+                        .status(403)
+                        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                        .unwrap()
+                };
+                Ok::<_, std::convert::Infallible>(answer)
+            }
+        });
+        Api::namespaced(Client::new(svc, "default"), "db")
+    }
+
+    fn fake(answers: Vec<StatefulSet>) -> Arc<Fake> {
+        Arc::new(Fake {
+            answers: Mutex::new(answers),
+            gets: Mutex::new(0),
+        })
+    }
+
+    /// With restart's role (no watch), a change the controller acts on a moment later is
+    /// waited for and the StatefulSet as observed is what the restart decides on. (Before, a
+    /// watch was refused, the wait ended at once and the restart refused, blaming the
+    /// controller; this failed there.)
+    #[tokio::test(start_paused = true)]
+    async fn a_change_observed_a_moment_later_is_waited_for_with_get_alone() {
+        let f = fake(vec![sts(3, 2), sts(3, 2), sts(3, 3)]);
+        let said = Mutex::new(vec![]);
+        let got = once_observed(
+            &api(f.clone()),
+            sts(3, 2),
+            Duration::from_secs(30),
+            &CancellationToken::new(),
+            &|m: &str| said.lock().unwrap().push(m.to_string()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(unobserved(&got), None, "the StatefulSet as observed");
+        assert_eq!(*f.gets.lock().unwrap(), 3);
+        let said = said.into_inner().unwrap();
+        assert_eq!(said.len(), 1, "said once what it waits for: {said:?}");
+        assert!(said[0].contains("generation 3, observed 2"), "{said:?}");
+    }
+
+    /// A controller that never acts: the wait ends at its limit with the StatefulSet as last
+    /// read (restart then refuses, saying why).
+    #[tokio::test(start_paused = true)]
+    async fn a_controller_that_never_acts_is_waited_for_no_longer_than_the_limit() {
+        let f = fake(vec![sts(3, 2)]);
+        let began = tokio::time::Instant::now();
+        let got = once_observed(
+            &api(f),
+            sts(3, 2),
+            Duration::from_secs(30),
+            &CancellationToken::new(),
+            &|_: &str| {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(unobserved(&got), Some((3, 2)));
+        assert_eq!(began.elapsed(), Duration::from_secs(30));
+    }
+
+    /// Ctrl-C during the wait stops it at once, nothing changed. (Before, the handler was
+    /// installed only once the lock was taken: a Ctrl-C in the wait of a second `-l`
+    /// StatefulSet was swallowed and the restart went on.)
+    #[tokio::test(start_paused = true)]
+    async fn ctrl_c_during_the_wait_stops_it_at_once() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let began = tokio::time::Instant::now();
+        let err = once_observed(
+            &api(fake(vec![sts(3, 2)])),
+            sts(3, 2),
+            Duration::from_secs(30),
+            &cancel,
+            &|_: &str| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(err.is::<Interrupted>(), "{err:#}");
+        assert_eq!(began.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_settled_statefulset_is_not_read_again() {
+        let f = fake(vec![sts(3, 3)]);
+        let got = once_observed(
+            &api(f.clone()),
+            sts(3, 3),
+            Duration::from_secs(30),
+            &CancellationToken::new(),
+            &|_: &str| panic!("nothing to wait for"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(unobserved(&got), None);
+        assert_eq!(*f.gets.lock().unwrap(), 0);
+    }
 }

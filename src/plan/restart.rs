@@ -147,6 +147,16 @@ pub fn controller_busy(sts: &StatefulSet, pods: &[Pod]) -> Option<String> {
             "its StatefulSet's controller has not yet acted on its latest change (generation {generation}, observed {observed}), which may roll it; if this lasts, the StatefulSet controller (kube-controller-manager) is not processing it"
         ));
     }
+    // A scale-down the controller acts on in the same pass that marks it observed: members
+    // above the new count are deleted by it, whatever a PDB or this plugin says.
+    if let Some(replicas) = sts.spec.as_ref().and_then(|s| s.replicas) {
+        if pods.len() > replicas.max(0) as usize {
+            return Some(format!(
+                "its StatefulSet is being scaled down to {replicas} member(s) ({} pods now): its controller deletes the highest ordinals",
+                pods.len()
+            ));
+        }
+    }
     match mode(sts, pods) {
         Mode::ControllerRolling { current, update } => Some(format!(
             "its StatefulSet's controller is rolling it from revision {current} to {update}"
@@ -458,6 +468,28 @@ mod tests {
         };
         assert!(why.contains("generation 3, observed 2"), "{why}");
         assert!(why.contains("nothing was restarted"), "{why}");
+    }
+
+    /// `kubectl scale sts etcd --replicas=1` after the look: the controller marks the change
+    /// observed in the pass that deletes the highest ordinal, so the generation alone can say
+    /// "settled" while it deletes a member. (Before, a settled generation and equal revisions
+    /// were "not busy" and the eviction went beside the deletion; this failed there.)
+    #[test]
+    fn a_scale_down_keeps_a_drain_waiting() {
+        let (mut s, pods) = rolling_at("r2", "r2", (3, 3), ["r2", "r2"]);
+        s.spec.as_mut().unwrap().replicas = Some(1);
+        let why = controller_busy(&s, &pods).expect("busy");
+        assert!(
+            why.contains("scaled down to 1 member(s) (2 pods now)"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn as_many_pods_as_replicas_keep_no_drain_waiting() {
+        let (mut s, pods) = rolling_at("r2", "r2", (3, 3), ["r2", "r2"]);
+        s.spec.as_mut().unwrap().replicas = Some(2);
+        assert_eq!(controller_busy(&s, &pods), None);
     }
 
     #[test]

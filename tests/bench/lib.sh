@@ -92,13 +92,17 @@ deploy() { # ns manifest-file members [sts]
   apply_placed "$1" "$2"
   wait_healthy "${4:-etcd}" "$1" "$3"
 }
-# The write load, following live members (and never the one named in $tmp/exclude).
+# The write load, following live members (and never the one named in $tmp/exclude). The
+# client starts on the first member of its list and, when a write fails, goes on to the next:
+# its list is in name order (ORDER=asc, the default) or reversed (ORDER=desc). Which members a
+# method restarts while the client is on them depends on that order (docs/benchmarks.md).
 start_load() { # ns
   : > "$tmp/exclude"
   (while true; do
      "$k" get pods -n "$1" -l app=etcd -o json | python3 -c "import json,sys
 ex = open('$tmp/exclude').read().strip()
-print(','.join('http://%s:2379' % p['status']['podIP'] for p in json.load(sys.stdin)['items']
+pods = sorted(json.load(sys.stdin)['items'], key=lambda p: p['metadata']['name'], reverse='${ORDER:-asc}' == 'desc')
+print(','.join('http://%s:2379' % p['status']['podIP'] for p in pods
   if p['status'].get('podIP') and not p['metadata'].get('deletionTimestamp') and p['metadata']['name'] != ex))" > "$tmp/eps.new" && mv "$tmp/eps.new" "$tmp/eps"
      sleep 0.3
    done) &

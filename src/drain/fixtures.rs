@@ -1,6 +1,7 @@
 //! What the executors' scripted clusters share (the drain's, the property tests', the gate's):
 //! a look at the StatefulSet db/etcd as its survey would describe it.
 
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -20,6 +21,23 @@ pub(crate) fn pod(name: &str, uid: Option<&str>) -> Pod {
             uid: uid.map(str::to_string),
             ..Default::default()
         },
+        ..Default::default()
+    }
+}
+
+/// The StatefulSet db/etcd at `generation`, its controller having acted on `observed`.
+pub(crate) fn etcd_statefulset(generation: i64, observed: i64) -> StatefulSet {
+    StatefulSet {
+        metadata: ObjectMeta {
+            name: Some("etcd".into()),
+            namespace: Some("db".into()),
+            generation: Some(generation),
+            ..Default::default()
+        },
+        status: Some(StatefulSetStatus {
+            observed_generation: Some(observed),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }

@@ -530,31 +530,18 @@ pub(crate) fn pod_state(p: &Pod) -> String {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
     use super::*;
-    use crate::drain::fixtures::{look, pod};
+    use crate::drain::fixtures::{etcd_statefulset, look, pod};
     use crate::model::Role;
     use crate::plan::tests::{cluster, m};
 
-    /// db/etcd at `generation`, its controller having acted on `observed`.
+    /// db/etcd at `generation`, its controller having acted on `observed`, at revision r1.
     fn etcd_sts(generation: i64, observed: i64) -> StatefulSet {
-        StatefulSet {
-            metadata: ObjectMeta {
-                name: Some("etcd".into()),
-                namespace: Some("db".into()),
-                generation: Some(generation),
-                ..Default::default()
-            },
-            status: Some(StatefulSetStatus {
-                observed_generation: Some(observed),
-                current_revision: Some("r1".into()),
-                update_revision: Some("r1".into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        let mut s = etcd_statefulset(generation, observed);
+        let status = s.status.as_mut().expect("a status");
+        status.current_revision = Some("r1".into());
+        status.update_revision = Some("r1".into());
+        s
     }
 
     fn restart_input(sts: StatefulSet) -> ClusterInput {

@@ -223,28 +223,11 @@ mod observed_tests {
     use std::sync::{Arc, Mutex};
 
     use http::{Request, Response};
-    use k8s_openapi::api::apps::v1::StatefulSetStatus;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kube::client::Body;
     use kube::Client;
 
     use super::*;
-
-    fn sts(generation: i64, observed: i64) -> StatefulSet {
-        StatefulSet {
-            metadata: ObjectMeta {
-                name: Some("etcd".into()),
-                namespace: Some("db".into()),
-                generation: Some(generation),
-                ..Default::default()
-            },
-            status: Some(StatefulSetStatus {
-                observed_generation: Some(observed),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
+    use crate::drain::fixtures::etcd_statefulset as sts;
 
     /// The StatefulSet's successive answers to GET (the last repeats); GETs counted; a watch
     /// (or a list) refused with 403.

@@ -107,6 +107,7 @@ names = {"rollout": "`kubectl rollout restart`", "raft": "`kubectl raft restart`
 def med(xs): return statistics.median(xs) if xs else float("nan")
 def rng(xs): return f"{min(xs):.0f}–{max(xs):.0f}" if xs else "-"
 def table(title, rs):
+    if not rs: return
     print(f"\n**{title}**\n")
     print("| method | runs | failed write attempts (total) | lost writes (total) | longest write stall, median (range) ms | leader changes per rollout, median (range) | terms advanced per rollout, median (range) | no agreed leader, longest ms | time, median s | kubectl raft's transfers / elections |")
     print("|---|---|---|---|---|---|---|---|---|---|")

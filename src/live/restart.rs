@@ -94,7 +94,8 @@ enum Looked {
 
 /// A run decided on before the lock was taken.
 struct Planned {
-    sts: StatefulSet,
+    /// The StatefulSet's update revision when the run was decided (what it follows from).
+    started_at: Option<String>,
     restart: crate::plan::restart::Restart,
     rollout: Rollout,
     /// The restart record the decision read on the lock (it must still be there).
@@ -198,7 +199,7 @@ async fn look<S: Sink + Sync>(
         ))));
     }
     Ok(Looked::Run(Box::new(Planned {
-        sts,
+        started_at: sts.status.as_ref().and_then(|s| s.update_revision.clone()),
         restart,
         rollout,
         on_lock,
@@ -215,7 +216,7 @@ async fn run<S: Sink + Sync>(
     p: Planned,
 ) -> Result<Done> {
     let Planned {
-        sts,
+        started_at,
         restart,
         rollout,
         on_lock,
@@ -252,10 +253,7 @@ async fn run<S: Sink + Sync>(
         held.release().await;
         bail!("{cluster}'s restart record changed while this restart started (another restart ran meanwhile); run the same command again");
     }
-    let following = Following::new(
-        restart,
-        sts.status.as_ref().and_then(|s| s.update_revision.clone()),
-    );
+    let following = Following::new(restart, started_at);
     let evictor = Evictor {
         client: surveyor.conn.probe_client.clone(),
         grace_period: None,

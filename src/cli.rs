@@ -774,6 +774,30 @@ pub fn restart_settings(args: &RestartArgs) -> crate::live::restart::RestartSett
     }
 }
 
+/// `kubectl raft yield`'s flags as the library's [`crate::live::yield_::YieldSettings`]: the
+/// one place they meet.
+pub fn yield_settings(g: &GlobalArgs, a: &YieldArgs) -> crate::live::yield_::YieldSettings {
+    crate::live::yield_::YieldSettings {
+        name: a.name.clone(),
+        nodes: a.select.node.iter().cloned().collect(),
+        selector: a.select.selector.clone(),
+        to: a.to.clone(),
+        max_lag: a.max_lag,
+        force: a.force,
+        allow_election: a.allow_election,
+        streams: a.streams,
+        dry_run: a.dry_run,
+        timeout: a.timeout,
+        lock_namespace: a.lock_namespace.clone(),
+        survey: survey_settings(g, &a.select, &a.probe),
+        local: a.local.then_some(crate::live::yield_::LocalSettings {
+            port: a.port,
+            pod_grace_period: a.pod_grace_period,
+            wait_for_quorum: a.wait_for_quorum,
+        }),
+    }
+}
+
 impl From<Output> for crate::render::Format {
     fn from(o: Output) -> Self {
         match o {

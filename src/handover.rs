@@ -15,7 +15,7 @@ use futures::StreamExt;
 
 pub use crate::actions::{Outcome, Waited};
 use crate::observe::{endpoint, poll_view};
-use crate::plan::{judge, judge_with_history, Done, Expect, ReplicaView, TransferCall};
+use crate::plan::{judge, judge_with_history, Done, Expect, ReplicaView, TransferCall, YieldPlan};
 use crate::report::ClusterReport;
 use crate::transport::Transport;
 
@@ -103,6 +103,20 @@ where
         every: transport.poll_every(),
     };
     wait_with(watch, opts, poll, action).await
+}
+
+/// A planned transfer sent and waited for: the one way drain, restart, yield and the in-pod
+/// hook hand leadership over (judged after by `Waited::verdict`).
+pub async fn transfer_and_wait(
+    transport: &Transport,
+    target: &ClusterTarget,
+    report: &ClusterReport,
+    plan: &YieldPlan,
+    opts: &WaitOptions,
+    timeout: Duration,
+) -> Waited {
+    let send = send_transfer(transport, target, &plan.call, timeout);
+    act_and_wait(transport, target, report, plan.expect(), opts, send).await
 }
 
 /// What a handover's wait starts from: the replicas as last seen (one view per pod, in the

@@ -746,3 +746,124 @@ fn an_acknowledged_but_unfinished_transfer_is_waited_for() {
     let old = rounds.iter().find(|r| r["pod"] == "fr-0").unwrap();
     assert_eq!(old["role"], "follower", "{y:#}");
 }
+
+/// A yield of a 3-member etcd to a frozen follower (its transfer cannot finish), run until its
+/// lock is taken; `then` interrupts it and returns how it ended. Returns that and whether the
+/// lock is still held after it ended.
+fn interrupted_yield(
+    prefix: &str,
+    timeout: &str,
+    then: impl FnOnce(Running) -> (Option<i32>, String) + std::panic::UnwindSafe,
+) -> ((Option<i32>, String), bool) {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new(prefix);
+    deploy_etcd(&ns.name, 3);
+    let leader = leader_pod(&ns.name);
+    let follower = (0..3)
+        .map(|i| format!("etcd-{i}"))
+        .find(|p| p != &leader)
+        .unwrap();
+    let lease = lock_lease(&ns.name, "etcd");
+    let held = move || {
+        kubectl(&["get", "lease", "-n", LOCK_NS, &lease])
+            .status
+            .success()
+    };
+    let pid = container_pid(&ns.name, &follower);
+    let (name, held2) = (ns.name.clone(), held.clone());
+    let ended = while_frozen(pid, move || {
+        let y = Running::start(&[
+            "yield",
+            "etcd",
+            "-n",
+            &name,
+            "--to",
+            &follower,
+            "--force",
+            "--timeout",
+            timeout,
+        ]);
+        wait_until(Duration::from_secs(30), "the yield's lock", held2);
+        then(y)
+    });
+    (ended, held())
+}
+
+/// One Ctrl-C while a yield holds the cluster's lock: it stops (before the request, or after
+/// the handover's wait) and gives the lock back (before the fix, the Ctrl-C killed it and the
+/// Lease stayed until it went stale).
+#[test]
+fn ctrl_c_during_a_yield_gives_the_clusters_lock_back() {
+    let ((code, err), held) = interrupted_yield("yield-int", "20s", |y| {
+        signal(y.pid(), "INT");
+        let (code, _, err) = y.finish(Duration::from_secs(40));
+        (code, err)
+    });
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    assert!(
+        !held,
+        "the lock is still held after the yield exited: {err}"
+    );
+}
+
+/// Ctrl-C twice while a yield holds the cluster's lock: it exits at once, the lock given back
+/// first (before the fix, the first Ctrl-C killed it and the Lease stayed).
+#[test]
+fn ctrl_c_twice_during_a_yield_exits_at_once_giving_the_lock_back() {
+    let ((code, err), held) = interrupted_yield("yield-int2", "60s", |mut y| {
+        signal(y.pid(), "INT");
+        // Said once the second Ctrl-C is listened for.
+        if y.says_or_exits("interrupted: stopping", Duration::from_secs(10)) {
+            signal(y.pid(), "INT");
+        }
+        // Well within the 60 s the handover would be waited for.
+        let (code, _, err) = y.finish(Duration::from_secs(10));
+        (code, err)
+    });
+    assert!(
+        code == Some(130) || (code == Some(1) && err.contains("nothing was sent")),
+        "{code:?}: {err}"
+    );
+    assert!(
+        !held,
+        "the lock is still held after the yield exited: {err}"
+    );
+}
+
+/// One Ctrl-C while a yield watches another holder's lock: it stops at once, takes nothing
+/// and sends nothing (before the fix, the Ctrl-C killed it; a handler that only listened
+/// between steps would have let it take the lock over and hand leadership away).
+#[test]
+fn ctrl_c_while_a_yield_waits_for_the_lock_stops_it_sending_nothing() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("yield-int-lock");
+    deploy_etcd(&ns.name, 3);
+    let leader = leader_pod(&ns.name);
+    let term = etcd_term(&ns.name, &leader);
+    let lease = lock_lease(&ns.name, "etcd");
+    let theirs = tempfile(&format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {lease}}}\nspec:\n  holderIdentity: alice@laptop pid 1\n  leaseDurationSeconds: 30\n  renewTime: \"2020-01-01T00:00:00.000000Z\"\n"
+    ));
+    kubectl_ok(&["apply", "-n", LOCK_NS, "-f", theirs.path_str()]);
+    let mut y = Running::start(&["yield", "etcd", "-n", &ns.name]);
+    y.wait_for(
+        "taking it over if it does not change",
+        Duration::from_secs(30),
+    );
+    signal(y.pid(), "INT");
+    // Well within the 30 s the lock is watched for.
+    let (code, _, err) = y.finish(Duration::from_secs(10));
+    let holder =
+        kubectl_json(&["get", "lease", &lease, "-n", LOCK_NS])["spec"]["holderIdentity"].clone();
+    kubectl_ok(&["delete", "lease", "-n", LOCK_NS, &lease]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("interrupted before the lock of"), "{err}");
+    assert_eq!(holder, "alice@laptop pid 1", "the lock was taken: {err}");
+    assert_eq!(leader_pod(&ns.name), leader, "leadership moved: {err}");
+    assert_eq!(
+        etcd_term(&ns.name, &leader),
+        term,
+        "an election or a transfer happened: {err}"
+    );
+}

@@ -136,6 +136,10 @@ pub async fn drain_nodes<O: NodeOps, S: Sink>(
     }
     ops.check_rights(!clusters.is_empty()).await?;
 
+    // Ctrl-C during the first look: nothing was changed, and no lock is asked for.
+    if ops.interrupted() {
+        bail!("interrupted before the cordon: nothing was changed");
+    }
     // Lock every cluster before changing anything.
     let mut locks: BTreeMap<(String, String), O::Lock> = BTreeMap::new();
     for l in &clusters {

@@ -20,7 +20,7 @@ use super::lock;
 use crate::actions::HandoverFailure;
 use crate::drain::{Attempt, ClusterOps, Election, Events, Evicted, GroupsMoved, Handover, Look};
 use crate::groups::move_off;
-use crate::handover::{act_and_wait, send_transfer, Outcome, WaitOptions};
+use crate::handover::{act_and_wait, transfer_and_wait, Outcome, WaitOptions};
 use crate::live::progress::Line;
 use crate::model::{human_duration, pod_ready, ClusterObservation, OwnerKind, Selection};
 use crate::plan::drain::{node_local_volumes, ClusterInput, DrainOptions, DrainStep};
@@ -336,13 +336,13 @@ impl ClusterOps for KubeCluster<'_> {
                     step.pod
                 )
             })?;
-        let w = act_and_wait(
+        let w = transfer_and_wait(
             &transport,
             &obs.target,
             report,
-            plan.expect(),
+            &plan,
             &self.wait_options(),
-            send_transfer(&transport, &obs.target, &plan.call, self.timeout),
+            self.timeout,
         )
         .await;
         let new = w.new_leader.clone().unwrap_or_else(|| "?".into());

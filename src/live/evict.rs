@@ -42,9 +42,17 @@ pub use crate::drain::{Attempt, Evicted};
 pub fn stop_on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
+            // The second Ctrl-C is listened for before the first is answered: one pressed
+            // while the line below is written is not lost.
+            let mut again = Box::pin(tokio::signal::ctrl_c());
+            let early = futures::poll!(&mut again);
             cancel.cancel();
             eprintln!("interrupted: stopping after the current step (Ctrl-C again to exit at once: a transfer in flight is then not reported; the cluster's lock is released first)");
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let second = match early {
+                std::task::Poll::Ready(r) => r,
+                std::task::Poll::Pending => again.await,
+            };
+            if second.is_ok() {
                 let released =
                     tokio::time::timeout(RELEASE_WITHIN, super::lock::release_all_now()).await;
                 if released.is_err() {

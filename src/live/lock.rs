@@ -28,6 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::Client;
+use tokio_util::sync::CancellationToken;
 
 use crate::errors::{anyhow_chain, api_context, status_of};
 
@@ -202,9 +203,18 @@ pub async fn acquire(
     sts: &str,
     holder: &str,
     on_wait: &(dyn Fn(&str) + Sync),
+    cancel: &CancellationToken,
 ) -> Result<(Held, Option<String>)> {
     let api: Api<Lease> = Api::namespaced(client.clone(), lock_ns);
     let name = lease_name(ns, sts);
+    let interrupted = || {
+        anyhow::anyhow!(
+            "interrupted before the lock of {ns}/{sts} (Lease {lock_ns}/{name}) was taken: nothing was changed"
+        )
+    };
+    if cancel.is_cancelled() {
+        return Err(interrupted());
+    }
     let lease = Lease {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -234,10 +244,14 @@ pub async fn acquire(
                     holder,
                     s.lease_transitions.unwrap_or(0).saturating_add(1),
                 ));
+                if cancel.is_cancelled() {
+                    return Err(interrupted());
+                }
                 match api.replace(&name, &PostParams::default(), &taken).await {
                     Ok(l) => return Ok((held(api, name, ns, sts, holder, l), None)),
                     Err(e) if status_of(&e).is_some_and(|s| s.code == 409) => {
-                        return Box::pin(acquire(client, lock_ns, ns, sts, holder, on_wait)).await
+                        return Box::pin(acquire(client, lock_ns, ns, sts, holder, on_wait, cancel))
+                            .await
                     }
                     Err(e) => return Err(lease_api(e, "update")),
                 }
@@ -270,11 +284,16 @@ pub async fn acquire(
             let since = Instant::now();
             let mut last = current;
             while since.elapsed() < Duration::from_secs(limit as u64) {
-                tokio::time::sleep(OBSERVE_EVERY).await;
+                // Ctrl-C while watching: nothing of this process's is in the Lease yet.
+                tokio::select! {
+                    _ = cancel.cancelled() => return Err(interrupted()),
+                    _ = tokio::time::sleep(OBSERVE_EVERY) => {}
+                }
                 match api.get_opt(&name).await.map_err(|e| lease_api(e, "get"))? {
                     // Released meanwhile: start again, from a fresh create.
                     None => {
-                        return Box::pin(acquire(client, lock_ns, ns, sts, holder, on_wait)).await
+                        return Box::pin(acquire(client, lock_ns, ns, sts, holder, on_wait, cancel))
+                            .await
                     }
                     Some(l) if fingerprint(&l) != seen => {
                         return Err(busy("just now, while this drain watched it".into()))
@@ -285,6 +304,9 @@ pub async fn acquire(
             let transitions = s.lease_transitions.unwrap_or(0).saturating_add(1);
             let mut replaced = last;
             replaced.spec = Some(spec(holder, transitions));
+            if cancel.is_cancelled() {
+                return Err(interrupted());
+            }
             // Its resourceVersion is the one watched: if anyone wrote in between, this fails.
             let written = api
                 .replace(&name, &PostParams::default(), &replaced)
@@ -589,15 +611,20 @@ impl Held {
         let writes = self.writes.clone();
         let _one_write = writes.lock().await;
         self.renew.abort();
-        HELD.lock()
-            .expect("not poisoned")
-            .retain(|(n, _)| *n != self.name);
+        // Still in HELD until it is freed: a second Ctrl-C meanwhile (`release_all_now`)
+        // frees it too (the later of the two conditional writes finds it gone or changed).
+        let forget = || {
+            HELD.lock()
+                .expect("not poisoned")
+                .retain(|(n, _)| *n != self.name)
+        };
         let (version, lost) = {
             let st = self.state.lock().expect("not poisoned");
             (st.version.clone(), st.lost.is_some())
         };
         if lost {
             // Not ours any more: someone else's drain holds it.
+            forget();
             return;
         }
         let keeps_record = self
@@ -607,6 +634,7 @@ impl Held {
             .keys()
             .any(|k| is_record(k));
         free(&self.api, &self.name, version, keeps_record).await;
+        forget();
     }
 }
 

@@ -188,6 +188,7 @@ impl NodeOps for KubeNodes {
             name,
             &self.holder,
             &say,
+            &self.evictor.cancel,
         )
         .await
     }

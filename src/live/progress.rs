@@ -8,12 +8,16 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 pub struct Progress {
     multi: Option<MultiProgress>,
+    /// Off a terminal, a timestamped line per change (drain, restart); `false` for a verb
+    /// whose one step is its result (yield): nothing then.
+    log: bool,
 }
 
 /// One task's line: `db/etcd: evicting etcd-0 (12s)`.
 pub struct Line {
     bar: Option<ProgressBar>,
     label: String,
+    log: bool,
 }
 
 impl Default for Progress {
@@ -27,6 +31,15 @@ impl Progress {
     pub fn new() -> Self {
         Progress {
             multi: std::io::stderr().is_terminal().then(MultiProgress::new),
+            log: true,
+        }
+    }
+
+    /// Live lines on a terminal, and no progress at all otherwise.
+    pub fn quiet() -> Self {
+        Progress {
+            log: false,
+            ..Self::new()
         }
     }
 
@@ -44,6 +57,7 @@ impl Progress {
         Line {
             bar,
             label: label.to_string(),
+            log: self.log,
         }
     }
 }
@@ -63,7 +77,8 @@ impl Line {
                 b.reset_elapsed();
                 b.set_message(msg.to_string());
             }
-            None => eprintln!("{} {}: {msg}", timestamp(), self.label),
+            None if self.log => eprintln!("{} {}: {msg}", timestamp(), self.label),
+            None => {}
         }
     }
 

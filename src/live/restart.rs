@@ -237,11 +237,16 @@ async fn run<S: Sink + Sync>(
         &format!("checking the rights for {cluster}'s restart"),
     )?;
     let holder = lock::holder_identity(&format!("restart {cluster}"));
-    let (held, took_over) =
-        lock::acquire(&client, &r.lock_namespace, ns, name, &holder, &|m: &str| {
-            sink.say(m)
-        })
-        .await?;
+    let (held, took_over) = lock::acquire(
+        &client,
+        &r.lock_namespace,
+        ns,
+        name,
+        &holder,
+        &|m: &str| sink.say(m),
+        cancel,
+    )
+    .await?;
     if let Some(who) = took_over {
         sink.say(&format!(
             "Warning: took over {cluster}'s stale lock from {who}"

@@ -298,8 +298,8 @@ async fn a_lock_held_by_another_drain_stops_before_the_cordon() {
 #[tokio::test(start_paused = true)]
 async fn an_interrupt_before_the_cordon_changes_nothing() {
     let n = Nodes::new(&["n1"]);
-    // Ctrl-C during the first look (or a stale lock's wait): already pressed when the locks
-    // are held.
+    // Ctrl-C during the first look: already pressed before the locks are asked for (a stale
+    // lock's wait stops in the lock itself, live::lock::acquire).
     n.cluster.interrupt_after_pauses.set(Some(0));
     let e = run(&n).await.unwrap_err();
     assert!(
@@ -310,12 +310,7 @@ async fn an_interrupt_before_the_cordon_changes_nothing() {
     assert!(
         !actions
             .iter()
-            .any(|a| a.starts_with("cordon") || a.starts_with("evict")),
-        "{actions:?}"
-    );
-    assert_eq!(
-        actions.last().map(String::as_str),
-        Some("release db/etcd"),
+            .any(|a| a.starts_with("cordon") || a.starts_with("evict") || a.starts_with("lock")),
         "{actions:?}"
     );
 }

@@ -1,0 +1,608 @@
+//! `yield --local` as a library: the in-pod handover of a preStop hook. This replica on
+//! localhost, its peers at the URLs its member list gives; the Kubernetes API only to see
+//! whether a peer's pod is itself terminating, where this pod may (its ServiceAccount). If
+//! this replica leads, hand over and wait exactly as `yield` does (the one handover verdict);
+//! otherwise end at once.
+//!
+//! [`hand_over_here`] takes the library's [`YieldSettings`] and [`LocalSettings`], says what it
+//! waits for through a [`Sink`], and returns the hook's lines ([`HookReport`]) for the caller
+//! to print: what it did on stdout, and why it failed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::Api;
+
+use crate::actions::HandoverFailure;
+use crate::connect::ConnectOptions;
+use crate::drain::nodes::Sink;
+use crate::handover::{send_transfer, transfer_and_wait, WaitOptions};
+use crate::live::yield_::{LocalSettings, YieldSettings};
+use crate::model::{human_duration, ClusterTarget, OwnerKind, Role, Snapshot};
+use crate::observe::{observe_cluster, observe_replica, poll_view};
+use crate::plan::{plan_yield, self_yield_call, stepped_down, YieldOptions};
+use crate::profile::Profile;
+use crate::survey::load_catalog;
+use crate::transport::Transport;
+
+const ME: &str = "kubectl-raft yield --local";
+
+/// How long the hook may take: two thirds of the pod's grace period, leaving the process a
+/// third of it to stop, and never more than --timeout.
+pub fn hook_budget(timeout: Duration, grace_period: Duration) -> Duration {
+    timeout.min(grace_period * 2 / 3)
+}
+
+/// What the hook did, as its log lines: `said` (stdout), and `failed` when it failed (why, for
+/// stderr; the hook then exits 1).
+#[derive(Debug, Default)]
+pub struct HookReport {
+    pub said: Vec<String>,
+    pub failed: Option<String>,
+}
+
+impl HookReport {
+    fn say(&mut self, line: String) {
+        self.said.push(line);
+    }
+
+    fn fail(&mut self, why: String) {
+        self.failed = Some(why);
+    }
+}
+
+/// The in-pod handover, bounded by [`hook_budget`]: its lines, and an error where it could not
+/// go on (a setting that cannot work, a member list that cannot be read, a refused plan); the
+/// lines said before the error are kept.
+pub async fn hand_over_here<S: Sink>(
+    args: &YieldSettings,
+    local: &LocalSettings,
+    sink: &S,
+) -> (HookReport, Result<()>) {
+    let grace = Duration::from_secs(local.pod_grace_period.into());
+    let budget = hook_budget(args.timeout, grace);
+    let within = YieldSettings {
+        timeout: budget,
+        ..args.clone()
+    };
+    let mut report = HookReport::default();
+    match tokio::time::timeout(budget, run_within(&within, local, sink, &mut report)).await {
+        Ok(r) => (report, r),
+        Err(_) => {
+            report.fail(format!(
+                "{ME}: gave up after {}, leaving the process the rest of the pod's {} grace period to stop (--pod-grace-period {}, --timeout {}); the handover may not have happened",
+                human_duration(budget),
+                human_duration(grace),
+                local.pod_grace_period,
+                human_duration(args.timeout),
+            ));
+            (report, Ok(()))
+        }
+    }
+}
+
+async fn run_within<S: Sink>(
+    args: &YieldSettings,
+    hook: &LocalSettings,
+    sink: &S,
+    r: &mut HookReport,
+) -> Result<()> {
+    let survey = &args.survey;
+    let (profile, port) = profile_and_port(args, hook)?;
+    let limit = survey.probe_timeout;
+    let transport = pod_transport(args)?;
+    let local = synthetic_pod("localhost", "127.0.0.1", port, &profile);
+    let me = observe_replica(&transport, &profile, &local, limit).await;
+    let role = me.facts.role;
+    if me.facts.role.is_none() && !me.errors.is_empty() {
+        r.fail(format!(
+            "{ME}: no answer from this replica on port {port} ({}); nothing handed over",
+            me.errors.join("; ")
+        ));
+        return Ok(());
+    }
+    let follower_line = format!(
+        "{ME}: this replica ({}) is {}, not the leader; nothing to hand over",
+        me.facts.member_id.as_deref().unwrap_or("?"),
+        role.unwrap_or(Role::Unknown).as_str()
+    );
+    if role != Some(Role::Leader) && !hook.wait_for_quorum {
+        r.say(follower_line);
+        return Ok(());
+    }
+    // The peers, from this replica's own member list.
+    let Some(spec) = profile.membership.as_ref().filter(|m| m.url.is_some()) else {
+        if hook.wait_for_quorum {
+            sink.say(&format!(
+                "{ME}: --wait-for-quorum: the {} profile lists no member addresses, so the others cannot be asked; not waiting",
+                profile.name
+            ));
+        }
+        if role != Some(Role::Leader) {
+            r.say(follower_line);
+            return Ok(());
+        }
+        // No peers to watch (ClickHouse Keeper's HTTP says nothing of them): hand over
+        // through this replica and wait until it follows a leader, as the seed's hook does.
+        return hand_over_alone(&transport, &profile, local, args, r).await;
+    };
+    let my_id = me.facts.member_id.clone().unwrap_or_default();
+    let (target, my_name) =
+        members_as_pods(&transport, &profile, &local, spec, &my_id, port, limit).await?;
+    if hook.wait_for_quorum {
+        // Half the hook's time at most: the rest is for the handover.
+        let within = args.timeout / 2;
+        let mine = my_name.clone().unwrap_or_default();
+        match wait_for_others(&transport, &target, &mine, args.max_lag, limit, within, sink).await {
+            Ok((n, q, waited)) => r.say(format!(
+                "{ME}: the others are {n} healthy voter(s), {q} needed without this replica (waited {})",
+                human_duration(waited)
+            )),
+            Err((n, q, why)) => sink.say(&format!(
+                "{ME}: the others were still {n} healthy voter(s) where {q} are needed without this replica after {} ({why}); going ahead: the pod is stopping",
+                human_duration(within)
+            )),
+        }
+    }
+    if role != Some(Role::Leader) {
+        r.say(follower_line);
+        return Ok(());
+    }
+    // A quarter of the hook's time at most (never less than one probe timeout).
+    let within = (args.timeout / 4).max(limit);
+    let target = mark_terminating(&survey.connect, target, my_name.as_deref(), within, sink).await;
+    let obs = observe_cluster(&transport, target, limit).await;
+    let report = crate::assess::assess(&obs, &Snapshot::default());
+    if let Err(why) = sole_claimant(&report, my_name.as_deref()) {
+        r.fail(why);
+        return Ok(());
+    }
+    // The pod is stopping whatever happens: a handover is better than none, so the refusals
+    // that --force may override are overridden, and said.
+    let opts = YieldOptions {
+        to: args.to.clone(),
+        avoid_nodes: vec![],
+        avoid_pods: vec![],
+        max_lag: args.max_lag,
+        force: true,
+    };
+    let plan = plan_yield(&report, &profile, &opts).map_err(|r| anyhow!("{ME}: {r}"))?;
+    let wait = WaitOptions::new(args.timeout, limit);
+    let waited =
+        transfer_and_wait(&transport, &obs.target, &report, &plan, &wait, args.timeout).await;
+    let total = human_duration(Duration::from_secs_f64(waited.total_ms / 1000.0));
+    let forced: Vec<String> = plan.overridden.iter().map(|r| r.message.clone()).collect();
+    let note = if forced.is_empty() {
+        String::new()
+    } else {
+        format!(" (despite: {})", forced.join("; "))
+    };
+    // The one verdict (yield's and drain's). What the hook is for is this replica no longer
+    // leading: an election besides the transfer (a term that jumped, another member) still
+    // lets the pod stop without taking leadership with it, so it is said, not failed.
+    match waited.verdict(plan.term, plan.targeted) {
+        Ok(()) => r.say(format!(
+            "{ME}: {} handed leadership to {} in {total} (term {} → {}){note}",
+            plan.leader,
+            waited.new_leader.as_deref().unwrap_or("?"),
+            plan.term.map_or("?".into(), |t| t.to_string()),
+            waited.term_after.map_or("?".into(), |t| t.to_string()),
+        )),
+        Err(f @ (HandoverFailure::TermJumped { .. } | HandoverFailure::WentElsewhere { .. })) => r
+            .say(format!(
+                "{ME}: {} no longer leads after {total}, but not by this transfer alone: {f}{note}",
+                plan.leader,
+            )),
+        Err(failure) => r.fail(format!(
+            "{ME}: {} could not hand leadership over (after {total}): {failure}; leader now {}",
+            plan.leader,
+            waited.new_leader.as_deref().unwrap_or("unknown"),
+        )),
+    }
+    Ok(())
+}
+
+/// The profile `--system` names, and this replica's port on localhost (`--port`, else the
+/// profile's first port number).
+fn profile_and_port(args: &YieldSettings, hook: &LocalSettings) -> Result<(Profile, u16)> {
+    let survey = &args.survey;
+    let catalog = load_catalog(survey.profiles.as_deref())?;
+    let system = survey.system.as_deref().expect("clap requires --system");
+    let profile = catalog.require(system)?.clone();
+    let first = profile
+        .port
+        .numbers
+        .first()
+        .and_then(|n| u16::try_from(*n).ok());
+    match hook.port.or(first) {
+        Some(p) => Ok((profile, p)),
+        None => anyhow::bail!(
+            "the {} profile names no port number; pass --port",
+            profile.name
+        ),
+    }
+}
+
+/// The replicas reached directly, with the pod's own environment for credentials (a mounted
+/// file's values first). A Secret is refused: the hook runs with the pod's rights, which need
+/// none.
+fn pod_transport(args: &YieldSettings) -> Result<Transport> {
+    let survey = &args.survey;
+    if survey.credentials.secret.is_some() {
+        anyhow::bail!("--local reads no Secrets (it runs with the pod's own rights, which need none): mount the Secret and pass --credentials-file");
+    }
+    let vars = match &survey.credentials.file {
+        Some(path) => crate::credentials::read_file(path)?.with_env(true),
+        None => crate::credentials::Vars::environment(),
+    };
+    Ok(Transport::direct(survey.max_inflight).with_vars(std::sync::Arc::new(vars)))
+}
+
+/// The cluster as this replica's member list gives it: each member a pod at its URL (this
+/// replica on localhost), and this replica's name among them.
+async fn members_as_pods(
+    transport: &Transport,
+    profile: &Profile,
+    local: &Pod,
+    spec: &crate::model::profile::MembershipSpec,
+    my_id: &str,
+    port: u16,
+    limit: Duration,
+) -> Result<(ClusterTarget, Option<String>)> {
+    let ep = crate::observe::endpoint(profile, local, None).map_err(|e| anyhow!("{e}"))?;
+    let ans = transport
+        .call(&ep, &spec.request, limit)
+        .await
+        .map_err(|e| anyhow!("{}: {e}", spec.request.path))?;
+    let members = crate::profile::extract::parse_membership(spec, &ans).map_err(|e| anyhow!(e))?;
+    let mut pods = vec![];
+    let mut my_name = None;
+    for m in &members {
+        let name = m
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| m.id.clone());
+        if m.id == my_id {
+            pods.push(synthetic_pod(&name, "127.0.0.1", port, profile));
+            my_name = Some(name);
+            continue;
+        }
+        let url = m.url.as_deref().unwrap_or_default();
+        let (host, p) = host_port(url).with_context(|| format!("member {name}'s URL {url:?}"))?;
+        pods.push(synthetic_pod(&name, &host, p.unwrap_or(port), profile));
+    }
+    let target = ClusterTarget {
+        namespace: "local".into(),
+        name: profile.name.clone(),
+        owner_kind: OwnerKind::Selector,
+        profile: profile.clone(),
+        desired_replicas: pods.len() as u32,
+        pods,
+        credentials_secret: None,
+        gate_assume: None,
+        named: true,
+    };
+    Ok((target, my_name))
+}
+
+/// A peer whose own pod is stopping never takes over: its pod's deletion, where this pod may
+/// see it within `within`, marks the peer terminating (not a healthy voter, so never a
+/// target). What could not be seen is said.
+async fn mark_terminating<S: Sink>(
+    connect: &ConnectOptions,
+    mut target: ClusterTarget,
+    mine: Option<&str>,
+    within: Duration,
+    sink: &S,
+) -> ClusterTarget {
+    let peers: Vec<String> = target
+        .pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .filter(|n| Some(n.as_str()) != mine)
+        .collect();
+    match terminating_peers(connect, &peers, within).await {
+        Ok(stopping) => {
+            for p in target.pods.iter_mut() {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                if let Some(at) = stopping.get(&name) {
+                    sink.say(&format!("{ME}: {name}'s pod is terminating: it is not a target"));
+                    p.metadata.deletion_timestamp = Some(at.clone());
+                }
+            }
+        }
+        Err(why) => sink.say(&format!(
+            "{ME}: cannot see whether the peers' pods are terminating ({why}); a peer that is itself stopping may be chosen"
+        )),
+    }
+    target
+}
+
+/// Only the sole claimant hands over: with two replicas claiming leadership, a transfer from
+/// here could as well depose the real leader's successor (--force overrides much, never this).
+fn sole_claimant(report: &crate::report::ClusterReport, mine: Option<&str>) -> Result<(), String> {
+    let claimants: Vec<&str> = report
+        .replicas
+        .iter()
+        .filter(|r| r.raft.role == Role::Leader)
+        .map(|r| r.pod.as_str())
+        .collect();
+    if claimants.len() == 1 && mine == Some(claimants[0]) {
+        return Ok(());
+    }
+    Err(format!(
+        "{ME}: this replica is not the only one that claims leadership (claimants: {}); nothing handed over",
+        if claimants.is_empty() { "none".to_string() } else { claimants.join(", ") }
+    ))
+}
+
+/// Which of `peers` (members named as their pods) have pods that are terminating, read through
+/// the Kubernetes API as this pod may: in a pod, with its ServiceAccount's token (it needs
+/// `get` on `pods` in its namespace); or as --kubeconfig says. Each peer's pod by name in the
+/// namespace (-n, or the pod's own); a name no pod has is not terminating. Err: why it could
+/// not look within `limit`.
+async fn terminating_peers(
+    connect: &ConnectOptions,
+    peers: &[String],
+    limit: Duration,
+) -> Result<BTreeMap<String, Time>, String> {
+    let look = async {
+        // One client: the hook makes a handful of reads, not a survey.
+        let config = crate::connect::config(connect, false)
+            .await
+            .map_err(|e| crate::errors::anyhow_chain(&e))?;
+        let ns = connect
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client = kube::Client::try_from(config).map_err(|e| e.to_string())?;
+        let api: Api<Pod> = Api::namespaced(client, &ns);
+        let got = futures::future::join_all(peers.iter().map(|p| api.get_opt(p))).await;
+        let mut stopping = BTreeMap::new();
+        for (name, r) in peers.iter().zip(got) {
+            let pod = r.map_err(|e| {
+                crate::errors::anyhow_chain(&crate::errors::api_context(
+                    e,
+                    "get",
+                    "pods",
+                    &format!("in namespace {ns}"),
+                ))
+            })?;
+            if let Some(at) = pod.and_then(|p| p.metadata.deletion_timestamp) {
+                stopping.insert(name.clone(), at);
+            }
+        }
+        Ok(stopping)
+    };
+    match tokio::time::timeout(limit, look).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "the API server did not answer within {}",
+            human_duration(limit)
+        )),
+    }
+}
+
+/// Until the others (all but `mine`) form a quorum of healthy, caught-up voters (the one
+/// definition drain uses), asked every 500 ms, for at most `within`: Ok((healthy, quorum,
+/// waited)), or Err((healthy, quorum, the last reason)) when the time is up.
+async fn wait_for_others<S: Sink>(
+    transport: &Transport,
+    target: &ClusterTarget,
+    mine: &str,
+    max_lag: u64,
+    limit: Duration,
+    within: Duration,
+    sink: &S,
+) -> Result<(usize, u32, Duration), (usize, u32, String)> {
+    let start = Instant::now();
+    let mut said = false;
+    loop {
+        let obs = observe_cluster(transport, target.clone(), limit).await;
+        let report = crate::assess::assess(&obs, &Snapshot::default());
+        let leader = report
+            .replicas
+            .iter()
+            .find(|r| report.summary.leader.as_deref() == Some(r.pod.as_str()));
+        let mut why = vec![];
+        let healthy = report
+            .replicas
+            .iter()
+            .filter(|x| x.pod != mine)
+            .filter(
+                |x| match crate::assess::voter::voter_health(x, leader, max_lag) {
+                    Ok(()) => true,
+                    Err((_, w)) => {
+                        why.push(w);
+                        false
+                    }
+                },
+            )
+            .count();
+        let quorum = report.summary.quorum;
+        if healthy as u32 >= quorum {
+            return Ok((healthy, quorum, start.elapsed()));
+        }
+        if start.elapsed() + Duration::from_millis(500) > within {
+            return Err((healthy, quorum, why.join("; ")));
+        }
+        if !said {
+            // Said once, when the wait begins: the hook's log shows why the pod is held.
+            sink.say(&format!(
+                "{ME}: the others are {healthy} healthy voter(s) where {quorum} are needed without this replica ({}); waiting up to {}",
+                why.join("; "),
+                human_duration(within)
+            ));
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The handover as the leader alone sees it: the system's untargeted transfer sent to this
+/// replica, then its own answers polled every 50 ms until it no longer leads and knows a
+/// leader, within --timeout. The successor is whoever the system picked.
+async fn hand_over_alone(
+    transport: &Transport,
+    profile: &Profile,
+    local: Pod,
+    args: &YieldSettings,
+    r: &mut HookReport,
+) -> Result<()> {
+    let name = local.metadata.name.clone().unwrap_or_default();
+    let call = self_yield_call(profile, &name).map_err(|refused| anyhow!("{ME}: {refused}"))?;
+    let target = ClusterTarget {
+        namespace: "local".into(),
+        name: profile.name.clone(),
+        owner_kind: OwnerKind::Selector,
+        profile: profile.clone(),
+        desired_replicas: 1,
+        pods: vec![local.clone()],
+        credentials_secret: None,
+        gate_assume: None,
+        named: true,
+    };
+    let limit = WaitOptions::new(args.timeout, args.survey.probe_timeout).probe_limit;
+    let start = Instant::now();
+    if let Err(e) = send_transfer(transport, &target, &call, args.timeout).await {
+        r.fail(format!(
+            "{ME}: this replica leads but could not hand over: {e}"
+        ));
+        return Ok(());
+    }
+    let mut last;
+    loop {
+        last = poll_view(transport, profile, &local, &BTreeMap::new(), limit).await;
+        if stepped_down(&last) {
+            let total = human_duration(start.elapsed());
+            r.say(format!(
+                "{ME}: this replica handed leadership over in {total} ({} picks the successor and does not name it; this replica now follows a leader)",
+                profile.name
+            ));
+            return Ok(());
+        }
+        if start.elapsed() >= args.timeout {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    r.fail(format!(
+        "{ME}: no completed handover within {}: this replica still reports {} ({})",
+        human_duration(args.timeout),
+        last.role.unwrap_or(Role::Unknown).as_str(),
+        match (last.has_leader, &last.error) {
+            (_, Some(e)) => e.clone(),
+            (Some(false), None) => "no leader".into(),
+            _ => "a leader".into(),
+        }
+    ));
+    Ok(())
+}
+
+/// A pod as the probing code knows one: a name, an address and the profile's port.
+fn synthetic_pod(name: &str, host: &str, port: u16, profile: &Profile) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some("local".into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "raft".into(),
+                ports: Some(vec![ContainerPort {
+                    container_port: port as i32,
+                    name: profile.port.names.first().cloned(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        // Inside a pod there is no Kubernetes view of the peers: their own health checks
+        // are what counts, so they are taken as Ready (running, not terminating).
+        status: Some(PodStatus {
+            pod_ip: Some(host.to_string()),
+            phase: Some("Running".into()),
+            conditions: Some(vec![PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    }
+}
+
+/// `http://etcd-0.etcd.db.svc.cluster.local:2379` -> ("etcd-0.etcd.db.svc.cluster.local", Some(2379))
+fn host_port(url: &str) -> Result<(String, Option<u16>)> {
+    let uri: http::Uri = url.parse().map_err(|e| anyhow!("not a URL: {e}"))?;
+    let host = uri.host().ok_or_else(|| anyhow!("no host"))?;
+    Ok((host.trim_matches(['[', ']']).to_string(), uri.port_u16()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::tests::{cluster, m};
+
+    #[test]
+    fn the_sole_claimant_may_hand_over() {
+        let r = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
+        assert_eq!(sole_claimant(&r, Some("etcd-0")), Ok(()));
+    }
+
+    #[test]
+    fn a_second_claimant_stops_the_hook_naming_both() {
+        let r = cluster(&[m(Role::Leader), m(Role::Leader), m(Role::Follower)]);
+        let why = sole_claimant(&r, Some("etcd-0")).unwrap_err();
+        assert!(why.contains("claimants: etcd-0, etcd-1"), "{why}");
+    }
+
+    #[test]
+    fn another_members_claim_stops_the_hook() {
+        let r = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
+        let why = sole_claimant(&r, Some("etcd-0")).unwrap_err();
+        assert!(why.contains("claimants: etcd-1"), "{why}");
+    }
+
+    #[test]
+    fn no_claimant_at_all_stops_the_hook() {
+        let r = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Follower)]);
+        let why = sole_claimant(&r, Some("etcd-0")).unwrap_err();
+        assert!(why.contains("claimants: none"), "{why}");
+    }
+
+    #[test]
+    fn the_hook_leaves_the_process_a_third_of_its_grace_period() {
+        let s = Duration::from_secs;
+        assert_eq!(hook_budget(s(30), s(30)), s(20));
+        assert_eq!(
+            hook_budget(s(30), s(10)),
+            Duration::from_nanos(6_666_666_666)
+        );
+    }
+
+    #[test]
+    fn a_shorter_timeout_bounds_the_hook() {
+        let s = Duration::from_secs;
+        assert_eq!(hook_budget(s(5), s(30)), s(5));
+    }
+
+    #[test]
+    fn member_urls_give_host_and_port() {
+        assert_eq!(
+            host_port("http://etcd-0.etcd.db.svc.cluster.local:2379").unwrap(),
+            ("etcd-0.etcd.db.svc.cluster.local".into(), Some(2379))
+        );
+        assert_eq!(
+            host_port("http://[fd00::1]:2379").unwrap(),
+            ("fd00::1".into(), Some(2379))
+        );
+        assert!(host_port("not a url").is_err());
+    }
+}

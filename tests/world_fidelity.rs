@@ -507,7 +507,8 @@ spec:
     let f = tempfile(manifest);
     kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
     wait_in(&ns.name, Duration::from_secs(60), "pr-0 running", || {
-        pod_json(&ns.name, "pr-0")["status"]["phase"] == "Running"
+        // A StatefulSet's pod: not there until its controller creates it.
+        pod_json_opt(&ns.name, "pr-0").is_some_and(|p| p["status"]["phase"] == "Running")
     });
     let old = pod_json(&ns.name, "pr-0")["metadata"]["uid"]
         .as_str()
@@ -598,7 +599,8 @@ spec:
     let f = tempfile(manifest);
     kubectl_ok(&["apply", "-n", &ns.name, "-f", f.path_str()]);
     wait_in(&ns.name, Duration::from_secs(60), "pin-0 running", || {
-        pod_json(&ns.name, "pin-0")["status"]["phase"] == "Running"
+        // A StatefulSet's pod: not there until its controller creates it.
+        pod_json_opt(&ns.name, "pin-0").is_some_and(|p| p["status"]["phase"] == "Running")
     });
     let node = node_of(&ns.name, "pin-0");
     let pvc = kubectl_json(&["get", "pvc", "data-pin-0", "-n", &ns.name]);

@@ -570,6 +570,10 @@ fn a_label_selection_restarts_each_matching_statefulset_in_turn() {
     );
     let f = tempfile(&plain);
     kubectl_ok(&["apply", "-n", &b.name, "-f", f.path_str()]);
+    // Its pod exists only once the controller has created it.
+    wait_in(&b.name, Duration::from_secs(60), "plain-0 running", || {
+        pod_json_opt(&b.name, "plain-0").is_some_and(|p| p["status"]["phase"] == "Running")
+    });
     let (before_a, before_b) = (uids(&a.name), uids(&b.name));
     let selector = format!("kraft-test/restart-l={value}");
     let (code, list, err) = restart(&["-l", &selector, "-A", "--timeout", "90s"]);

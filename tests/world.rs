@@ -187,12 +187,10 @@ fn kubectl_drain_moves_a_follower_that_rejoins_with_its_data() {
         Duration::from_secs(120),
         "the evicted member back on another node",
         || {
-            let p = kubectl_json(&["get", "pod", &follower_pod, "-n", &ns.name]);
-            let ready = p["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
-            ready && p["spec"]["nodeName"].as_str().is_some_and(|n| n != node)
+            // Not there at all until the controller recreates it.
+            pod_json_opt(&ns.name, &follower_pod).is_some_and(|p| {
+                pod_ready(&p) && p["spec"]["nodeName"].as_str().is_some_and(|n| n != node)
+            })
         },
     );
     let (samples, leaderless) = watch.finish();

@@ -719,6 +719,7 @@ fn a_replacement_keeps_its_name_in_dns_after_the_old_pod_is_gone() {
     let ns = TestNamespace::new("fid-dns-race");
     deploy_etcd(&ns.name, 3);
     let n = &ns.name;
+    let old = pod_json(n, "etcd-1")["metadata"]["uid"].clone();
     kubectl_ok(&[
         "delete",
         "pod",
@@ -728,16 +729,22 @@ fn a_replacement_keeps_its_name_in_dns_after_the_old_pod_is_gone() {
         "--force",
         "--grace-period=0",
     ]);
-    wait_etcd_ready(n, 3);
-    std::thread::sleep(Duration::from_secs(3));
+    // The replacement itself, Ready (the StatefulSet's count can still be the old pod's).
+    wait_in(n, Duration::from_secs(90), "a new etcd-1 Ready", || {
+        pod_json_opt(n, "etcd-1").is_some_and(|p| p["metadata"]["uid"] != old && pod_ready(&p))
+    });
     let ip = pod_json(n, "etcd-1")["status"]["podIP"]
         .as_str()
         .unwrap()
         .to_string();
-    let got = dns_a(&format!("etcd-1.etcd.{n}.svc.cluster.local"));
-    assert_eq!(
-        got.map(|a| a.iter().map(|x| x.to_string()).collect::<Vec<_>>()),
-        Ok(vec![ip])
+    let name = format!("etcd-1.etcd.{n}.svc.cluster.local");
+    let answer = || dns_a(&name).map(|a| a.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+    // The name follows the replacement (its endpoints are written after it is Ready).
+    wait_in(
+        n,
+        Duration::from_secs(30),
+        "the name answering with the new IP",
+        || answer() == Ok(vec![ip.clone()]),
     );
 }
 

@@ -87,10 +87,7 @@ fn yield_refuses_a_target_that_cannot_lead_with_the_reason() {
     let ns = TestNamespace::new("yield-refuse");
     deploy_etcd(&ns.name, 3);
     let leader = leader_pod(&ns.name);
-    let follower = (0..3)
-        .map(|i| format!("etcd-{i}"))
-        .find(|p| p != &leader)
-        .unwrap();
+    let follower = others_than(&leader, "etcd", 3).remove(0);
     let refused = |to: &str, expect: &str| {
         let out = raft(&["yield", "etcd", "-n", &ns.name, "--to", to]);
         assert_eq!(out.status.code(), Some(1), "--to {to}: {}", stdout(&out));
@@ -131,10 +128,7 @@ fn a_transfer_that_cannot_finish_times_out_with_the_last_observations() {
     let ns = TestNamespace::new("yield-timeout");
     deploy_etcd(&ns.name, 3);
     let leader = leader_pod(&ns.name);
-    let follower = (0..3)
-        .map(|i| format!("etcd-{i}"))
-        .find(|p| p != &leader)
-        .unwrap();
+    let follower = others_than(&leader, "etcd", 3).remove(0);
     let pid = container_pid(&ns.name, &follower);
     let out = while_frozen(pid, || {
         raft(&[
@@ -608,10 +602,7 @@ fn yield_local_on_a_follower_exits_at_once_saying_so() {
     let ns = TestNamespace::new("yield-local-f");
     deploy_etcd_with_local_yield(&ns.name);
     let (leader, leader_id) = etcd_leader(&ns.name).expect("one leader");
-    let follower = (0..3)
-        .map(|i| format!("etcd-{i}"))
-        .find(|p| p != &leader)
-        .unwrap();
+    let follower = others_than(&leader, "etcd", 3).remove(0);
     let log = hook_log(&ns.name, &follower);
     kubectl_ok(&["delete", "pod", &follower, "-n", &ns.name, "--wait=true"]);
     let said = std::fs::read_to_string(&log).unwrap_or_default();
@@ -759,10 +750,7 @@ fn interrupted_yield(
     let ns = TestNamespace::new(prefix);
     deploy_etcd(&ns.name, 3);
     let leader = leader_pod(&ns.name);
-    let follower = (0..3)
-        .map(|i| format!("etcd-{i}"))
-        .find(|p| p != &leader)
-        .unwrap();
+    let follower = others_than(&leader, "etcd", 3).remove(0);
     let lease = lock_lease(&ns.name, "etcd");
     let held = move || {
         kubectl(&["get", "lease", "-n", LOCK_NS, &lease])

@@ -209,6 +209,68 @@ pub fn voter_health(x: &ReplicaReport, leader: Option<&ReplicaReport>, max_lag: 
     }
 }
 
+/// What a member must be again once replaced: a voter (by [`counts_as_voter`]) unless the
+/// report shows it as something else before its eviction; a member the report lacks is held
+/// to the stricter test.
+pub fn was_voter(report: &crate::report::ClusterReport, pod: &str) -> bool {
+    report
+        .replicas
+        .iter()
+        .find(|x| x.pod == pod)
+        .is_none_or(counts_as_voter)
+}
+
+/// Whether a replacement has rejoined, for `drain`'s wait and the gate's record alike: a member that voted before its eviction (`was_voter`)
+/// by the one definition of a healthy voter (`assess::voter`, within `--max-lag`): back as a
+/// configured voter, so one that came back a non-voter has not rejoined; a learner or
+/// observer by its own role's test (Ready, healthy, knowing the leader), so that one on a
+/// drained node does not stall the drain.
+pub fn rejoined(
+    x: &ReplicaReport,
+    was_voter: bool,
+    leader: Option<&ReplicaReport>,
+    max_lag: u64,
+) -> Result<(), String> {
+    if leader.is_none() {
+        return Err("the cluster has no single leader".into());
+    }
+    // Where the system has a readiness check of its own beyond health (NATS: every stream
+    // current), a replacement has rejoined only once it passes.
+    if let Some(r) = x
+        .raft
+        .readiness
+        .as_ref()
+        .filter(|r| r.state != CheckState::Ok)
+    {
+        return Err(format!(
+            "{}'s readiness check is {} ({})",
+            x.pod,
+            r.state.as_str(),
+            r.detail
+        ));
+    }
+    if !was_voter {
+        let p = &x.pod;
+        if x.terminating {
+            return Err(format!("{p} is terminating"));
+        }
+        if x.raft.health.state != CheckState::Ok {
+            return Err(format!(
+                "{p}'s health check is {}",
+                x.raft.health.state.as_str()
+            ));
+        }
+        if !x.ready {
+            return Err(format!("{p} is not Ready"));
+        }
+        if x.raft.has_leader == Some(false) {
+            return Err(format!("{p} knows no leader"));
+        }
+        return Ok(());
+    }
+    voter_health(x, leader, max_lag).map_err(|(_, why)| why)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,12 +20,9 @@ use anyhow::{bail, Result};
 use tokio::time::Instant;
 
 pub use crate::actions::{ClusterResult, ClusterSummary};
-use crate::assess::voter::counts_as_voter;
 use crate::model::{human_duration, ClusterObservation, OwnerKind};
-use crate::plan::drain::{
-    healthy_voter, plan_cluster, Action, ClusterInput, DrainOptions, DrainStep,
-};
-use crate::report::{CheckState, ReplicaReport, VotersFrom};
+use crate::plan::drain::{plan_cluster, Action, ClusterInput, DrainOptions, DrainStep};
+use crate::report::VotersFrom;
 
 pub mod nodes;
 pub mod rollout;
@@ -593,13 +590,7 @@ async fn rejoin<O: ClusterOps, E: Events>(
 ) -> Result<()> {
     let start = Instant::now();
     // What it was before its eviction decides what it must be again.
-    let was_voter = look
-        .input
-        .report
-        .replicas
-        .iter()
-        .find(|x| x.pod == pod)
-        .is_none_or(counts_as_voter);
+    let was_voter = crate::assess::voter::was_voter(&look.input.report, pod);
     if look.obs.target.owner_kind == OwnerKind::StatefulSet {
         events.doing(&format!(
             "waiting for {pod}'s replacement to be scheduled and Ready"
@@ -618,19 +609,20 @@ async fn rejoin<O: ClusterOps, E: Events>(
                     .iter()
                     .find(|x| r.summary.leader.as_deref() == Some(x.pod.as_str()));
                 match r.replicas.iter().find(|x| x.pod == pod) {
-                    Some(x) => match rejoined(x, was_voter, leader, opts.max_lag) {
-                        Ok(()) if leader.is_some() => {
-                            let msg = format!(
-                                "{pod} rejoined on {} ({} after the eviction)",
-                                x.node.clone().unwrap_or_default(),
-                                human_duration(start.elapsed())
-                            );
-                            said(events, s, msg);
-                            return Ok(());
+                    Some(x) => {
+                        match crate::assess::voter::rejoined(x, was_voter, leader, opts.max_lag) {
+                            Ok(()) => {
+                                let msg = format!(
+                                    "{pod} rejoined on {} ({} after the eviction)",
+                                    x.node.clone().unwrap_or_default(),
+                                    human_duration(start.elapsed())
+                                );
+                                said(events, s, msg);
+                                return Ok(());
+                            }
+                            Err(why) => why,
                         }
-                        Ok(()) => "the cluster has no single leader".to_string(),
-                        Err(why) => why,
-                    },
+                    }
                     None => format!("{pod} is not a replica any more"),
                 }
             }
@@ -647,51 +639,6 @@ async fn rejoin<O: ClusterOps, E: Events>(
             bail!("interrupted while waiting for {pod} to rejoin ({last})");
         }
     }
-}
-
-/// Whether a replacement has rejoined: a member that voted before its eviction (`was_voter`)
-/// by the one definition of a healthy voter (`assess::voter`, within `--max-lag`): back as a
-/// configured voter, so one that came back a non-voter has not rejoined; a learner or
-/// observer by its own role's test (Ready, healthy, knowing the leader), so that one on a
-/// drained node does not stall the drain.
-fn rejoined(
-    x: &ReplicaReport,
-    was_voter: bool,
-    leader: Option<&ReplicaReport>,
-    max_lag: u64,
-) -> Result<(), String> {
-    // Where the system has a readiness check of its own beyond health (NATS: every stream
-    // current), a replacement has rejoined only once it passes.
-    if let Some(r) = x
-        .raft
-        .readiness
-        .as_ref()
-        .filter(|r| r.state != CheckState::Ok)
-    {
-        return Err(format!(
-            "{}'s readiness check is {} ({})",
-            x.pod,
-            r.state.as_str(),
-            r.detail
-        ));
-    }
-    if !was_voter {
-        let p = &x.pod;
-        if x.raft.health.state != CheckState::Ok {
-            return Err(format!(
-                "{p}'s health check is {}",
-                x.raft.health.state.as_str()
-            ));
-        }
-        if !x.ready {
-            return Err(format!("{p} is not Ready"));
-        }
-        if x.raft.has_leader == Some(false) {
-            return Err(format!("{p} knows no leader"));
-        }
-        return Ok(());
-    }
-    healthy_voter(x, leader, max_lag)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use super::*;
 use crate::model::Role;
 use crate::plan::tests::{cluster, M};
 use crate::report::ClusterReport;
+use crate::report::{CheckState, ReplicaReport};
 
 /// What can happen to the cluster while the executor waits or acts.
 type Change = Box<dyn Fn(&mut ClusterReport)>;

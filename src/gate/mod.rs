@@ -39,6 +39,8 @@ use crate::plan::drain::{plan_cluster, Action, DrainOptions, DrainStep};
 pub mod review;
 
 #[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
 mod tests;
 
 /// An eviction as the gate reads it from the API server's review.
@@ -87,7 +89,8 @@ pub enum Code {
     OtherFirst,
     /// A `kubectl raft drain` or `restart` holds the cluster's lock.
     LockHeld,
-    /// A member evicted earlier has not rejoined as a healthy voter yet.
+    /// A member evicted earlier has not rejoined yet (as the voter or non-voter it was, its
+    /// system's readiness check passing).
     Rejoining,
     /// The last transfer failed, or one began too recently: the next waits.
     TransferBackoff,
@@ -194,17 +197,25 @@ impl Verdict {
     }
 }
 
-/// An eviction the gate admitted: the pod (its UID) and when (seconds since the epoch).
+/// An eviction the gate admitted: the pod (its UID), when (seconds since the epoch), and
+/// what it was before (a voter, or a learner or observer): what its replacement must be
+/// again to count as rejoined.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Admitted {
     pub pod: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
     pub at: f64,
+    /// None in a record of a gate before this field: its replacement is then judged by what
+    /// it is now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voter: Option<bool>,
 }
 
 /// A transfer a gate replica started (seconds since the epoch).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Started {
     pub from: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -214,14 +225,46 @@ pub struct Started {
 
 /// What the gate's replicas share of one cluster, kept in the API and written only on the
 /// version read (`version`: the store's, e.g. a resourceVersion; None when there is none yet).
+///
+/// A gate reads only a record it understands whole: a field it does not know, or a `format`
+/// above its own ([`RECORD_FORMAT`]), is an error (the eviction refused, to be retried), never
+/// dropped on the next write: what a newer gate holds back stays held.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Record {
+    /// The record's format (0 before formats were written: the same as 1).
+    #[serde(default)]
+    pub format: u32,
     #[serde(default)]
     pub admitted: Vec<Admitted>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer: Option<Started>,
     #[serde(skip)]
     pub version: Option<String>,
+}
+
+/// The format of the records this gate writes.
+pub const RECORD_FORMAT: u32 = 1;
+
+impl Record {
+    /// The record as stored, checked to be one this gate understands whole.
+    pub fn parse(text: &str) -> Result<Record, String> {
+        let r: Record = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if r.format > RECORD_FORMAT {
+            return Err(format!(
+                "it is of format {}, this gate knows {RECORD_FORMAT} at most",
+                r.format
+            ));
+        }
+        Ok(r)
+    }
+
+    /// The record as it is stored: always in this gate's format.
+    pub fn to_text(&self) -> String {
+        let mut r = self.clone();
+        r.format = RECORD_FORMAT;
+        serde_json::to_string(&r).expect("a record serialises")
+    }
 }
 
 /// How a conditioned write of a [`Record`] went.
@@ -404,7 +447,7 @@ impl<O: GateOps> Gate<O> {
         if let Some(pod) = rejoining.iter().find(|p| **p != m.pod) {
             return Ok(Verdict::Refuse(
                 Code::Rejoining,
-                format!("{cluster}: {pod} was evicted and its replacement has not rejoined as a healthy voter yet (as kubectl raft drain, the gate waits for it before the next member); retry"),
+                format!("{cluster}: {pod} was evicted and its replacement has not rejoined yet (as kubectl raft drain, the gate waits for it before the next member); retry"),
             ));
         }
         let leader = look
@@ -469,7 +512,11 @@ impl<O: GateOps> Gate<O> {
                         "{cluster}: {} ({}); {} healthy voter(s) stay where {} are needed",
                         m.pod, step.why, step.healthy_voters_during, step.quorum
                     ));
-                    match self.admit(&m, &mut record, now, req.dry_run, allow).await? {
+                    let voter = crate::assess::voter::was_voter(&look.input.report, &m.pod);
+                    match self
+                        .admit(&m, &mut record, now, req.dry_run, voter, allow)
+                        .await?
+                    {
                         // A dry run took nothing: no lock to look at again.
                         Some(v) if req.dry_run => v,
                         Some(v) => self.still_unlocked(&m, v).await?,
@@ -590,14 +637,30 @@ impl<O: GateOps> Gate<O> {
             assume_followers_current: Assume::Every,
             ..opts.clone()
         };
-        let plan = plan_cluster(&look.input, &given);
+        // Only this member leaves, wherever it runs: the holder's own order among members that
+        // share its node is its own (a restart brings each back onto the same node), and
+        // nothing is assumed of another member it has not evicted yet (one that hangs counts
+        // as down).
+        let mut input = look.input.clone();
+        input.replace = BTreeSet::from([m.pod.clone()]);
+        let given = DrainOptions {
+            nodes: BTreeSet::new(),
+            ..given
+        };
+        let plan = plan_cluster(&input, &given);
         let conflict = || {
             Verdict::Refuse(
                 Code::Busy,
                 format!("{cluster}: another eviction of it was decided at the same moment; retry"),
             )
         };
-        match plan.steps.iter().find(|s| s.pod == m.pod) {
+        // The first step only, as for every evictor: a later one assumes the members before it
+        // went and came back healthy, which nothing has shown yet.
+        match plan.steps.first() {
+            Some(step) if step.pod != m.pod => Ok(Verdict::Refuse(
+                Code::OtherFirst,
+                format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
+            )),
             Some(step) if step.action == Action::TransferThenEvict => Ok(Verdict::Refuse(
                 Code::WouldTransfer,
                 format!("{cluster}: {} leads; its leadership is handed over before it is evicted; retry", m.pod),
@@ -606,8 +669,9 @@ impl<O: GateOps> Gate<O> {
                 let allow = Verdict::Allow(format!(
                     "{cluster}'s lock holder decided this eviction with the same planner"
                 ));
+                let voter = crate::assess::voter::was_voter(&look.input.report, &m.pod);
                 Ok(self
-                    .admit(m, record, now, dry_run, allow)
+                    .admit(m, record, now, dry_run, voter, allow)
                     .await?
                     .unwrap_or_else(conflict))
             }
@@ -626,17 +690,44 @@ impl<O: GateOps> Gate<O> {
         record: &mut Record,
         now: f64,
         dry_run: bool,
+        voter: bool,
         allow: Verdict,
     ) -> Result<Option<Verdict>> {
         if dry_run {
             return Ok(Some(allow));
         }
-        // A retry after a refusal further down the chain (a PDB) replaces its entry.
-        record.admitted.retain(|a| a.pod != m.pod);
+        // A retry after a refusal further down the chain (a PDB) replaces its entry: the same
+        // pod under the same UID. An entry of an earlier UID is a replacement's obligation to
+        // rejoin, which an eviction of that replacement (that may never take effect) does not
+        // lift.
+        record
+            .admitted
+            .retain(|a| !(a.pod == m.pod && (a.uid.is_none() || a.uid == m.uid)));
+        // Several such obligations of one pod (a replacement evicted again and again) are one:
+        // the earliest, held to the strictest test; the record stays bounded.
+        let (older, mut kept): (Vec<Admitted>, Vec<Admitted>) =
+            std::mem::take(&mut record.admitted)
+                .into_iter()
+                .partition(|a| a.pod == m.pod);
+        if let Some(first) = older.iter().min_by(|a, b| a.at.total_cmp(&b.at)) {
+            let voter = if older.iter().any(|a| a.voter == Some(true)) {
+                Some(true)
+            } else if older.iter().all(|a| a.voter == Some(false)) {
+                Some(false)
+            } else {
+                None
+            };
+            kept.push(Admitted {
+                voter,
+                ..first.clone()
+            });
+        }
+        record.admitted = kept;
         let entry = Admitted {
             pod: m.pod.clone(),
             uid: m.uid.clone(),
             at: now,
+            voter: Some(voter),
         };
         // Its age starts now, in this replica's clock.
         self.age(&m.cluster(), admitted_key(&entry, "pending"));
@@ -751,14 +842,19 @@ fn settle_admitted(
             )
         })
         .collect();
+    // The one leader the report agrees on, as `drain` reads it.
     let leader = report
         .replicas
         .iter()
-        .find(|x| x.raft.role == crate::model::Role::Leader);
-    let healthy = |pod: &str| {
+        .find(|x| report.summary.leader.as_deref() == Some(x.pod.as_str()));
+    // Rejoined as `drain` judges it: what it was before, its system's readiness included.
+    let rejoined = |a: &Admitted| {
         report.replicas.iter().any(|x| {
-            x.pod == pod
-                && crate::plan::drain::healthy_voter(x, leader, settings.opts.max_lag).is_ok()
+            let voter = a
+                .voter
+                .unwrap_or_else(|| crate::assess::voter::counts_as_voter(x));
+            x.pod == a.pod
+                && crate::assess::voter::rejoined(x, voter, leader, settings.opts.max_lag).is_ok()
         })
     };
     let mut pending = BTreeSet::new();
@@ -775,7 +871,7 @@ fn settle_admitted(
             }
             Some((uid, true)) if same(uid) => true,
             Some(_) => {
-                let keep = !healthy(&a.pod);
+                let keep = !rejoined(a);
                 if keep {
                     rejoining.push(a.pod.clone());
                 }

@@ -713,3 +713,225 @@ async fn a_mistyped_assumption_does_not_hold_back_the_lock_holders_eviction() {
     let v = gate(&s).review(&req).await;
     assert!(v.allowed(), "{v:?}");
 }
+
+// The fourth pass (#38): each of these failed on the code before it.
+
+/// Moves a member onto a node (two members of one cluster on the drained node).
+fn place(s: &Scripted, pod: &str, node: &str) {
+    let mut r = s.report.lock().unwrap();
+    r.replicas.iter_mut().find(|x| x.pod == pod).unwrap().node = Some(node.into());
+}
+
+/// Two members on the drained node, the other one hangs after the holder's look: the holder's
+/// eviction is not its plan's first step (the hung one is), and a later step assumes the one
+/// before it came back healthy. Admitting it left the leader alone (#38, item 1).
+#[tokio::test(start_paused = true)]
+async fn the_lock_holders_eviction_is_admitted_only_as_the_plans_first_step() {
+    let s = Scripted::new();
+    place(&s, "etcd-2", "n1");
+    let req = holding(&s, "etcd-0");
+    s.hang("etcd-2");
+    let v = gate(&s).review(&req).await;
+    assert!(!v.allowed(), "{v:?}");
+    assert!(
+        s.record.lock().unwrap().admitted.is_empty(),
+        "nothing admitted"
+    );
+}
+
+/// Marks a member's own readiness check (NATS's full /healthz: every stream current) failing.
+fn not_ready_yet(s: &Scripted, pod: &str) {
+    let mut r = s.report.lock().unwrap();
+    let x = r.replicas.iter_mut().find(|x| x.pod == pod).unwrap();
+    x.raft.readiness = Some(crate::report::Check {
+        state: CheckState::Failing,
+        detail: "JetStream stream ORDERS is not current".into(),
+    });
+}
+
+/// A replacement that is a healthy voter but whose system's readiness check still fails (its
+/// streams catching up) has not rejoined, as `drain` judges it (#38, item 2).
+#[tokio::test(start_paused = true)]
+async fn a_replacement_whose_readiness_check_fails_has_not_rejoined() {
+    let s = Scripted::of(5);
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    s.uids
+        .lock()
+        .unwrap()
+        .insert("etcd-0".into(), "etcd-0-new".into());
+    not_ready_yet(&s, "etcd-0");
+    let v = g.review(&evict("etcd-3")).await;
+    assert_eq!(v.reason(), "Rejoining", "{v:?}");
+}
+
+/// An etcd of five, etcd-1 leading, etcd-4 a learner (a Consul read replica, a ZooKeeper
+/// observer).
+fn with_a_learner() -> Scripted {
+    let s = Scripted::of(5);
+    {
+        let mut r = s.report.lock().unwrap();
+        let x = &mut r.replicas[4];
+        x.raft.role = Role::Learner;
+        x.raft.learner = true;
+        r.summary.voters = 4;
+        r.summary.healthy_voters = 4;
+        r.summary.quorum = 3;
+        r.summary.fault_tolerance = 1;
+    }
+    s
+}
+
+/// A non-voter's replacement rejoins as a non-voter: the next member's eviction goes. Before,
+/// only a healthy voter counted as rejoined, and every later eviction of the cluster was
+/// refused until someone deleted the record (#38, item 2, the Consul stand-in's case).
+#[tokio::test(start_paused = true)]
+async fn a_non_voters_replacement_rejoins_as_a_non_voter() {
+    let s = with_a_learner();
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-4")).await.allowed());
+    s.uids
+        .lock()
+        .unwrap()
+        .insert("etcd-4".into(), "etcd-4-new".into());
+    let v = g.review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+}
+
+/// Positive control of the case above: a non-voter whose replacement is not healthy yet is
+/// still waited for.
+#[tokio::test(start_paused = true)]
+async fn a_non_voters_replacement_that_is_not_healthy_is_waited_for() {
+    let s = with_a_learner();
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-4")).await.allowed());
+    s.replaced_unready("etcd-4");
+    let v = g.review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "Rejoining", "{v:?}");
+}
+
+/// A voter that comes back a non-voter has not rejoined.
+#[tokio::test(start_paused = true)]
+async fn a_voters_replacement_back_as_a_non_voter_has_not_rejoined() {
+    let s = Scripted::of(5);
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    s.uids
+        .lock()
+        .unwrap()
+        .insert("etcd-0".into(), "etcd-0-new".into());
+    {
+        let mut r = s.report.lock().unwrap();
+        r.replicas[0].raft.role = Role::Learner;
+        r.replicas[0].raft.learner = true;
+    }
+    let v = g.review(&evict("etcd-3")).await;
+    assert_eq!(v.reason(), "Rejoining", "{v:?}");
+}
+
+/// The replacement that has not rejoined is itself evicted, and that eviction never takes
+/// effect (a PDB refused it, or a replayed review): its obligation to rejoin stays; before,
+/// the admission replaced it with a 30-second pending entry, and on five members the next one
+/// went while the first replacement still caught up (#38, item 3).
+#[tokio::test(start_paused = true)]
+async fn a_replacements_own_eviction_does_not_lift_its_obligation_to_rejoin() {
+    let s = Scripted::of(5);
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    s.replaced_unready("etcd-0");
+    let _ = g.review(&evict("etcd-0")).await;
+    tokio::time::advance(g.settings.admitted_for + Duration::from_secs(1)).await;
+    s.tick(g.settings.admitted_for.as_secs_f64() + 1.0);
+    let v = g.review(&evict("etcd-3")).await;
+    assert_eq!(v.reason(), "Rejoining", "{v:?}");
+}
+
+/// A record written by a newer gate (a field this one does not know, or a higher format) is
+/// refused, never read as what this one understands and written back without it.
+#[test]
+fn a_record_of_a_newer_gate_is_not_read() {
+    let newer = r#"{"format":1,"admitted":[],"holds":[{"pod":"etcd-0"}]}"#;
+    assert!(Record::parse(newer).is_err());
+    let higher = r#"{"format":2,"admitted":[]}"#;
+    assert!(Record::parse(higher).unwrap_err().contains("format 2"));
+    let older = r#"{"admitted":[{"pod":"etcd-0","uid":"u","at":1.5}]}"#;
+    let r = Record::parse(older).unwrap();
+    assert_eq!(r.admitted[0].voter, None, "judged by what it is now");
+}
+
+/// What a gate writes it reads back whole.
+#[test]
+fn a_record_reads_back_as_written() {
+    let r = Record {
+        admitted: vec![Admitted {
+            pod: "etcd-4".into(),
+            uid: Some("u".into()),
+            at: 2.0,
+            voter: Some(false),
+        }],
+        ..Default::default()
+    };
+    let back = Record::parse(&r.to_text()).unwrap();
+    assert_eq!(back.admitted, r.admitted);
+    assert_eq!(back.format, RECORD_FORMAT);
+}
+
+/// A `kubectl raft restart` brings each member back onto its node: the second of two members
+/// that share a node is the holder's next eviction once the first is back, not held behind
+/// the first by a plan of the whole node.
+#[tokio::test(start_paused = true)]
+async fn the_lock_holders_restart_of_two_members_on_one_node_goes_on() {
+    let s = Scripted::of(5);
+    place(&s, "etcd-3", "n1");
+    let g = gate(&s);
+    assert!(g.review(&holding(&s, "etcd-0")).await.allowed());
+    s.uids
+        .lock()
+        .unwrap()
+        .insert("etcd-0".into(), "etcd-0-new".into());
+    let v = g.review(&holding(&s, "etcd-3")).await;
+    assert!(v.allowed(), "{v:?}");
+}
+
+/// A replacement that never rejoins, evicted again and again (a descheduler): its record stays
+/// one obligation and one pending entry, not one entry per eviction.
+#[tokio::test(start_paused = true)]
+async fn a_replacement_evicted_again_and_again_keeps_the_record_bounded() {
+    let s = Scripted::of(5);
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    for round in 0..5 {
+        s.uids
+            .lock()
+            .unwrap()
+            .insert("etcd-0".into(), format!("etcd-0-r{round}"));
+        s.hang("etcd-0");
+        assert!(g.review(&evict("etcd-0")).await.allowed());
+    }
+    let admitted = s.record.lock().unwrap().admitted.clone();
+    assert_eq!(admitted.len(), 2, "{admitted:?}");
+    assert_eq!(g.review(&evict("etcd-3")).await.reason(), "Rejoining");
+}
+
+/// A record written by a gate before `voter` was recorded: a learner's replacement that is a
+/// healthy learner counts as rejoined (judged by what it is now), not held for ever.
+#[tokio::test(start_paused = true)]
+async fn an_older_records_learner_entry_is_judged_by_what_it_is_now() {
+    let s = with_a_learner();
+    *s.record.lock().unwrap() = Record {
+        admitted: vec![Admitted {
+            pod: "etcd-4".into(),
+            uid: Some("uid-4".into()),
+            at: 999_990.0,
+            voter: None,
+        }],
+        version: Some("7".into()),
+        ..Default::default()
+    };
+    s.uids
+        .lock()
+        .unwrap()
+        .insert("etcd-4".into(), "etcd-4-new".into());
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+}

@@ -186,10 +186,10 @@ impl GateOps for KubeGate {
             .annotations
             .as_ref()
             .and_then(|a| a.get(RECORD_ANNOTATION));
-        // A record that does not parse (another version of the gate wrote it) is never taken
-        // for an empty one: what it holds back would be let through.
+        // A record this gate cannot read whole (a newer gate wrote it, or someone else) is
+        // never taken for an empty one, nor rewritten: what it holds back would be let through.
         let mut record: Record = match text {
-            Some(t) => serde_json::from_str(t).map_err(|e| {
+            Some(t) => Record::parse(t).map_err(|e| {
                 anyhow::anyhow!(
                     "the gate's record of {} (Lease {}/{name}) cannot be read ({e}): a gate of another version wrote it? Run one version of the gate; deleting the Lease forgets what it held back",
                     m.cluster(),
@@ -219,10 +219,7 @@ impl GateOps for KubeGate {
                 annotations: Some(
                     [
                         ("kubectl-raft.io/cluster".to_string(), m.cluster()),
-                        (
-                            RECORD_ANNOTATION.to_string(),
-                            serde_json::to_string(record)?,
-                        ),
+                        (RECORD_ANNOTATION.to_string(), record.to_text()),
                     ]
                     .into(),
                 ),

@@ -212,6 +212,13 @@ pub struct GateServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub transfer_timeout: Duration,
 
+    /// On SIGTERM, how long the gate keeps answering after it reports itself not ready (so
+    /// that the API server and the Service stop sending here first), before it stops taking
+    /// connections and lets the requests in flight end. Keep it, plus --decide-within, under
+    /// the pod's terminationGracePeriodSeconds.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_delay: Duration,
+
     /// Extra profiles (YAML), as for the other verbs.
     #[arg(long, value_name = "FILE")]
     pub profiles: Option<PathBuf>,

@@ -105,6 +105,82 @@ fn plain_kubectl_drain_of_the_leaders_node_of_a_5_member_etcd_gets_one_transfer(
     drain_the_etcd_leaders_node(&ns.name, 5);
 }
 
+/// Every node upgrade drains the gate's own nodes. Both of the installed gate's replicas are
+/// placed on nodes that hold an etcd member, then each of those nodes is drained in turn by
+/// plain `kubectl drain`, the gate's replica and the member together: the drain ends, and no
+/// eviction was answered a 5xx ("failed calling webhook": the replica being stopped answers
+/// what it was sent, not ready any more, while the other takes the new ones). Before, the
+/// replica ended on SIGTERM with reviews in flight, and `kubectl drain` aborted on the 500.
+#[test]
+fn plain_kubectl_drain_of_the_gates_own_nodes_answers_no_eviction_a_5xx() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-own-node");
+    deploy_etcd(&ns.name, 3);
+    let members: std::collections::BTreeSet<String> = (0..3)
+        .map(|i| node_of(&ns.name, &format!("etcd-{i}")))
+        .collect();
+    let others: Vec<String> = kubectl_json(&["get", "nodes"])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .filter(|n| !members.contains(n))
+        .collect();
+    let placing = Cordoned(others.clone());
+    for n in &others {
+        kubectl_ok(&["cordon", n]);
+    }
+    let _g = Installed::apply(&ns.name);
+    drop(placing);
+    let gate_nodes: Vec<String> = kubectl_json(&[
+        "get",
+        "pods",
+        "-n",
+        LOCK_NS,
+        "-l",
+        "app.kubernetes.io/name=kubectl-raft-gate",
+    ])["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(gate_nodes.len(), 2, "two gate replicas: {gate_nodes:?}");
+    for node in gate_nodes {
+        assert!(members.contains(&node), "{node} holds an etcd member");
+        let _cordoned = Cordoned(vec![node.clone()]);
+        let (ok, said) = plain_drain(
+            &node,
+            &[
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=180s",
+            ],
+        );
+        assert!(ok, "kubectl drain {node} failed: {said}");
+        for bad in [
+            "failed calling webhook",
+            "Internal error",
+            "EOF",
+            "connection reset",
+        ] {
+            assert!(
+                !said.contains(bad),
+                "kubectl drain {node} met {bad:?}: {said}"
+            );
+        }
+        wait_etcd_ready(&ns.name, 3);
+        wait_until(
+            Duration::from_secs(120),
+            "the gate's two replicas Ready again",
+            || {
+                let d = kubectl_json(&["get", "deployment", "kubectl-raft-gate", "-n", LOCK_NS]);
+                d["status"]["readyReplicas"] == 2 && d["status"]["replicas"] == 2
+            },
+        );
+    }
+}
+
 /// Plain `kubectl drain` of the node of etcd's leader, under a write load: the drain ends, the
 /// gate's Event says it transferred, the term moved by exactly 1, no write was lost.
 fn drain_the_etcd_leaders_node(ns: &str, members: u32) {

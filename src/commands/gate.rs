@@ -2,6 +2,7 @@
 //! (`gate::Gate` over `live::gate::KubeGate`, served by `live::webhook`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 
@@ -9,7 +10,7 @@ use crate::cli::{GateArgs, GateCommand, GlobalArgs};
 use crate::gate::Gate;
 use crate::live::certs::{CertSettings, Lifetimes};
 use crate::live::gate::KubeGate;
-use crate::live::webhook::{serve, ServeSettings};
+use crate::live::webhook::{serve, Limits, ServeSettings, Shutdown};
 use crate::survey::Surveyor;
 
 pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
@@ -54,6 +55,12 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
             },
         },
         cert_check_every: a.cert_check_every,
+        shutdown: Shutdown {
+            delay: a.shutdown_delay,
+            // A decision ends within --decide-within; a little more for its answer.
+            drain_within: settings.decide_within + Duration::from_secs(2),
+        },
+        limits: Limits::default(),
     };
     serve(Gate::new(ops, settings), client, serve_settings).await
 }

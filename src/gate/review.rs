@@ -4,6 +4,9 @@
 //! decides evictions only. A refusal is a 429 with the gate's sentence and a Retry-After:
 //! evictors retry it; a 5xx would make `kubectl drain` give up.
 
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{Request, Verdict, LOCK_HOLDER_ANNOTATION};
@@ -24,28 +27,102 @@ pub enum Parsed {
     Other { uid: String, what: String },
 }
 
+/// The parts of an AdmissionReview the gate reads, and nothing else: every other field (the
+/// Eviction's other metadata, `oldObject`, `options`) is skipped as it is read, never held, so
+/// a body parses in memory proportional to what is kept (the names and the annotations), not
+/// to how deeply or widely the rest nests.
+#[derive(Deserialize)]
+struct Review {
+    kind: Option<String>,
+    request: Option<ReviewRequest>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct ReviewRequest {
+    uid: Option<String>,
+    #[serde(deserialize_with = "null_as_default")]
+    operation: String,
+    #[serde(deserialize_with = "null_as_default")]
+    resource: Resource,
+    #[serde(deserialize_with = "null_as_default")]
+    sub_resource: String,
+    #[serde(deserialize_with = "null_as_default")]
+    namespace: String,
+    #[serde(deserialize_with = "null_as_default")]
+    name: String,
+    dry_run: Option<bool>,
+    #[serde(deserialize_with = "null_as_default")]
+    user_info: UserInfo,
+    object: Option<EvictionObject>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Resource {
+    #[serde(deserialize_with = "null_as_default")]
+    resource: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct UserInfo {
+    #[serde(deserialize_with = "null_as_default")]
+    username: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct EvictionObject {
+    #[serde(deserialize_with = "null_as_default")]
+    metadata: ObjectMetadata,
+    #[serde(deserialize_with = "null_as_default")]
+    delete_options: DeleteOptions,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ObjectMetadata {
+    #[serde(deserialize_with = "null_as_default")]
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct DeleteOptions {
+    #[serde(deserialize_with = "null_as_default")]
+    dry_run: Vec<String>,
+}
+
+/// A field sent as `null` reads as absent (its default), as the API server's own decoding does.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 /// Reads a review; an error says what is wrong with it (answered 400 by the server).
 pub fn parse(body: &[u8]) -> Result<Parsed, String> {
-    let v: Value =
+    let v: Review =
         serde_json::from_slice(body).map_err(|e| format!("not an AdmissionReview: {e}"))?;
-    if v["kind"] != "AdmissionReview" {
-        return Err(format!("not an AdmissionReview (kind {})", v["kind"]));
+    if v.kind.as_deref() != Some("AdmissionReview") {
+        return Err(format!(
+            "not an AdmissionReview (kind {})",
+            v.kind
+                .as_deref()
+                .map_or("null".into(), |k| format!("{k:?}"))
+        ));
     }
-    let r = &v["request"];
-    let uid = r["uid"]
-        .as_str()
-        .ok_or("an AdmissionReview without request.uid")?
-        .to_string();
-    let s = |p: &str| {
-        r.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let (op, resource, sub) = (s("/operation"), s("/resource/resource"), s("/subResource"));
-    let (namespace, name) = (s("/namespace"), s("/name"));
+    let mut r = v.request.unwrap_or_default();
+    let uid = r
+        .uid
+        .take()
+        .ok_or("an AdmissionReview without request.uid")?;
+    let (op, resource, sub) = (&r.operation, &r.resource.resource, &r.sub_resource);
     let is_eviction = op == "CREATE" && resource == "pods" && sub == "eviction";
-    if !is_eviction || namespace.is_empty() || name.is_empty() {
+    if !is_eviction || r.namespace.is_empty() || r.name.is_empty() {
         let what = format!(
             "{op} {resource}{}",
             if sub.is_empty() {
@@ -56,27 +133,20 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
         );
         return Ok(Parsed::Other { uid, what });
     }
+    let mut object = r.object.take().unwrap_or_default();
     // `kubectl drain --dry-run=server` puts the dry run in the Eviction's own deleteOptions,
     // which the API server honours but does not copy into request.dryRun.
-    let in_body = r
-        .pointer("/object/deleteOptions/dryRun")
-        .and_then(Value::as_array)
-        .is_some_and(|d| !d.is_empty());
-    let dry_run = r["dryRun"].as_bool().unwrap_or(false) || in_body;
-    let lock_holder = r
-        .pointer("/object/metadata/annotations")
-        .and_then(|a| a.get(LOCK_HOLDER_ANNOTATION))
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let dry_run = r.dry_run.unwrap_or(false) || !object.delete_options.dry_run.is_empty();
+    let lock_holder = object.metadata.annotations.remove(LOCK_HOLDER_ANNOTATION);
     Ok(Parsed::Pod {
         uid,
         request: Request {
-            namespace,
-            pod: name,
+            namespace: r.namespace,
+            pod: r.name,
             dry_run,
             lock_holder,
         },
-        user: s("/userInfo/username"),
+        user: r.user_info.username,
     })
 }
 
@@ -198,6 +268,33 @@ mod tests {
             parse(&serde_json::to_vec(&v).unwrap()).unwrap(),
             Parsed::Other { .. }
         ));
+    }
+
+    /// What the gate does not read is skipped as it is read: a review whose other fields nest
+    /// deeply or run long parses (serde_json's recursion limit still refuses a body nested past
+    /// 128 levels, as an error, not a crash).
+    #[test]
+    fn fields_the_gate_does_not_read_are_skipped_not_held() {
+        let mut v: Value = serde_json::from_slice(&eviction(false, None)).unwrap();
+        v["request"]["oldObject"] = json!(vec![1u8; 200_000]);
+        v["request"]["object"]["metadata"]["labels"] = json!({"a": "b".repeat(100_000)});
+        assert!(matches!(
+            parse(&serde_json::to_vec(&v).unwrap()).unwrap(),
+            Parsed::Pod { .. }
+        ));
+        let deep = format!(
+            "{{\"kind\":\"AdmissionReview\",\"x\":{}{}}}",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert!(parse(deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_an_error_not_a_crash() {
+        let mut v: Value = serde_json::from_slice(&eviction(false, None)).unwrap();
+        v["request"]["name"] = json!(7);
+        assert!(parse(&serde_json::to_vec(&v).unwrap()).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! it starts, and its certificate kept fresh from [`super::certs`].
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -23,17 +23,12 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use tokio_util::sync::CancellationToken;
 
 use super::certs::{self, CertSettings};
 use super::gate::KubeGate;
 use crate::gate::review::{self, Parsed};
 use crate::gate::{Code, Gate, Verdict};
-
-/// The longest a client may take to complete its TLS handshake.
-const HANDSHAKE_WITHIN: Duration = Duration::from_secs(5);
-
-/// The largest review read (an Eviction's is a few kilobytes).
-const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// How the gate serves.
 #[derive(Debug, Clone)]
@@ -43,6 +38,54 @@ pub struct ServeSettings {
     /// How often the certificate and the webhook's CA are looked at (re-issued when due, put
     /// back when a re-apply of the webhook configuration blanked it).
     pub cert_check_every: Duration,
+    pub shutdown: Shutdown,
+    pub limits: Limits,
+}
+
+/// How the gate stops on SIGTERM (its own eviction, a rollout) or Ctrl-C: `/readyz` fails at
+/// once and every answer closes its connection, so that the API server's next review opens a
+/// new one (to a replica that is still ready); for `delay` it keeps answering whatever still
+/// arrives; then it stops taking connections and waits (at most `drain_within`) for the
+/// requests in flight, so no decision is cut off between its record's write and its answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Shutdown {
+    pub delay: Duration,
+    pub drain_within: Duration,
+}
+
+/// What callers may hold of the server: whoever reaches its port (not only the API server)
+/// cannot exhaust it, slow it or make it read without end.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections at once, from everyone.
+    pub max_connections: usize,
+    /// Connections at once from one address (the API server has a few; a flooding pod one).
+    pub per_peer: usize,
+    /// The longest a client may take to complete its TLS handshake.
+    pub handshake_within: Duration,
+    /// The longest a request's headers may take, and a kept-alive connection may sit idle:
+    /// longer than the API server's own idle timeout (90 s), so that the client, never the
+    /// gate, closes an idle connection (one closed as a review is sent on it fails that
+    /// eviction with a 500, which makes kubectl drain give up).
+    pub header_within: Duration,
+    /// The longest a request's body may take to arrive.
+    pub body_within: Duration,
+    /// The largest body read (an Eviction's review is a few kilobytes; the API server's own
+    /// limit on an object's annotations is 256 KiB).
+    pub max_body: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 1024,
+            per_peer: 64,
+            handshake_within: Duration::from_secs(5),
+            header_within: Duration::from_secs(120),
+            body_within: Duration::from_secs(10),
+            max_body: 1024 * 1024,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -119,6 +162,9 @@ impl ResolvesServerCert for Current {
 
 struct Server {
     gate: Gate<KubeGate>,
+    limits: Limits,
+    /// Set on SIGTERM: not ready any more.
+    stopping: CancellationToken,
     metrics: Metrics,
     recorder: Recorder,
     /// When a pod's eviction was first refused (for `held_seconds`).
@@ -179,9 +225,11 @@ impl Server {
                 if *code == Code::TransferStarted {
                     self.metrics.transfers.inc();
                 }
-                // Evictions given up on are forgotten after a day.
+                // Evictions given up on are forgotten after a day; at most MAX_HELD at once.
                 first.retain(|_, since| since.elapsed() < Duration::from_secs(86400));
-                first.entry(key.to_string()).or_insert_with(Instant::now);
+                if first.len() < MAX_HELD {
+                    first.entry(key.to_string()).or_insert_with(Instant::now);
+                }
             }
         }
     }
@@ -229,17 +277,22 @@ impl Server {
         };
         match (req.method(), req.uri().path()) {
             (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
+            (&Method::GET, "/readyz") if self.stopping.is_cancelled() => reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                "stopping\n".into(),
+            ),
+            (&Method::GET, "/readyz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
             (&Method::GET, "/metrics") => reply(
                 StatusCode::OK,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 self.metrics.render(),
             ),
             (&Method::POST, "/validate") => {
-                let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-                    Ok(b) => b.to_bytes(),
-                    Err(e) => {
-                        return reply(StatusCode::BAD_REQUEST, "text/plain", format!("{e}\n"))
-                    }
+                let limits = self.limits;
+                let body = match read_body(req.into_body(), &limits).await {
+                    Ok(b) => b,
+                    Err((code, why)) => return reply(code, "text/plain", format!("{why}\n")),
                 };
                 let (code, json) = self.validate(&body).await;
                 reply(code, "application/json", json)
@@ -269,8 +322,11 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
     let listener = tokio::net::TcpListener::bind(s.listen)
         .await
         .with_context(|| format!("listening on {}", s.listen))?;
+    let stopping = CancellationToken::new();
     let server = Arc::new(Server {
         gate,
+        limits: s.limits,
+        stopping: stopping.clone(),
         metrics: Metrics::new(),
         recorder: Recorder::new(
             client.clone(),
@@ -308,35 +364,406 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
     }
     tracing::info!("kubectl-raft gate serving on https://{}", s.listen);
     eprintln!("kubectl-raft gate: serving on https://{}", s.listen);
-    loop {
-        let (tcp, peer) = listener.accept().await.context("accepting a connection")?;
-        let (acceptor, server) = (acceptor.clone(), server.clone());
+    {
+        let stopping = stopping.clone();
         tokio::spawn(async move {
-            // A client that connects and says nothing does not hold a task for ever.
-            let tls = match tokio::time::timeout(HANDSHAKE_WITHIN, acceptor.accept(tcp)).await {
-                Ok(Ok(t)) => t,
-                Ok(Err(e)) => {
-                    tracing::debug!("TLS handshake with {peer} failed: {e}");
-                    return;
+            let why = stop_signal().await;
+            tracing::info!("{why}: not ready any more; answering what still arrives");
+            stopping.cancel();
+        });
+    }
+    let service = move |req| server.clone().handle(req);
+    serve_connections(
+        listener,
+        Some(acceptor),
+        service,
+        stopping,
+        s.shutdown,
+        s.limits,
+    )
+    .await;
+    eprintln!("kubectl-raft gate: stopped");
+    Ok(())
+}
+
+/// SIGTERM (the pod's deletion) or Ctrl-C, whichever comes first.
+async fn stop_signal() -> &'static str {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = term => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "interrupted",
+    }
+}
+
+/// The most evictions whose first refusal is remembered at once (for `held_seconds`).
+const MAX_HELD: usize = 10_000;
+
+/// A request's body, within the limits: 413 past `max_body` (read no further), 408 past
+/// `body_within`.
+async fn read_body(body: Incoming, limits: &Limits) -> Result<Bytes, (StatusCode, String)> {
+    match tokio::time::timeout(
+        limits.body_within,
+        Limited::new(body, limits.max_body).collect(),
+    )
+    .await
+    {
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a review is at most {} bytes", limits.max_body),
+        )),
+        Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
+        Err(_) => Err((
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the body did not arrive within {:?}", limits.body_within),
+        )),
+    }
+}
+
+/// One address's share of the connections, given back when the connection ends.
+struct PeerSlot {
+    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl PeerSlot {
+    fn take(peers: &Arc<Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr, max: usize) -> Option<Self> {
+        let mut p = peers.lock().expect("not poisoned");
+        let n = p.entry(ip).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot {
+            peers: peers.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut p = self.peers.lock().expect("not poisoned");
+        if let Some(n) = p.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                p.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Serves connections on `listener` (TLS through `tls`, plain HTTP without: the tests') with
+/// `service` until `stopping` is cancelled and `shutdown.delay` has passed, then waits for the
+/// requests in flight. Accept errors (out of file descriptors) are waited out, never the end.
+pub(crate) async fn serve_connections<S, F>(
+    listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    service: S,
+    stopping: CancellationToken,
+    shutdown: Shutdown,
+    limits: Limits,
+) where
+    S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let peers: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
+    let total = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let stop_taking = {
+        let stopping = stopping.clone();
+        async move {
+            stopping.cancelled().await;
+            tokio::time::sleep(shutdown.delay).await;
+        }
+    };
+    tokio::pin!(stop_taking);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = &mut stop_taking => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!("accepting a connection: {e}; trying again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
                 }
-                Err(_) => {
-                    tracing::debug!("no TLS handshake from {peer} within {HANDSHAKE_WITHIN:?}");
-                    return;
+            },
+        };
+        let Some(slot) = PeerSlot::take(&peers, peer.ip(), limits.per_peer) else {
+            tracing::debug!(
+                "{peer}: {} connections from its address already; closed",
+                limits.per_peer
+            );
+            continue;
+        };
+        let Ok(permit) = total.clone().try_acquire_owned() else {
+            tracing::warn!(
+                "{} connections at once; {peer}'s closed",
+                limits.max_connections
+            );
+            continue;
+        };
+        let (tls, watcher, stopping) = (tls.clone(), graceful.watcher(), stopping.clone());
+        // Every answer given while stopping closes its connection: the next review comes on a
+        // new one, which the Service sends to a replica that is still ready.
+        let service = {
+            let service = service.clone();
+            move |req| {
+                let (service, stopping) = (service.clone(), stopping.clone());
+                async move {
+                    let mut resp = service(req).await;
+                    if stopping.is_cancelled() {
+                        resp.headers_mut().insert(
+                            hyper::header::CONNECTION,
+                            "close".parse().expect("a header"),
+                        );
+                    }
+                    Ok::<_, std::convert::Infallible>(resp)
+                }
+            }
+        };
+        tokio::spawn(async move {
+            let _held = (slot, permit);
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_within);
+            let svc = hyper::service::service_fn(service);
+            let served = match tls {
+                None => {
+                    let conn = http.serve_connection(TokioIo::new(tcp), svc);
+                    watcher.watch(conn).await
+                }
+                Some(acceptor) => {
+                    // A client that connects and says nothing does not hold a task for ever.
+                    let stream =
+                        match tokio::time::timeout(limits.handshake_within, acceptor.accept(tcp))
+                            .await
+                        {
+                            Ok(Ok(t)) => t,
+                            Ok(Err(e)) => {
+                                tracing::debug!("TLS handshake with {peer} failed: {e}");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(
+                                    "no TLS handshake from {peer} within {:?}",
+                                    limits.handshake_within
+                                );
+                                return;
+                            }
+                        };
+                    let conn = http.serve_connection(TokioIo::new(stream), svc);
+                    watcher.watch(conn).await
                 }
             };
-            let svc = hyper::service::service_fn(move |req| {
-                let server = server.clone();
-                async move { Ok::<_, std::convert::Infallible>(server.handle(req).await) }
-            });
-            // No read timeout on the connection: the API server keeps it open between reviews,
-            // and one closed under it as it sends a review fails that eviction with a 500
-            // ("connection reset by peer"), which makes kubectl drain give up.
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), svc)
-                .await
-            {
+            if let Err(e) = served {
                 tracing::debug!("connection from {peer}: {e}");
             }
         });
+    }
+    drop(listener);
+    tracing::info!("no longer taking connections; waiting for the requests in flight");
+    if tokio::time::timeout(shutdown.drain_within, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "requests still in flight after {:?}; stopping all the same",
+            shutdown.drain_within
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The HTTP layer alone, over plain TCP on the loopback: what a caller that is not the API
+    //! server can and cannot do to it, and how it stops.
+
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    fn limits() -> Limits {
+        Limits {
+            max_connections: 8,
+            per_peer: 3,
+            handshake_within: Duration::from_secs(1),
+            header_within: Duration::from_millis(300),
+            body_within: Duration::from_millis(300),
+            max_body: 1024,
+        }
+    }
+
+    /// A server whose service reads the body within the limits and answers its length after
+    /// `takes`; its address, its stop token and its end.
+    async fn start(
+        takes: Duration,
+        delay: Duration,
+    ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stopping = CancellationToken::new();
+        let lim = limits();
+        let service = move |req: Request<Incoming>| async move {
+            tokio::time::sleep(takes).await;
+            let (code, text) = match read_body(req.into_body(), &lim).await {
+                Ok(b) => (StatusCode::OK, format!("read {}", b.len())),
+                Err((c, why)) => (c, why),
+            };
+            Response::builder()
+                .status(code)
+                .body(Full::new(Bytes::from(text)))
+                .unwrap()
+        };
+        let shutdown = Shutdown {
+            delay,
+            drain_within: Duration::from_secs(5),
+        };
+        let ended = tokio::spawn(serve_connections(
+            listener,
+            None,
+            service,
+            stopping.clone(),
+            shutdown,
+            lim,
+        ));
+        (addr, stopping, ended)
+    }
+
+    fn post(body: &str) -> String {
+        format!(
+            "POST /validate HTTP/1.1\r\nhost: gate\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    /// Sends `raw` on a new connection and reads until the server closes it or answers.
+    async fn send(addr: SocketAddr, raw: &str) -> String {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(raw.as_bytes()).await.unwrap();
+        read_answer(&mut c).await
+    }
+
+    async fn read_answer(c: &mut TcpStream) -> String {
+        let mut out = vec![];
+        let mut buf = [0u8; 4096];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+                Ok(Ok(n)) => {
+                    out.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&out);
+                    if let Some(head) = text.find("\r\n\r\n") {
+                        let len = text[..head]
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .and_then(|n| n.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if out.len() >= head + 4 + len {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_review_is_answered() {
+        let (addr, _, _) = start(Duration::ZERO, Duration::ZERO).await;
+        let a = send(addr, &post("hello")).await;
+        assert!(
+            a.starts_with("HTTP/1.1 200") && a.ends_with("read 5"),
+            "{a}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_limit_is_refused_413_without_reading_it_all() {
+        let (addr, _, _) = start(Duration::ZERO, Duration::ZERO).await;
+        let a = send(addr, &post(&"x".repeat(4096))).await;
+        assert!(a.starts_with("HTTP/1.1 413"), "{a}");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_does_not_arrive_is_given_up_on() {
+        let (addr, _, _) = start(Duration::ZERO, Duration::ZERO).await;
+        let raw = "POST /validate HTTP/1.1\r\nhost: gate\r\ncontent-length: 100\r\n\r\nonly this";
+        let a = send(addr, raw).await;
+        assert!(a.starts_with("HTTP/1.1 408"), "{a}");
+    }
+
+    /// A client that sends half a header and then nothing is closed (slowloris).
+    #[tokio::test]
+    async fn a_header_that_does_not_arrive_closes_the_connection() {
+        let (addr, _, _) = start(Duration::ZERO, Duration::ZERO).await;
+        let a = send(addr, "POST /validate HTTP/1.1\r\nhost: ga").await;
+        assert!(!a.contains("200"), "{a}");
+        // The connection was closed by the server, not by the reader's own 5 s limit: a new
+        // one is served.
+        assert!(send(addr, &post("x")).await.ends_with("read 1"));
+    }
+
+    /// One address holds at most `per_peer` connections: the next is closed unanswered, and
+    /// once one of its own ends, it is served again.
+    #[tokio::test]
+    async fn one_address_cannot_take_every_connection() {
+        let (addr, _, _) = start(Duration::ZERO, Duration::ZERO).await;
+        let mut held = vec![];
+        for _ in 0..limits().per_peer {
+            let mut c = TcpStream::connect(addr).await.unwrap();
+            // Served: the slot is taken once the server has accepted it.
+            c.write_all(post("k").as_bytes()).await.unwrap();
+            assert!(read_answer(&mut c).await.ends_with("read 1"));
+            held.push(c);
+        }
+        let a = send(addr, &post("x")).await;
+        assert_eq!(a, "", "closed unanswered");
+        held.pop();
+        // The server sees the close on its next read; give it that moment.
+        let mut answered = String::new();
+        for _ in 0..50 {
+            answered = send(addr, &post("x")).await;
+            if !answered.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(answered.ends_with("read 1"), "{answered}");
+    }
+
+    /// A review in flight when SIGTERM comes is answered (not cut off), and its connection then
+    /// closed so the next review goes to another replica; reviews still arriving during the
+    /// delay are answered; then the server ends.
+    #[tokio::test]
+    async fn on_sigterm_reviews_in_flight_and_arriving_are_answered_then_it_ends() {
+        let (addr, stopping, ended) =
+            start(Duration::from_millis(200), Duration::from_millis(500)).await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(post("in flight").as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stopping.cancel();
+        let a = read_answer(&mut c).await;
+        assert!(a.ends_with("read 9"), "{a}");
+        assert!(a.to_lowercase().contains("connection: close"), "{a}");
+        let during = send(addr, &post("late")).await;
+        assert!(during.ends_with("read 4"), "{during}");
+        tokio::time::timeout(Duration::from_secs(10), ended)
+            .await
+            .expect("the server ends after its delay")
+            .unwrap();
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "no longer listening"
+        );
     }
 }

@@ -178,7 +178,10 @@ pub struct GateServeArgs {
     #[arg(long = "tls-name", value_name = "NAME")]
     pub tls_names: Vec<String>,
 
-    /// The ValidatingWebhookConfiguration whose webhooks get the gate's CA ("" for none).
+    /// The ValidatingWebhookConfiguration whose webhooks get the gate's CA, and whose
+    /// namespaceSelector says which namespaces' evictions are the gate's to decide (a review
+    /// for any other namespace is allowed and does nothing); "" for none (then every review
+    /// is decided).
     #[arg(long, value_name = "NAME", default_value = "kubectl-raft-gate")]
     pub webhook: String,
 

@@ -105,6 +105,64 @@ fn plain_kubectl_drain_of_the_leaders_node_of_a_5_member_etcd_gets_one_transfer(
     drain_the_etcd_leaders_node(&ns.name, 5);
 }
 
+/// A review the API server never sent, posted to the gate's port by anyone who reaches it,
+/// for the leader of a cluster in a namespace the gate's webhook does not select: allowed
+/// (its answer goes nowhere) and nothing done: etcd's term does not move and no record is
+/// written. Positive control: once that namespace is selected, the same posted review starts a
+/// transfer (the term moves), so the test sees a transfer when there is one.
+#[test]
+fn a_posted_review_for_a_namespace_that_never_opted_in_moves_no_leader() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("gate-posted");
+    deploy_etcd(&ns.name, 3);
+    let opted = TestNamespace::new("gate-posted-in");
+    let g = Gated::start(&opted.name);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let term = etcd_term(&ns.name, &leader).expect("a term");
+    let answer = review(g.port, &ns.name, &leader, false);
+    assert_eq!(answer["allowed"], true, "{answer}");
+    assert!(
+        g.gate.stderr_so_far().contains("not the gate's to decide"),
+        "{}",
+        g.gate.stderr_so_far()
+    );
+    // A transfer the decision started would move the term within a second or two (the
+    // positive control below waits for exactly that): a window to see none.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(
+        etcd_term(&ns.name, &leader),
+        Some(term),
+        "no transfer: {}",
+        g.gate.stderr_so_far()
+    );
+    let record = kubectl(&[
+        "get",
+        "lease",
+        "-n",
+        LOCK_NS,
+        &format!("kubectl-raft-gate.{}.etcd", ns.name),
+    ]);
+    assert!(!record.status.success(), "no record written");
+
+    kubectl_ok(&[
+        "label",
+        "namespace",
+        &ns.name,
+        &format!("kubectl-raft.io/gate-test={}", opted.name),
+    ]);
+    let answer = review(g.port, &ns.name, &leader, false);
+    assert_eq!(answer["status"]["code"], 429, "{answer}");
+    wait_until(
+        Duration::from_secs(60),
+        "the term to move (a transfer)",
+        || {
+            etcd_leader(&ns.name)
+                .and_then(|(l, _)| etcd_term(&ns.name, &l))
+                .is_some_and(|t| t > term)
+        },
+    );
+}
+
 /// Every node upgrade drains the gate's own nodes. Both of the installed gate's replicas are
 /// placed on nodes that hold an etcd member, then each of those nodes is drained in turn by
 /// plain `kubectl drain`, the gate's replica and the member together: the drain ends, and no

@@ -37,6 +37,13 @@ pub fn gate_report(ns: &str, pods: &[String], view: &GateView) -> GateReport {
     report
 }
 
+/// Whether the API server sends evictions in `ns` to a gate webhook of `view`'s configurations
+/// (the gate's own question of a review, before it acts on it): Err when that cannot be told
+/// (labels unread, matchConditions only the API server evaluates).
+pub fn sends_evictions_of(ns: &str, view: &GateView) -> Result<bool, String> {
+    gated_by(ns, view).map(|hook| hook.is_some())
+}
+
 /// The first gate webhook (by configuration name) that the API server would call for an
 /// eviction in `ns`; Err when that cannot be told.
 fn gated_by<'v>(

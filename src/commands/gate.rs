@@ -41,6 +41,7 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
         lock_namespace: a.lock_namespace.clone(),
         transfer_timeout: settings.transfer_timeout,
         watched: Default::default(),
+        webhook: (!a.webhook.is_empty()).then(|| a.webhook.clone()),
     };
     let serve_settings = ServeSettings {
         listen: a.listen,

@@ -293,6 +293,11 @@ pub type TransferSlot = Arc<Mutex<Option<Transfer>>>;
 /// Everything the gate learns from, or starts in, the world.
 #[allow(async_fn_in_trait)]
 pub trait GateOps {
+    /// Why the API server would never send this namespace's evictions here (its webhook's
+    /// namespaceSelector does not select it), or None: sent here, or it cannot be told. Asked
+    /// before anything else, so that a review the API server never sent (posted by anyone who
+    /// reaches the gate's port) for a namespace that never opted in does nothing.
+    async fn not_sent_here(&self, namespace: &str) -> Result<Option<String>>;
     /// The Raft cluster this pod is a member of; None when it is none the gate knows (not a
     /// StatefulSet's pod, no profile recognises it): such evictions are never refused.
     async fn member(&self, namespace: &str, pod: &str) -> Result<Option<Member>>;
@@ -397,6 +402,11 @@ impl<O: GateOps> Gate<O> {
     }
 
     async fn decide(&self, req: &Request) -> Result<Verdict> {
+        if let Some(why) = self.ops.not_sent_here(&req.namespace).await? {
+            return Ok(Verdict::Allow(format!(
+                "{why}: not the gate's to decide; nothing done"
+            )));
+        }
         let Some(m) = self.ops.member(&req.namespace, &req.pod).await? else {
             return Ok(Verdict::Allow(format!(
                 "{}/{} is not a member of a Raft cluster the gate knows",

@@ -139,6 +139,10 @@ struct Sim {
 }
 
 impl GateOps for &Sim {
+    async fn not_sent_here(&self, _: &str) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     async fn member(&self, namespace: &str, pod: &str) -> Result<Option<super::Member>> {
         let w = self.world.lock().unwrap();
         let i: usize = pod.trim_start_matches("etcd-").parse().unwrap();

@@ -28,6 +28,8 @@ struct Scripted {
     controller_busy: Mutex<Option<String>>,
     /// The StatefulSet's kubectl-raft.io/gate-assume annotation.
     assume: Option<String>,
+    /// The namespace is not one the gate's webhook selects.
+    not_sent: Option<String>,
     transfers: Mutex<Vec<(String, Option<String>, TransferSlot)>>,
     /// The shared record as the API keeps it, its version counted up on each write.
     record: Mutex<Record>,
@@ -66,6 +68,7 @@ impl Scripted {
             look_fails: false,
             controller_busy: Mutex::new(None),
             assume: None,
+            not_sent: None,
             transfers: Mutex::new(vec![]),
             record: Mutex::new(Record::default()),
             clock: Mutex::new(1_000_000.0),
@@ -129,6 +132,10 @@ impl Scripted {
 }
 
 impl GateOps for &Scripted {
+    async fn not_sent_here(&self, _: &str) -> Result<Option<String>> {
+        Ok(self.not_sent.clone())
+    }
+
     async fn member(&self, namespace: &str, pod: &str) -> Result<Option<Member>> {
         if !pod.starts_with("etcd-") {
             return Ok(None);
@@ -934,4 +941,17 @@ async fn an_older_records_learner_entry_is_judged_by_what_it_is_now() {
         .insert("etcd-4".into(), "etcd-4-new".into());
     let v = gate(&s).review(&evict("etcd-0")).await;
     assert!(v.allowed(), "{v:?}");
+}
+
+/// A review for a namespace the gate's webhook does not select (the API server never sent it:
+/// anyone who reaches the port posted it): allowed, and nothing done: no transfer of its
+/// leader, no record.
+#[tokio::test(start_paused = true)]
+async fn a_review_of_a_namespace_that_never_opted_in_does_nothing() {
+    let mut s = Scripted::new();
+    s.not_sent = Some("namespace db is not selected by webhook kubectl-raft-gate".into());
+    let v = gate(&s).review(&evict("etcd-1")).await;
+    assert!(v.allowed(), "{v:?}");
+    assert!(s.transfers.lock().unwrap().is_empty(), "no transfer");
+    assert!(s.record.lock().unwrap().version.is_none(), "no record");
 }

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, PostParams};
 use kube::ResourceExt;
@@ -22,6 +23,7 @@ use crate::drain::{ClusterOps, Look};
 use crate::errors::api_context;
 use crate::errors::status_of;
 use crate::gate::{GateOps, Member, Record, TransferSlot, Written};
+use crate::model::GateView;
 use crate::plan::drain::{DrainOptions, DrainStep};
 use crate::select::NotRecognised;
 use crate::survey::Surveyor;
@@ -42,9 +44,41 @@ pub struct KubeGate {
     pub transfer_timeout: Duration,
     /// Each lock Lease seen: its version, and when this process saw it change.
     pub watched: Arc<Mutex<HashMap<String, Watched>>>,
+    /// The gate's ValidatingWebhookConfiguration, whose namespaceSelector says which
+    /// namespaces' evictions the API server sends here (None: not named, not checked).
+    pub webhook: Option<String>,
 }
 
 impl GateOps for KubeGate {
+    async fn not_sent_here(&self, namespace: &str) -> Result<Option<String>> {
+        let Some(name) = &self.webhook else {
+            return Ok(None);
+        };
+        let client = self.surveyor.conn.client.clone();
+        let config = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .get(name)
+            .await
+            .map_err(|e| api_context(e, "get", "validatingwebhookconfigurations", ""))?;
+        let Some(ns) = Api::<Namespace>::all(client)
+            .get_opt(namespace)
+            .await
+            .map_err(|e| api_context(e, "get", "namespaces", ""))?
+        else {
+            return Ok(Some(format!("namespace {namespace:?} does not exist")));
+        };
+        let view = GateView {
+            webhooks: Ok(vec![config]),
+            namespaces: [(namespace.to_string(), Ok(ns.labels().clone()))].into(),
+            refusals: Default::default(),
+        };
+        Ok(match crate::assess::gated::sends_evictions_of(namespace, &view) {
+            Ok(false) => Some(format!(
+                "namespace {namespace:?} is not one whose evictions webhook {name} sends to the gate"
+            )),
+            Ok(true) | Err(_) => None,
+        })
+    }
+
     async fn member(&self, namespace: &str, pod: &str) -> Result<Option<Member>> {
         let api: Api<Pod> = Api::namespaced(self.surveyor.conn.client.clone(), namespace);
         let Some(p) = api

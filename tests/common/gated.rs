@@ -140,3 +140,26 @@ pub fn deploy_web(ns: &str) {
         None,
     );
 }
+
+/// One AdmissionReview of `pod`'s eviction posted straight to the gate on `port`, as anyone who
+/// reaches its port can (the API server's reviews look the same): its answer's `response`.
+pub fn review(port: u16, ns: &str, pod: &str, dry_run: bool) -> serde_json::Value {
+    let body = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"posted","operation":"CREATE","resource":{{"group":"","version":"v1","resource":"pods"}},"subResource":"eviction","name":"{pod}","namespace":"{ns}","dryRun":{dry_run},"userInfo":{{"username":"someone"}}}}}}"#
+    );
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sk",
+            "--max-time",
+            "15",
+            "-H",
+            "content-type: application/json",
+            "--data",
+            &body,
+            &format!("https://127.0.0.1:{port}/validate"),
+        ])
+        .output()
+        .expect("curl");
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .map_or(serde_json::Value::Null, |v| v["response"].clone())
+}

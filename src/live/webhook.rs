@@ -59,10 +59,16 @@ pub struct Shutdown {
 pub struct Limits {
     /// Connections at once, from everyone.
     pub max_connections: usize,
-    /// Connections at once from one address (the API server has a few; a flooding pod one).
+    /// Connections at once from one address: well above what one API server opens for a
+    /// drain (HTTP/1.1, one connection per review in flight: one per pod of the node in
+    /// opted-in namespaces, and several drains at once), so that a flooding pod cannot take
+    /// them all.
     pub per_peer: usize,
     /// The longest a client may take to complete its TLS handshake.
     pub handshake_within: Duration,
+    /// The longest a new connection may go without its first request (the API server sends
+    /// one as soon as it has connected).
+    pub first_request_within: Duration,
     /// The longest a request's headers may take, and a kept-alive connection may sit idle:
     /// longer than the API server's own idle timeout (90 s), so that the client, never the
     /// gate, closes an idle connection (one closed as a review is sent on it fails that
@@ -70,20 +76,28 @@ pub struct Limits {
     pub header_within: Duration,
     /// The longest a request's body may take to arrive.
     pub body_within: Duration,
-    /// The largest body read (an Eviction's review is a few kilobytes; the API server's own
-    /// limit on an object's annotations is 256 KiB).
+    /// The largest body read (an Eviction's review is a few kilobytes; 3 MiB is the API
+    /// server's own limit on a request's body).
     pub max_body: usize,
+    /// The bytes of bodies being read at once, across all connections (each request's
+    /// Content-Length, or `max_body` without one, taken before it is read).
+    pub bodies_at_once: usize,
+    /// The largest read buffer of a connection (a request's headers must fit in it).
+    pub max_buffer: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_connections: 1024,
-            per_peer: 64,
+            max_connections: 2048,
+            per_peer: 512,
             handshake_within: Duration::from_secs(5),
+            first_request_within: Duration::from_secs(10),
             header_within: Duration::from_secs(120),
             body_within: Duration::from_secs(10),
-            max_body: 1024 * 1024,
+            max_body: 3 * 1024 * 1024,
+            bodies_at_once: 32 * 1024 * 1024,
+            max_buffer: 64 * 1024,
         }
     }
 }
@@ -163,6 +177,8 @@ impl ResolvesServerCert for Current {
 struct Server {
     gate: Gate<KubeGate>,
     limits: Limits,
+    /// The bytes of bodies read at once, in KiB (`Limits::bodies_at_once`).
+    bodies: tokio::sync::Semaphore,
     /// Set on SIGTERM: not ready any more.
     stopping: CancellationToken,
     metrics: Metrics,
@@ -290,7 +306,7 @@ impl Server {
             ),
             (&Method::POST, "/validate") => {
                 let limits = self.limits;
-                let body = match read_body(req.into_body(), &limits).await {
+                let body = match read_body(req, &limits, &self.bodies).await {
                     Ok(b) => b,
                     Err((code, why)) => return reply(code, "text/plain", format!("{why}\n")),
                 };
@@ -326,6 +342,7 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
     let server = Arc::new(Server {
         gate,
         limits: s.limits,
+        bodies: tokio::sync::Semaphore::new(s.limits.bodies_at_once / 1024),
         stopping: stopping.clone(),
         metrics: Metrics::new(),
         recorder: Recorder::new(
@@ -407,18 +424,42 @@ const MAX_HELD: usize = 10_000;
 
 /// A request's body, within the limits: 413 past `max_body` (read no further), 408 past
 /// `body_within`.
-async fn read_body(body: Incoming, limits: &Limits) -> Result<Bytes, (StatusCode, String)> {
-    match tokio::time::timeout(
-        limits.body_within,
-        Limited::new(body, limits.max_body).collect(),
+async fn read_body(
+    req: Request<Incoming>,
+    limits: &Limits,
+    budget: &tokio::sync::Semaphore,
+) -> Result<Bytes, (StatusCode, String)> {
+    let too_large = || {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a review is at most {} bytes", limits.max_body),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limits.max_body) {
+        return Err(too_large());
+    }
+    let deadline = tokio::time::Instant::now() + limits.body_within;
+    let share = declared.unwrap_or(limits.max_body).max(1);
+    let permits = u32::try_from(share.div_ceil(1024)).unwrap_or(u32::MAX);
+    let Ok(Ok(_share)) = tokio::time::timeout_at(deadline, budget.acquire_many(permits)).await
+    else {
+        return Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many bodies being read at once".into(),
+        ));
+    };
+    match tokio::time::timeout_at(
+        deadline,
+        Limited::new(req.into_body(), limits.max_body).collect(),
     )
     .await
     {
         Ok(Ok(b)) => Ok(b.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err((
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("a review is at most {} bytes", limits.max_body),
-        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
         Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
         Err(_) => Err((
             StatusCode::REQUEST_TIMEOUT,
@@ -532,40 +573,68 @@ pub(crate) async fn serve_connections<S, F>(
         };
         tokio::spawn(async move {
             let _held = (slot, permit);
+            let served = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let svc = {
+                let served = served.clone();
+                hyper::service::service_fn(move |req| {
+                    served.store(true, std::sync::atomic::Ordering::Relaxed);
+                    service(req)
+                })
+            };
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_within);
-            let svc = hyper::service::service_fn(service);
-            let served = match tls {
-                None => {
-                    let conn = http.serve_connection(TokioIo::new(tcp), svc);
-                    watcher.watch(conn).await
+                .header_read_timeout(limits.header_within)
+                .max_buf_size(limits.max_buffer);
+            // A connection that has sent no request by then is closed: idle connections opened
+            // by anyone do not hold the slots the API server needs.
+            let first = async {
+                tokio::time::sleep(limits.first_request_within).await;
+                if served.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::future::pending::<()>().await;
                 }
-                Some(acceptor) => {
-                    // A client that connects and says nothing does not hold a task for ever.
-                    let stream =
-                        match tokio::time::timeout(limits.handshake_within, acceptor.accept(tcp))
+            };
+            let conn = async {
+                match tls {
+                    None => {
+                        watcher
+                            .watch(http.serve_connection(TokioIo::new(tcp), svc))
                             .await
+                    }
+                    Some(acceptor) => {
+                        // A client that connects and says nothing does not hold a task for ever.
+                        let stream = match tokio::time::timeout(
+                            limits.handshake_within,
+                            acceptor.accept(tcp),
+                        )
+                        .await
                         {
                             Ok(Ok(t)) => t,
                             Ok(Err(e)) => {
                                 tracing::debug!("TLS handshake with {peer} failed: {e}");
-                                return;
+                                return Ok(());
                             }
                             Err(_) => {
                                 tracing::debug!(
                                     "no TLS handshake from {peer} within {:?}",
                                     limits.handshake_within
                                 );
-                                return;
+                                return Ok(());
                             }
                         };
-                    let conn = http.serve_connection(TokioIo::new(stream), svc);
-                    watcher.watch(conn).await
+                        watcher
+                            .watch(http.serve_connection(TokioIo::new(stream), svc))
+                            .await
+                    }
                 }
             };
-            if let Err(e) = served {
-                tracing::debug!("connection from {peer}: {e}");
+            tokio::select! {
+                served = conn => if let Err(e) = served {
+                    tracing::debug!("connection from {peer}: {e}");
+                },
+                _ = first => tracing::debug!(
+                    "{peer} sent no request within {:?}; closed",
+                    limits.first_request_within
+                ),
             }
         });
     }
@@ -596,9 +665,12 @@ mod tests {
             max_connections: 8,
             per_peer: 3,
             handshake_within: Duration::from_secs(1),
+            first_request_within: Duration::from_millis(300),
             header_within: Duration::from_millis(300),
             body_within: Duration::from_millis(300),
             max_body: 1024,
+            bodies_at_once: 4096,
+            max_buffer: 8192,
         }
     }
 
@@ -612,16 +684,20 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let stopping = CancellationToken::new();
         let lim = limits();
-        let service = move |req: Request<Incoming>| async move {
-            tokio::time::sleep(takes).await;
-            let (code, text) = match read_body(req.into_body(), &lim).await {
-                Ok(b) => (StatusCode::OK, format!("read {}", b.len())),
-                Err((c, why)) => (c, why),
-            };
-            Response::builder()
-                .status(code)
-                .body(Full::new(Bytes::from(text)))
-                .unwrap()
+        let budget = Arc::new(tokio::sync::Semaphore::new(lim.bodies_at_once / 1024));
+        let service = move |req: Request<Incoming>| {
+            let budget = budget.clone();
+            async move {
+                tokio::time::sleep(takes).await;
+                let (code, text) = match read_body(req, &lim, &budget).await {
+                    Ok(b) => (StatusCode::OK, format!("read {}", b.len())),
+                    Err((c, why)) => (c, why),
+                };
+                Response::builder()
+                    .status(code)
+                    .body(Full::new(Bytes::from(text)))
+                    .unwrap()
+            }
         };
         let shutdown = Shutdown {
             delay,
@@ -700,6 +776,40 @@ mod tests {
         let raw = "POST /validate HTTP/1.1\r\nhost: gate\r\ncontent-length: 100\r\n\r\nonly this";
         let a = send(addr, raw).await;
         assert!(a.starts_with("HTTP/1.1 408"), "{a}");
+    }
+
+    /// A body declared larger than the limit is refused before a byte of it is read.
+    #[tokio::test]
+    async fn a_body_declared_past_the_limit_is_refused_before_it_is_sent() {
+        let (addr, _, _) = start(Duration::ZERO, Duration::ZERO).await;
+        let raw = "POST /validate HTTP/1.1\r\nhost: gate\r\ncontent-length: 100000\r\n\r\n";
+        let a = send(addr, raw).await;
+        assert!(a.starts_with("HTTP/1.1 413"), "{a}");
+    }
+
+    /// A connection that never sends a request does not keep its slot.
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_is_closed() {
+        let (addr, _, _) = start(Duration::ZERO, Duration::ZERO).await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(Duration::from_secs(5), c.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "closed by the server: {read:?}"
+        );
+    }
+
+    /// Headers larger than a connection's buffer are not kept growing.
+    #[tokio::test]
+    async fn headers_past_the_buffer_are_refused() {
+        let (addr, _, _) = start(Duration::ZERO, Duration::ZERO).await;
+        let raw = format!(
+            "POST /validate HTTP/1.1\r\nhost: gate\r\nx-big: {}\r\ncontent-length: 1\r\n\r\nx",
+            "a".repeat(64 * 1024)
+        );
+        let a = send(addr, &raw).await;
+        assert!(!a.contains("200"), "{a}");
     }
 
     /// A client that sends half a header and then nothing is closed (slowloris).

@@ -207,15 +207,7 @@ fn plain_kubectl_drain_of_the_gates_own_nodes_answers_no_eviction_a_5xx() {
     for node in gate_nodes {
         assert!(members.contains(&node), "{node} holds an etcd member");
         let _cordoned = Cordoned(vec![node.clone()]);
-        let (ok, said) = plain_drain(
-            &node,
-            &[
-                "--ignore-daemonsets",
-                "--delete-emptydir-data",
-                "--timeout=180s",
-            ],
-        );
-        assert!(ok, "kubectl drain {node} failed: {said}");
+        let said = plain_drain_ok(&node);
         for bad in [
             "failed calling webhook",
             "Internal error",
@@ -248,15 +240,7 @@ fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
     wait_node_alone(&node, ns);
     let load = Load::start_following(ns);
     let _cordoned = Cordoned(vec![node.clone()]);
-    let (ok, said) = plain_drain(
-        &node,
-        &[
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            "--timeout=180s",
-        ],
-    );
-    assert!(ok, "kubectl drain {node} failed: {said}");
+    plain_drain_ok(&node);
     // The gate said what it did where kubectl describe shows it: an Event on the pod.
     let events = kubectl_json(&["get", "events", "-n", ns]);
     let transfer = events["items"].as_array().unwrap().iter().find(|e| {
@@ -474,15 +458,7 @@ fn plain_kubectl_drain_of_a_consul_leaders_node_transfers_to_a_voter_first() {
     wait_node_alone(&node, &ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
     let sampler = ContactSampler::start(&ns.name);
-    let (ok, said) = plain_drain(
-        &node,
-        &[
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            "--timeout=180s",
-        ],
-    );
-    assert!(ok, "kubectl drain {node} failed: {said}");
+    plain_drain_ok(&node);
     // Until the replacement is back and a leader is agreed.
     let mut now = Value::Null;
     wait_in(

@@ -75,12 +75,17 @@ impl Scripted {
         }
     }
 
-    /// The member's pod is replaced: a new UID, and not (yet) a healthy voter.
-    fn replaced_unready(&self, pod: &str) {
+    /// The member's pod is replaced: a new UID, answering as before.
+    fn replaced(&self, pod: &str) {
         self.uids
             .lock()
             .unwrap()
             .insert(pod.into(), format!("{pod}-new"));
+    }
+
+    /// The member's pod is replaced: a new UID, and not (yet) a healthy voter.
+    fn replaced_unready(&self, pod: &str) {
+        self.replaced(pod);
         self.hang(pod);
     }
 
@@ -565,10 +570,7 @@ async fn a_rejoined_replacement_lets_the_next_member_go() {
     let s = Scripted::of(5);
     let g = gate(&s);
     assert!(g.review(&evict("etcd-0")).await.allowed());
-    s.uids
-        .lock()
-        .unwrap()
-        .insert("etcd-0".into(), "etcd-0-new".into());
+    s.replaced("etcd-0");
     assert!(g.review(&evict("etcd-3")).await.allowed());
 }
 
@@ -763,10 +765,7 @@ async fn a_replacement_whose_readiness_check_fails_has_not_rejoined() {
     let s = Scripted::of(5);
     let g = gate(&s);
     assert!(g.review(&evict("etcd-0")).await.allowed());
-    s.uids
-        .lock()
-        .unwrap()
-        .insert("etcd-0".into(), "etcd-0-new".into());
+    s.replaced("etcd-0");
     not_ready_yet(&s, "etcd-0");
     let v = g.review(&evict("etcd-3")).await;
     assert_eq!(v.reason(), "Rejoining", "{v:?}");
@@ -797,10 +796,7 @@ async fn a_non_voters_replacement_rejoins_as_a_non_voter() {
     let s = with_a_learner();
     let g = gate(&s);
     assert!(g.review(&evict("etcd-4")).await.allowed());
-    s.uids
-        .lock()
-        .unwrap()
-        .insert("etcd-4".into(), "etcd-4-new".into());
+    s.replaced("etcd-4");
     let v = g.review(&evict("etcd-0")).await;
     assert!(v.allowed(), "{v:?}");
 }
@@ -823,10 +819,7 @@ async fn a_voters_replacement_back_as_a_non_voter_has_not_rejoined() {
     let s = Scripted::of(5);
     let g = gate(&s);
     assert!(g.review(&evict("etcd-0")).await.allowed());
-    s.uids
-        .lock()
-        .unwrap()
-        .insert("etcd-0".into(), "etcd-0-new".into());
+    s.replaced("etcd-0");
     {
         let mut r = s.report.lock().unwrap();
         r.replicas[0].raft.role = Role::Learner;
@@ -892,10 +885,7 @@ async fn the_lock_holders_restart_of_two_members_on_one_node_goes_on() {
     place(&s, "etcd-3", "n1");
     let g = gate(&s);
     assert!(g.review(&holding(&s, "etcd-0")).await.allowed());
-    s.uids
-        .lock()
-        .unwrap()
-        .insert("etcd-0".into(), "etcd-0-new".into());
+    s.replaced("etcd-0");
     let v = g.review(&holding(&s, "etcd-3")).await;
     assert!(v.allowed(), "{v:?}");
 }
@@ -935,10 +925,7 @@ async fn an_older_records_learner_entry_is_judged_by_what_it_is_now() {
         version: Some("7".into()),
         ..Default::default()
     };
-    s.uids
-        .lock()
-        .unwrap()
-        .insert("etcd-4".into(), "etcd-4-new".into());
+    s.replaced("etcd-4");
     let v = gate(&s).review(&evict("etcd-0")).await;
     assert!(v.allowed(), "{v:?}");
 }

@@ -98,6 +98,21 @@ pub fn plain_drain(node: &str, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// Plain `kubectl drain NODE` as a node upgrade runs it (DaemonSets ignored, emptyDir data
+/// deleted, 180 s at most), which must succeed: what it said.
+pub fn plain_drain_ok(node: &str) -> String {
+    let (ok, said) = plain_drain(
+        node,
+        &[
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=180s",
+        ],
+    );
+    assert!(ok, "kubectl drain {node} failed: {said}");
+    said
+}
+
 /// One Eviction of `pod` through the API server (what every evictor sends): whether it was
 /// admitted, and what the API server answered.
 pub fn evict(ns: &str, pod: &str) -> (bool, String) {

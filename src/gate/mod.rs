@@ -173,26 +173,30 @@ fn refused(b: crate::plan::drain::Blocker, pods_only: bool) -> Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allow(String),
+    /// A dry run allowed, with an admission warning (this sentence, its code's reason): what a
+    /// real eviction would meet first. `kubectl drain --dry-run=server` prints it and ends,
+    /// where a refusal would have it retry a dry run for ever.
+    Warn(Code, String),
     /// Refused with 429 and this sentence; evictors retry.
     Refuse(Code, String),
 }
 
 impl Verdict {
     pub fn allowed(&self) -> bool {
-        matches!(self, Verdict::Allow(_))
+        matches!(self, Verdict::Allow(_) | Verdict::Warn(..))
     }
 
     pub fn message(&self) -> &str {
         match self {
-            Verdict::Allow(m) | Verdict::Refuse(_, m) => m,
+            Verdict::Allow(m) | Verdict::Warn(_, m) | Verdict::Refuse(_, m) => m,
         }
     }
 
-    /// `allowed` or the refusal's reason code.
+    /// `allowed` or the refusal's (or warning's) reason code.
     pub fn reason(&self) -> String {
         match self {
             Verdict::Allow(_) => "Allowed".into(),
-            Verdict::Refuse(c, _) => c.reason(),
+            Verdict::Warn(c, _) | Verdict::Refuse(c, _) => c.reason(),
         }
     }
 }
@@ -533,7 +537,7 @@ impl<O: GateOps> Gate<O> {
                         None => conflict(),
                     }
                 }
-                Action::TransferThenEvict if req.dry_run => Verdict::Refuse(
+                Action::TransferThenEvict if req.dry_run => Verdict::Warn(
                     Code::WouldTransfer,
                     format!(
                         "{cluster}: {} leads; a real eviction would start a transfer to {} first",

@@ -154,6 +154,7 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
 pub fn answer(uid: &str, verdict: &Verdict) -> Value {
     let response = match verdict {
         Verdict::Allow(_) => json!({"uid": uid, "allowed": true}),
+        Verdict::Warn(_, message) => json!({"uid": uid, "allowed": true, "warnings": [message]}),
         Verdict::Refuse(code, message) => json!({
             "uid": uid,
             "allowed": false,

@@ -415,6 +415,29 @@ async fn a_dry_run_of_the_leaders_eviction_starts_no_transfer() {
     assert!(s.transfers.lock().unwrap().is_empty());
 }
 
+/// `kubectl drain --dry-run=server` of the leader's node ends: the dry run is allowed, with a
+/// warning that says what a real eviction would start. (Before, it was refused, and kubectl
+/// retried the dry run for ever.)
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_of_the_leaders_eviction_is_allowed_with_a_warning() {
+    let s = Scripted::new();
+    let mut req = evict("etcd-1");
+    req.dry_run = true;
+    let v = gate(&s).review(&req).await;
+    assert!(v.allowed(), "{v:?}");
+    let answer = review::answer("u", &v);
+    assert!(
+        answer["response"]["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("would start a transfer to")),
+        "{answer}"
+    );
+    assert!(
+        s.record.lock().unwrap().version.is_none(),
+        "nothing admitted"
+    )
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_dry_run_admits_nothing_that_holds_back_a_real_eviction() {
     let s = Scripted::new();

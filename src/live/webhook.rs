@@ -232,7 +232,7 @@ impl Server {
     fn remember(&self, key: &str, verdict: &Verdict) {
         let mut first = self.first_refused.lock().expect("not poisoned");
         match verdict {
-            Verdict::Allow(_) => {
+            Verdict::Allow(_) | Verdict::Warn(..) => {
                 if let Some(since) = first.remove(key) {
                     self.metrics.held.observe(since.elapsed().as_secs_f64());
                 }

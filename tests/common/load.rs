@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Numbers each load's first-acknowledgement file.
+static FIRST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The write-load client (tests/load/writeload.rs, built by `cargo test` as an example):
 /// one sequential writer against every etcd member's pod IP, counting failed attempts (each
 /// retried on the next member), lost writes and slow writes.
@@ -57,16 +60,33 @@ impl Load {
     }
 
     fn spawn(args: &[&str], follower: Option<Follower>) -> Self {
+        let first = std::env::temp_dir().join(format!(
+            "writeload-first-{}-{}",
+            std::process::id(),
+            FIRST.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_file(&first);
         let child = Command::new(example_bin("writeload"))
             .args(args)
-            .args(["--duration", "300s"])
+            .args([
+                "--duration",
+                "300s",
+                "--first-ack-file",
+                first.to_str().unwrap(),
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start writeload");
-        // Let it write a little before anything happens.
-        std::thread::sleep(Duration::from_millis(500));
-        Load { child, follower }
+        let mut load = Load { child, follower };
+        // Nothing happens before the system has acknowledged a write.
+        wait_until(
+            Duration::from_secs(60),
+            "the write load's first acknowledged write",
+            || first.exists() || load.child.try_wait().ok().flatten().is_some(),
+        );
+        let _ = std::fs::remove_file(&first);
+        load
     }
 
     /// Like `start`, but the writer follows members to their new addresses (a drain replaces
@@ -142,7 +162,10 @@ fn follow(ns: &str, name: &str, live: fn(&str) -> Vec<String>) -> (PathBuf, Foll
 }
 
 impl Load {
-    /// Stops the writer; its summary: writes, ok, failed, lost, slow, longestStallMs, p99Ms, ...
+    /// Stops the writer; its summary: writes, ok, acknowledged, readBack, lost (acknowledged
+    /// and not read back from the system), givenUp, failed, slow, longestStallMs, p99Ms, ...
+    /// A load that had no write acknowledged, or whose writes could not be read back, proves
+    /// nothing of "no write lost": that fails here, whatever the test asserts next.
     pub fn finish(mut self) -> Value {
         if let Some((stop, thread)) = self.follower.take() {
             stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -152,12 +175,21 @@ impl Load {
         let out = std::mem::replace(&mut self.child, Command::new("true").spawn().expect("true"))
             .wait_with_output()
             .expect("writeload output");
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "writeload printed no summary ({e}): {}",
                 String::from_utf8_lossy(&out.stdout)
             )
-        })
+        });
+        assert!(
+            summary["acknowledged"].as_u64().unwrap_or(0) > 0,
+            "the write load had no write acknowledged: {summary}"
+        );
+        assert!(
+            summary["readBackError"].is_null(),
+            "the acknowledged writes could not be read back: {summary}"
+        );
+        summary
     }
 }
 

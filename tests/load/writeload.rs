@@ -11,7 +11,13 @@
 //! Runs until --duration or SIGTERM/SIGINT, then prints one JSON summary on stdout. A write
 //! that fails or times out is counted (`failed`, with the first messages in `failures`) and
 //! tried again on the next endpoint, as a client with several endpoints does; a write that
-//! has not succeeded within --budget is given up (`lost`). The stall is the longest time
+//! has not succeeded within --budget is given up (`givenUp`). Every acknowledged write is a
+//! key of its own (etcd: `writeload/RUN/N` = N; NATS: the message at the sequence its PubAck
+//! named, = N), and at the end every one is read back from the system itself: `lost` is the
+//! acknowledged writes that are not there (as a read-back that fails counts them all lost,
+//! with `readBackError`); `acknowledged` and `readBack` are the two counts. With
+//! --first-ack-file FILE, FILE is created at the first acknowledged write (what a test waits
+//! for before it acts, instead of a fixed head start). The stall is the longest time
 //! between two successful writes; latency is a write's time from its first attempt.
 //! Beside the writer, a watcher asks every endpoint for etcd's status every 20 ms and
 //! measures the longest time without a leader that a majority of them agree on and that
@@ -88,15 +94,21 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// failure), or a JetStream stream through one NATS client.
 enum Writer {
     Etcd(Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>),
-    Nats(async_nats::Client, String),
+    /// The client, the subject published to, the stream.
+    Nats(async_nats::Client, String, String),
 }
 
+/// An acknowledged write: its number, and where the system said it put it (NATS's sequence).
+type Acked = (u64, Option<u64>);
+
 impl Writer {
-    async fn write(&self, endpoint: &str, key: &str, n: u64) -> Result<(), String> {
+    /// Writes number `n` of this run; where the system says it put it, when it says so.
+    async fn write(&self, endpoint: &str, run: &str, n: u64) -> Result<Option<u64>, String> {
         match self {
             Writer::Etcd(client) => {
                 let body = format!(
-                    r#"{{"key":"{key}","value":"{}"}}"#,
+                    r#"{{"key":"{}","value":"{}"}}"#,
+                    base64(etcd_key(run, n).as_bytes()),
                     base64(n.to_string().as_bytes())
                 );
                 let req = http::Request::post(format!("{endpoint}/v3/kv/put"))
@@ -112,12 +124,12 @@ impl Writer {
                     .map_err(|e| e.to_string())?
                     .to_bytes();
                 if status.is_success() && !body.windows(7).any(|w| w == b"\"error\"") {
-                    Ok(())
+                    Ok(None)
                 } else {
                     Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)))
                 }
             }
-            Writer::Nats(client, subject) => {
+            Writer::Nats(client, subject, _) => {
                 // A JetStream publish: answered by the stream leader's PubAck, or an error.
                 let reply = client
                     .request(subject.clone(), n.to_string().into_bytes().into())
@@ -126,12 +138,119 @@ impl Writer {
                 let v: serde_json::Value = serde_json::from_slice(&reply.payload)
                     .map_err(|_| String::from_utf8_lossy(&reply.payload).into_owned())?;
                 match v.get("error") {
-                    None if v.get("seq").is_some() => Ok(()),
+                    None if v.get("seq").is_some() => Ok(v["seq"].as_u64()),
                     _ => Err(v.to_string()),
                 }
             }
         }
     }
+
+    /// How many of the acknowledged writes are not in the system now, read from it.
+    async fn missing(
+        &self,
+        endpoints: &[String],
+        run: &str,
+        acked: &[Acked],
+    ) -> Result<u64, String> {
+        match self {
+            Writer::Etcd(client) => {
+                let prefix = format!("writeload/{run}/");
+                // The range of every key with the prefix ('/' + 1 is '0').
+                let body = format!(
+                    r#"{{"key":"{}","range_end":"{}"}}"#,
+                    base64(prefix.as_bytes()),
+                    base64(format!("writeload/{run}0").as_bytes())
+                );
+                let mut last = String::from("no endpoint");
+                for endpoint in endpoints {
+                    let req = http::Request::post(format!("{endpoint}/v3/kv/range"))
+                        .header("content-type", "application/json")
+                        .body(Full::new(Bytes::from(body.clone())))
+                        .expect("request");
+                    let answer = async {
+                        let resp = client.request(req).await.map_err(|e| e.to_string())?;
+                        let bytes = resp
+                            .into_body()
+                            .collect()
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .to_bytes();
+                        serde_json::from_slice::<serde_json::Value>(&bytes)
+                            .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&bytes)))
+                    };
+                    let v = match tokio::time::timeout(Duration::from_secs(10), answer).await {
+                        Ok(Ok(v)) if v.get("error").is_none() => v,
+                        Ok(Ok(v)) => {
+                            last = format!("{endpoint}: {v}");
+                            continue;
+                        }
+                        Ok(Err(e)) => {
+                            last = format!("{endpoint}: {e}");
+                            continue;
+                        }
+                        Err(_) => {
+                            last = format!("{endpoint}: no answer within 10s");
+                            continue;
+                        }
+                    };
+                    let stored: std::collections::HashSet<(String, String)> = v["kvs"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|kv| {
+                            (
+                                kv["key"].as_str().unwrap_or("").to_string(),
+                                kv["value"].as_str().unwrap_or("").to_string(),
+                            )
+                        })
+                        .collect();
+                    return Ok(acked
+                        .iter()
+                        .filter(|(n, _)| {
+                            !stored.contains(&(
+                                base64(etcd_key(run, *n).as_bytes()),
+                                base64(n.to_string().as_bytes()),
+                            ))
+                        })
+                        .count() as u64);
+                }
+                Err(last)
+            }
+            Writer::Nats(client, _, stream) => {
+                let mut missing = 0;
+                for (n, seq) in acked {
+                    let Some(seq) = seq else {
+                        missing += 1;
+                        continue;
+                    };
+                    let reply = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        client.request(
+                            format!("$JS.API.STREAM.MSG.GET.{stream}"),
+                            format!(r#"{{"seq":{seq}}}"#).into_bytes().into(),
+                        ),
+                    )
+                    .await
+                    .map_err(|_| format!("no answer for sequence {seq} within 5s"))?
+                    .map_err(|e| format!("sequence {seq}: {e}"))?;
+                    let v: serde_json::Value = serde_json::from_slice(&reply.payload)
+                        .map_err(|e| format!("sequence {seq}: {e}"))?;
+                    if v["message"]["data"].as_str()
+                        != Some(base64(n.to_string().as_bytes()).as_str())
+                    {
+                        missing += 1;
+                    }
+                }
+                Ok(missing)
+            }
+        }
+    }
+}
+
+/// The key of write `n` of run `run` (numbered so that the keys sort as they were written).
+fn etcd_key(run: &str, n: u64) -> String {
+    format!("writeload/{run}/{n:012}")
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -199,13 +318,13 @@ async fn nats_main(args: &[String], servers: Vec<String>) {
     let http: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let watcher = tokio::spawn(watch_leader(
         http,
-        Sampler::NatsStream(stream),
+        Sampler::NatsStream(stream.clone()),
         monitors,
         monitors_file,
     ));
     // The writer's "endpoint" is only a label here: the client picks its server.
     run(
-        Writer::Nats(nats, subject),
+        Writer::Nats(nats, subject, stream),
         vec!["nats".into()],
         None,
         watcher,
@@ -233,14 +352,24 @@ async fn run(
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     let start = Instant::now();
-    let (mut ok, mut failed, mut slow_writes, mut lost) = (0u64, 0u64, 0u64, 0u64);
+    let (mut ok, mut failed, mut slow_writes, mut given_up) = (0u64, 0u64, 0u64, 0u64);
     let mut first_try: Option<Instant> = None;
     let mut latencies: Vec<f64> = vec![];
     let mut last_ok = start;
     let mut longest_stall = Duration::ZERO;
     let mut failures: Vec<String> = vec![];
     let mut current = 0usize;
-    let key = base64(b"writeload");
+    // This run's writes apart from any other's in the same cluster.
+    let run_id = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    );
+    let first_ack_file = arg(args, "--first-ack-file");
+    let mut acked: Vec<Acked> = vec![];
     let mut n = 0u64;
     let mut last_read = Instant::now();
     while start.elapsed() < run_for {
@@ -265,16 +394,22 @@ async fn run(
         let t0 = Instant::now();
         let began = *first_try.get_or_insert(t0);
         let result = tokio::select! {
-            r = tokio::time::timeout(timeout, writer.write(&endpoints[current], &key, n))
+            r = tokio::time::timeout(timeout, writer.write(&endpoints[current], &run_id, n))
                 => r.unwrap_or_else(|_| Err(format!("no answer within {timeout:?}"))),
             _ = term.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
         };
         let took = began.elapsed();
         match result {
-            Ok(()) => {
+            Ok(at) => {
                 first_try = None;
                 ok += 1;
+                acked.push((n, at));
+                if ok == 1 {
+                    if let Some(f) = &first_ack_file {
+                        let _ = std::fs::write(f, "acknowledged\n");
+                    }
+                }
                 latencies.push(took.as_secs_f64() * 1000.0);
                 if took > slow {
                     slow_writes += 1;
@@ -300,7 +435,7 @@ async fn run(
                 }
                 current = (current + 1) % endpoints.len();
                 if began.elapsed() > budget {
-                    lost += 1;
+                    given_up += 1;
                     first_try = None;
                 } else {
                     n -= 1; // the same write again
@@ -313,9 +448,24 @@ async fn run(
     watcher.abort();
     let leaderless = LONGEST_LEADERLESS_US.load(std::sync::atomic::Ordering::SeqCst);
     latencies.sort_by(f64::total_cmp);
+    // The truth: every acknowledged write read back from the system itself.
+    if let Some(f) = &file {
+        let fresh = read_file(f);
+        if !fresh.is_empty() {
+            endpoints = fresh;
+        }
+    }
+    let (lost, read_back_error) = match writer.missing(&endpoints, &run_id, &acked).await {
+        Ok(m) => (m, None),
+        Err(e) => (ok, Some(e)),
+    };
     let summary = serde_json::json!({
-        "writes": ok + lost,
+        "writes": ok + given_up,
         "ok": ok,
+        "acknowledged": ok,
+        "readBack": ok - lost,
+        "readBackError": read_back_error,
+        "givenUp": given_up,
         "failed": failed,
         "lost": lost,
         "slow": slow_writes,

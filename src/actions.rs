@@ -408,13 +408,7 @@ mod tests {
         };
         let mut out = vec![];
         crate::render::structured(&report, crate::render::Format::Json, &mut out).unwrap();
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/yield.json");
-        if std::env::var_os("UPDATE_GOLDEN").is_some() {
-            std::fs::write(&path, &out).unwrap();
-        }
-        let golden = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e} (create it with UPDATE_GOLDEN=1)", path.display()));
-        assert_eq!(String::from_utf8(out).unwrap(), golden);
+        crate::golden::check("yield.json", &String::from_utf8(out).unwrap());
     }
 
     /// `drain -o json` is a promise (docs/drain.md): a fixed dry-run report renders to the

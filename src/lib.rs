@@ -38,3 +38,6 @@ pub mod survey;
 pub mod transport;
 pub mod verbose;
 pub mod watch;
+
+#[cfg(test)]
+mod golden;

@@ -41,6 +41,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "survey",
             "live",
             "verbose",
+            "golden",
         ],
     ),
     ("the edge", &["cli", "commands", "main", "lib"]),

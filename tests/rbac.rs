@@ -359,11 +359,7 @@ fn the_gate_decides_with_exactly_its_roles_and_fails_closed_without_any_of_them(
         let (answer, said) = gate_as(&who, &ns.name, &follower);
         who.restore();
         let right = format!("{verb} {resource}");
-        let names = |text: &str| {
-            (text.contains("forbidden") || text.contains("without the right to"))
-                && text.contains(&verb)
-                && text.contains(&resource)
-        };
+        let names = |text: &str| names_right(text, &verb, &resource);
         match answer {
             None if names(&said) => {}
             None => wrong.push(format!(
@@ -390,4 +386,17 @@ fn the_gate_decides_with_exactly_its_roles_and_fails_closed_without_any_of_them(
         "the gate with each right of docs/gate.yaml's roles taken away:\n{}",
         wrong.join("\n---\n")
     );
+}
+
+#[test]
+fn a_subresource_does_not_name_its_resource() {
+    let err =
+        r#"pods "etcd-0" is forbidden: User "u" cannot get resource "pods/proxy" in API group """#;
+    assert!(names_right(err, "get", "pods/proxy"));
+    assert!(!names_right(err, "get", "pods"));
+    assert!(!names_right(err, "create", "pods/proxy"));
+    let ours = "error: forbidden: this user may not get leases.coordination.k8s.io in namespace x";
+    assert!(names_right(ours, "get", "leases"));
+    let ours = "error: forbidden: this user may not get pods/proxy in namespace x";
+    assert!(!names_right(ours, "get", "pods"));
 }

@@ -50,20 +50,7 @@ fn streams() -> (String, String) {
 }
 
 fn golden(name: &str, got: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, got).unwrap();
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
-    assert_eq!(
-        got,
-        want,
-        "{} differs (UPDATE_GOLDEN=1 to accept)",
-        path.display()
-    );
+    crate::golden::check(name, got);
 }
 
 #[test]

@@ -239,10 +239,7 @@ impl RbacSubject {
             let right = format!("{verb} {resource}");
             if code != Some(1) {
                 wrong.push(format!("without {right} it exited {code:?}: {out}{err}"));
-            } else if !(err.contains("forbidden")
-                && err.contains(verb.as_str())
-                && err.contains(resource.as_str()))
-            {
+            } else if !names_right(&err, verb, resource) {
                 wrong.push(format!(
                     "without {right} the message does not name it: {err}"
                 ));
@@ -343,4 +340,21 @@ impl Drop for RbacSubject {
             }
         }
     }
+}
+
+/// Whether `text` names exactly the right `verb resource` as missing: the plugin's
+/// "forbidden: this user may not VERB RESOURCE[.GROUP] ...", the API server's "forbidden: ...
+/// cannot VERB resource \"RESOURCE\"", or the plugin's "without the right to VERB RESOURCE".
+/// Exact: `get pods/proxy` does not name `get pods`.
+pub fn names_right(text: &str, verb: &str, resource: &str) -> bool {
+    let plugin = format!("may not {verb} {resource}");
+    let by_plugin = text.match_indices(&plugin).any(|(at, m)| {
+        matches!(
+            text[at + m.len()..].chars().next(),
+            None | Some(' ' | '.' | ',' | ';' | ')')
+        )
+    });
+    (text.contains("forbidden")
+        && (by_plugin || text.contains(&format!("cannot {verb} resource \"{resource}\""))))
+        || text.contains(&format!("without the right to {verb} {resource}"))
 }

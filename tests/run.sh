@@ -11,6 +11,12 @@ export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 step() { printf '\n== %s\n' "$*" >&2; }
 cleanup() {
   rc=$?
+  if [ -s "$KWORLD_DIR/timings.tsv" ]; then
+    step "the 20 slowest tests (seconds from their namespace's creation to its drop; binary; test)"
+    sort -rn "$KWORLD_DIR/timings.tsv" | head -20 | sed 's/^/  /' >&2
+    awk -F'\t' '{t[$2]+=$1; n[$2]++} END {for (b in t) printf "  %8.1f s  %3d namespace(s)  %s\n", t[b], n[b], b}' \
+      "$KWORLD_DIR/timings.tsv" | sort -rn >&2
+  fi
   if [ "$rc" -ne 0 ]; then
     step "the run failed ($rc): the machine and the world as they are now"
     [ -x "$KWORLD_DIR/bin/kworld" ] && "$KWORLD_DIR/bin/kworld" doctor >&2 || disk
@@ -50,4 +56,5 @@ bash tests/image.sh
 echo "image built and checked in $(( $(date +%s) - t0 ))s" >&2
 
 step "cargo test (unit tests, then end-to-end tests in the real world)"
+mkdir -p "$KWORLD_DIR" && : > "$KWORLD_DIR/timings.tsv"
 cargo test --lib --bins --tests --no-fail-fast

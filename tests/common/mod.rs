@@ -264,6 +264,8 @@ pub fn stderr(o: &Output) -> String {
 /// A namespace of the test's own, deleted when the test ends.
 pub struct TestNamespace {
     pub name: String,
+    /// When it was created: its life is the test's time (tests/run.sh prints the slowest).
+    created: Instant,
 }
 
 impl TestNamespace {
@@ -277,12 +279,39 @@ impl TestNamespace {
                 .status
                 .success()
         });
-        TestNamespace { name }
+        TestNamespace {
+            name,
+            created: Instant::now(),
+        }
     }
 }
 
 impl Drop for TestNamespace {
     fn drop(&mut self) {
+        // One line per namespace: seconds, the test (libtest names its thread after it), the
+        // test binary; tests/run.sh sorts them.
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("?")
+            .to_string();
+        let binary = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .map(|s| s.split('-').next().unwrap_or("").to_string())
+            .unwrap_or_default();
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(world_dir().join("timings.tsv"))
+        {
+            use std::io::Write;
+            let _ = writeln!(
+                f,
+                "{:.1}\t{binary}\t{test}\t{}",
+                self.created.elapsed().as_secs_f64(),
+                self.name
+            );
+        }
         let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"]);
         let _ = std::fs::remove_dir_all(scratch_root().join(&self.name));
     }

@@ -200,24 +200,28 @@ impl GateOps for &Scripted {
     }
 
     async fn write_record(&self, _: &Member, r: &Record) -> Result<Written> {
-        let mut stored = self.record.lock().unwrap();
-        if stored.version != r.version {
-            return Ok(Written::Conflict);
-        }
-        let next = stored
-            .version
-            .as_deref()
-            .map_or(1, |v| v.parse::<u64>().unwrap() + 1);
-        *stored = Record {
-            version: Some(next.to_string()),
-            ..r.clone()
-        };
-        Ok(Written::Done)
+        Ok(write_on_version(&mut self.record.lock().unwrap(), r))
     }
 
     fn now(&self) -> f64 {
         *self.clock.lock().unwrap()
     }
+}
+
+/// A conditioned write as the API keeps a record: only on the version read, through its text
+/// (what a gate cannot read whole it refuses), the version counted up.
+pub(super) fn write_on_version(stored: &mut Record, r: &Record) -> Written {
+    if stored.version != r.version {
+        return Written::Conflict;
+    }
+    let next = stored
+        .version
+        .as_deref()
+        .map_or(1, |v| v.parse::<u64>().unwrap() + 1);
+    let mut back = Record::parse(&r.to_text()).unwrap();
+    back.version = Some(next.to_string());
+    *stored = back;
+    Written::Done
 }
 
 fn evict(pod: &str) -> Request {

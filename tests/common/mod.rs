@@ -290,10 +290,7 @@ impl Drop for TestNamespace {
     fn drop(&mut self) {
         // One line per namespace: seconds, the test (libtest names its thread after it), the
         // test binary; tests/run.sh sorts them.
-        let test = std::thread::current()
-            .name()
-            .unwrap_or("?")
-            .to_string();
+        let test = std::thread::current().name().unwrap_or("?").to_string();
         let binary = std::env::current_exe()
             .ok()
             .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))

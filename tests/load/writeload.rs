@@ -111,18 +111,8 @@ impl Writer {
                     base64(etcd_key(run, n).as_bytes()),
                     base64(n.to_string().as_bytes())
                 );
-                let req = http::Request::post(format!("{endpoint}/v3/kv/put"))
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body)))
-                    .expect("request");
-                let resp = client.request(req).await.map_err(|e| e.to_string())?;
-                let status = resp.status();
-                let body = resp
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .to_bytes();
+                let (status, body) =
+                    post_json(client, &format!("{endpoint}/v3/kv/put"), body).await?;
                 if status.is_success() && !body.windows(7).any(|w| w == b"\"error\"") {
                     Ok(None)
                 } else {
@@ -163,18 +153,9 @@ impl Writer {
                 );
                 let mut last = String::from("no endpoint");
                 for endpoint in endpoints {
-                    let req = http::Request::post(format!("{endpoint}/v3/kv/range"))
-                        .header("content-type", "application/json")
-                        .body(Full::new(Bytes::from(body.clone())))
-                        .expect("request");
                     let answer = async {
-                        let resp = client.request(req).await.map_err(|e| e.to_string())?;
-                        let bytes = resp
-                            .into_body()
-                            .collect()
-                            .await
-                            .map_err(|e| e.to_string())?
-                            .to_bytes();
+                        let url = format!("{endpoint}/v3/kv/range");
+                        let (_, bytes) = post_json(client, &url, body.clone()).await?;
                         serde_json::from_slice::<serde_json::Value>(&bytes)
                             .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&bytes)))
                     };
@@ -246,6 +227,27 @@ impl Writer {
             }
         }
     }
+}
+
+/// POSTs `body` (JSON) to `url`: the status and the whole answer.
+async fn post_json(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    url: &str,
+    body: String,
+) -> Result<(http::StatusCode, Bytes), String> {
+    let req = http::Request::post(url)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("request");
+    let resp = client.request(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, bytes))
 }
 
 /// The key of write `n` of run `run` (numbered so that the keys sort as they were written).

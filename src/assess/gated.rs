@@ -37,11 +37,13 @@ pub fn gate_report(ns: &str, pods: &[String], view: &GateView) -> GateReport {
     report
 }
 
-/// Whether the API server sends evictions in `ns` to a gate webhook of `view`'s configurations
-/// (the gate's own question of a review, before it acts on it): Err when that cannot be told
-/// (labels unread, matchConditions only the API server evaluates).
+/// Whether the API server sends evictions in `ns` to the gate through `view`'s configuration,
+/// which is the gate's own (every webhook in it is the gate's, whatever its name): the gate's
+/// question of a review before it acts on it. Err when that cannot be told (labels unread,
+/// matchConditions only the API server evaluates, no webhook of it covering evictions at all,
+/// which the gate does not second-guess).
 pub fn sends_evictions_of(ns: &str, view: &GateView) -> Result<bool, String> {
-    gated_by(ns, view).map(|hook| hook.is_some())
+    gated_by_any(ns, view, true).map(|hook| hook.is_some())
 }
 
 /// The first gate webhook (by configuration name) that the API server would call for an
@@ -50,15 +52,31 @@ fn gated_by<'v>(
     ns: &str,
     view: &'v GateView,
 ) -> Result<Option<(&'v str, &'v ValidatingWebhook)>, String> {
+    gated_by_any(ns, view, false)
+}
+
+/// `gated_by`, with every webhook taken for the gate's when `own` (the gate's own
+/// configuration), and then Err when none of them covers evictions.
+fn gated_by_any<'v>(
+    ns: &str,
+    view: &'v GateView,
+    own: bool,
+) -> Result<Option<(&'v str, &'v ValidatingWebhook)>, String> {
     let configs = view.webhooks.as_ref().map_err(Clone::clone)?;
-    let mut hooks: Vec<(&str, &ValidatingWebhook)> = configs
+    let covering: Vec<(&str, &ValidatingWebhook)> = configs
         .iter()
         .flat_map(|c| {
             let name = c.metadata.name.as_deref().unwrap_or("");
             c.webhooks.iter().flatten().map(move |h| (name, h))
         })
-        .filter(|(_, h)| h.name.ends_with(GATE_WEBHOOK_SUFFIX))
+        .filter(|(_, h)| own || h.name.ends_with(GATE_WEBHOOK_SUFFIX))
         .filter(|(_, h)| h.rules.iter().flatten().any(covers_evictions))
+        .collect();
+    if own && covering.is_empty() {
+        return Err("no webhook of the gate's configuration covers evictions".into());
+    }
+    let mut hooks: Vec<(&str, &ValidatingWebhook)> = covering
+        .into_iter()
         // An eviction is an Eviction object with no labels of its own: the API server matches
         // objectSelector against it, not against the pod.
         .filter(|(_, h)| matches(h.object_selector.as_ref(), Some(&BTreeMap::new())) == Some(true))
@@ -371,5 +389,33 @@ mod tests {
         other.reporting_component = Some("kubelet".into());
         let v = view(vec![], &[], vec![other]);
         assert_eq!(gate_report("db", &pods(), &v).last_refusal, None);
+    }
+
+    /// The gate's own configuration counts whatever its webhooks are named: a user who renamed
+    /// the webhook still has the gate decide what the API server sends it.
+    #[test]
+    fn the_gates_own_configuration_counts_under_any_webhook_name() {
+        let mut hook = gate_hook(opted_in());
+        hook["name"] = json!("evictions.raft.example.com");
+        let own = view(vec![config("kubectl-raft-gate", hook)], &[], vec![]);
+        assert_eq!(sends_evictions_of("db", &own), Ok(false));
+        let mut hook = gate_hook(opted_in());
+        hook["name"] = json!("evictions.raft.example.com");
+        let selected = view(
+            vec![config("kubectl-raft-gate", hook)],
+            &[("kubectl-raft.io/gate", "enabled")],
+            vec![],
+        );
+        assert_eq!(sends_evictions_of("db", &selected), Ok(true));
+    }
+
+    /// A configuration none of whose webhooks covers evictions is not the gate's to judge: it
+    /// cannot tell, so it decides (never waves a review through on it).
+    #[test]
+    fn an_own_configuration_that_covers_no_eviction_cannot_tell() {
+        let mut hook = gate_hook(opted_in());
+        hook["rules"][0]["resources"] = json!(["pods"]);
+        let v = view(vec![config("kubectl-raft-gate", hook)], &[], vec![]);
+        assert!(sends_evictions_of("db", &v).is_err());
     }
 }

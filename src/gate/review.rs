@@ -133,6 +133,17 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
         );
         return Ok(Parsed::Other { uid, what });
     }
+    // Names the API server accepted (DNS-1123): anything else was never sent by it, and never
+    // reaches a URL the gate builds.
+    for (what, name) in [("namespace", &r.namespace), ("name", &r.name)] {
+        let ok = name.len() <= 253
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if !ok {
+            return Err(format!("request.{what} {name:?} is not a Kubernetes name"));
+        }
+    }
     let mut object = r.object.take().unwrap_or_default();
     // `kubectl drain --dry-run=server` puts the dry run in the Eviction's own deleteOptions,
     // which the API server honours but does not copy into request.dryRun.
@@ -296,6 +307,15 @@ mod tests {
         let mut v: Value = serde_json::from_slice(&eviction(false, None)).unwrap();
         v["request"]["name"] = json!(7);
         assert!(parse(&serde_json::to_vec(&v).unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_name_that_is_no_kubernetes_name_is_an_error() {
+        for bad in ["etcd-0/../../secrets", "etcd-0?x=1", "Etcd-0", "etcd 0"] {
+            let mut v: Value = serde_json::from_slice(&eviction(false, None)).unwrap();
+            v["request"]["name"] = json!(bad);
+            assert!(parse(&serde_json::to_vec(&v).unwrap()).is_err(), "{bad}");
+        }
     }
 
     #[test]

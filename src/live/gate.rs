@@ -55,15 +55,31 @@ impl GateOps for KubeGate {
             return Ok(None);
         };
         let client = self.surveyor.conn.client.clone();
-        let config = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .get(name)
-            .await
-            .map_err(|e| api_context(e, "get", "validatingwebhookconfigurations", ""))?;
-        let Some(ns) = Api::<Namespace>::all(client)
-            .get_opt(namespace)
-            .await
-            .map_err(|e| api_context(e, "get", "namespaces", ""))?
-        else {
+        let (configs, namespaces) = (
+            Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+            Api::<Namespace>::all(client),
+        );
+        let (config, ns) = tokio::join!(configs.get(name), namespaces.get_opt(namespace));
+        // Without the right to read them (a gate.yaml from before this check), the gate decides
+        // as it did before, rather than refusing every eviction; it says so.
+        let forbidden = |e: &kube::Error| status_of(e).is_some_and(|s| s.code == 403);
+        let config = match config {
+            Err(e) if forbidden(&e) => {
+                tracing::warn!("cannot read webhook {name} ({e}): every review is decided; grant get on it (docs/gate.yaml)");
+                return Ok(None);
+            }
+            other => {
+                other.map_err(|e| api_context(e, "get", "validatingwebhookconfigurations", ""))?
+            }
+        };
+        let ns = match ns {
+            Err(e) if forbidden(&e) => {
+                tracing::warn!("cannot read namespace {namespace} ({e}): every review is decided; grant get on namespaces (docs/gate.yaml)");
+                return Ok(None);
+            }
+            other => other.map_err(|e| api_context(e, "get", "namespaces", ""))?,
+        };
+        let Some(ns) = ns else {
             return Ok(Some(format!("namespace {namespace:?} does not exist")));
         };
         let view = GateView {

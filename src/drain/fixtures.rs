@@ -73,3 +73,23 @@ pub(crate) fn look(report: ClusterReport, pods: Vec<Pod>, target_needs_id: bool)
         input: ClusterInput::new(report, true, target_needs_id, Liveness::Health),
     }
 }
+
+/// What member `pod` answers now in a scripted report: its role and term, or nothing when it
+/// is unreachable (or not in the report).
+pub(crate) fn view_now(report: &ClusterReport, pod: &str) -> crate::plan::ReplicaView {
+    let silent = crate::plan::ReplicaView::silent(pod.to_string());
+    match report.replicas.iter().find(|x| x.pod == pod) {
+        Some(x) if x.raft.health.state != crate::report::CheckState::Unreachable => {
+            crate::plan::ReplicaView {
+                role: Some(x.raft.role),
+                term: x.raft.term,
+                leader: report.summary.leader.clone(),
+                ..silent
+            }
+        }
+        _ => crate::plan::ReplicaView {
+            error: Some("connection refused".into()),
+            ..silent
+        },
+    }
+}

@@ -112,6 +112,9 @@ pub trait ClusterOps {
     /// a PDB's refusal does, and the step is planned again; a StatefulSet that cannot be
     /// read is Some too.
     async fn controller_busy_now(&self, look: &Look) -> Option<String>;
+    /// The member's own answer now (its role and term), read just before its eviction and
+    /// judged by `plan::drain::still_as_looked`: the look's probes are seconds old by then.
+    async fn member_now(&self, look: &Look, pod: &str) -> crate::plan::ReplicaView;
     /// One eviction request.
     async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt>;
     /// Until the evicted pod (this UID) is gone.
@@ -519,6 +522,13 @@ async fn evict_member<O: ClusterOps, E: Events>(
     // again on a fresh look.
     if let Some(why) = ops.controller_busy_now(look).await {
         return Err(StepBlocked(format!("cannot evict {pod} yet: {why}")).into());
+    }
+    // The member itself, asked again: leadership may have moved to it since the look.
+    if step.action == Action::Evict {
+        let now = ops.member_now(look, pod).await;
+        if let Err(why) = crate::plan::drain::still_as_looked(step, &look.input.report, &now) {
+            return Err(StepBlocked(format!("cannot evict {pod} yet: {why}")).into());
+        }
     }
     events.doing(&format!("evicting {pod} ({}) from {}", step.why, step.node));
     if step.action == Action::EvictLeader {

@@ -271,6 +271,10 @@ impl ClusterOps for Sim {
         None
     }
 
+    async fn member_now(&self, _: &Look, pod: &str) -> crate::plan::ReplicaView {
+        super::fixtures::view_now(&self.report(), pod)
+    }
+
     async fn evict(&self, _: &Look, pod: &str) -> Result<Attempt> {
         self.check(pod, "evicting");
         self.evictions.set(self.evictions.get() + 1);

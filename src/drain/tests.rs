@@ -70,6 +70,9 @@ pub(super) struct Scripted {
     unready_left: Cell<u32>,
     /// Applied at every look (the world moving on its own: a scale, a member list that fails).
     pub(super) every_look: RefCell<Option<Change>>,
+    /// Applied once, just after the first look: what changes between a look and the eviction
+    /// it leads to (leadership moving to the member about to go, an election elsewhere).
+    pub(super) after_first_look: RefCell<Option<Change>>,
     /// From this look on (the first is 1) the cluster is not found any more (its StatefulSet
     /// deleted, its pods' labels changed).
     pub(super) vanishes_at_look: Cell<Option<u32>>,
@@ -119,6 +122,7 @@ impl Scripted {
             replacement_unready_looks: Cell::new(0),
             unready_left: Cell::new(0),
             every_look: RefCell::new(None),
+            after_first_look: RefCell::new(None),
             vanishes_at_look: Cell::new(None),
             looks: Cell::new(0),
         }
@@ -195,6 +199,9 @@ impl ClusterOps for Scripted {
         let mut look = super::fixtures::look(report, pods, true);
         look.obs.target.desired_replicas = 3;
         look.input.replace = self.replace();
+        if let Some(change) = self.after_first_look.borrow_mut().take() {
+            change(&mut self.report.borrow_mut());
+        }
         Ok(Some(look))
     }
 
@@ -289,6 +296,10 @@ impl ClusterOps for Scripted {
         self.controller_busy_reads.set(left - 1);
         self.did("controller busy at the eviction".into());
         Some("its StatefulSet's controller has not yet acted on its latest change (generation 3, observed 2)".into())
+    }
+
+    async fn member_now(&self, _: &Look, pod: &str) -> crate::plan::ReplicaView {
+        super::fixtures::view_now(&self.report.borrow(), pod)
     }
 
     async fn evict(&self, _: &Look, pod: &str) -> Result<Attempt> {
@@ -395,6 +406,9 @@ impl ClusterOps for &Scripted {
     }
     async fn controller_busy_now(&self, look: &Look) -> Option<String> {
         (**self).controller_busy_now(look).await
+    }
+    async fn member_now(&self, look: &Look, pod: &str) -> crate::plan::ReplicaView {
+        (**self).member_now(look, pod).await
     }
     async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt> {
         (**self).evict(look, pod).await
@@ -558,6 +572,37 @@ async fn a_controller_that_settles_lets_the_eviction_through_on_a_fresh_plan() {
             "evict etcd-0"
         ]
     );
+}
+
+/// Leadership moves to the member about to go between the look and its eviction (its leader
+/// paused; a hashicorp/raft follower that timed out): asked again just before the eviction, it
+/// leads, so it is not evicted as a follower; the fresh plan hands its leadership over first.
+/// (Before, drain evicted it on the look: an election instead of a transfer; this failed there.)
+#[tokio::test(start_paused = true)]
+async fn a_member_that_leads_since_the_look_is_handed_over_before_it_goes() {
+    let c = Scripted::new();
+    *c.after_first_look.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+        for x in &mut r.replicas {
+            x.raft.role = if x.pod == "etcd-0" {
+                Role::Leader
+            } else {
+                Role::Follower
+            };
+            x.raft.term = Some(6);
+        }
+        r.summary.leader = Some("etcd-0".into());
+    }));
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    let actions = c.actions();
+    assert!(
+        actions
+            .first()
+            .is_some_and(|a| a.starts_with("transfer from etcd-0 ")),
+        "{actions:?}"
+    );
+    assert_eq!(actions.last().map(String::as_str), Some("evict etcd-0"));
+    assert_eq!(s.transfers, 1, "{actions:?}");
 }
 
 #[tokio::test(start_paused = true)]

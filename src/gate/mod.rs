@@ -98,6 +98,9 @@ pub enum Code {
     Busy,
     /// A dry run of the leader's eviction: a real one would start a transfer.
     WouldTransfer,
+    /// The member, asked again just before its admission, is not what the look found (it
+    /// leads now, its term moved, it stopped answering): decided again on the next retry.
+    ChangedSinceLook,
     /// The gate could not look at the cluster (an error, a timeout): refused, to be retried.
     CannotDecide,
 }
@@ -313,6 +316,10 @@ pub trait GateOps {
     /// afresh just before the gate admits one (the look's read is as old as its probes):
     /// `ClusterOps::controller_busy_now`'s question, answered by the same function.
     async fn controller_busy_now(&self, look: &Look) -> Option<String>;
+    /// The member's own answer now, read just before its admission is written (the look's
+    /// probes are up to `decide_within` old): `ClusterOps::member_now`'s question, answered by
+    /// the same function and judged by the same `plan::drain::still_as_looked`.
+    async fn member_now(&self, look: &Look, pod: &str) -> crate::plan::ReplicaView;
     /// Start the verified transfer `drain` runs for this step, in the background; its end
     /// goes into `slot` (`Transfer::ended`).
     fn start_transfer(&self, look: Look, step: DrainStep, opts: DrainOptions, slot: TransferSlot);
@@ -522,6 +529,9 @@ impl<O: GateOps> Gate<O> {
                             format!("{cluster}: {why}; an eviction beside it could leave two members down; retry"),
                         ));
                     }
+                    if let Some(v) = self.changed_since(&look, step).await {
+                        return Ok(v);
+                    }
                     let allow = Verdict::Allow(format!(
                         "{cluster}: {} ({}); {} healthy voter(s) stay where {} are needed",
                         m.pod, step.why, step.healthy_voters_during, step.quorum
@@ -679,7 +689,10 @@ impl<O: GateOps> Gate<O> {
                 Code::WouldTransfer,
                 format!("{cluster}: {} leads; its leadership is handed over before it is evicted; retry", m.pod),
             )),
-            Some(_) => {
+            Some(step) => {
+                if let Some(v) = self.changed_since(look, step).await {
+                    return Ok(v);
+                }
                 let allow = Verdict::Allow(format!(
                     "{cluster}'s lock holder decided this eviction with the same planner"
                 ));
@@ -694,6 +707,23 @@ impl<O: GateOps> Gate<O> {
                 None => Verdict::Allow(format!("{cluster}: {} is not one of its members now", m.pod)),
             }),
         }
+    }
+
+    /// A refusal when the member, asked again now, is not what the look found
+    /// (`plan::drain::still_as_looked`, drain's own test before its eviction).
+    async fn changed_since(&self, look: &Look, step: &DrainStep) -> Option<Verdict> {
+        if step.action != Action::Evict {
+            return None;
+        }
+        let now = self.ops.member_now(look, &step.pod).await;
+        let why = crate::plan::drain::still_as_looked(step, &look.input.report, &now).err()?;
+        Some(Verdict::Refuse(
+            Code::ChangedSinceLook,
+            format!(
+                "{}/{}: {why}; decided again on a fresh look; retry",
+                look.obs.target.namespace, look.obs.target.name
+            ),
+        ))
     }
 
     /// Records the admission (not for a dry run) and answers `allow`; None when another

@@ -68,12 +68,18 @@ enum Op {
     CaughtUp(usize),
     /// The last transfer the gate started ends: moved, or not.
     TransferEnds(bool),
+    /// Member `i` wins an election just after the gate's next look (its leader paused, a
+    /// hashicorp/raft follower timing out): the look says follower, the truth says leader.
+    LeadsAfterLook(usize),
     Tick(u64),
 }
 
 struct World {
     members: Vec<Member>,
     leader: usize,
+    term: u64,
+    /// A member that wins an election just after the next look.
+    leads_after_look: Option<usize>,
 }
 
 impl World {
@@ -108,6 +114,7 @@ impl World {
         r.summary.leader = Some(Self::pod(self.leader));
         for (i, x) in r.replicas.iter_mut().enumerate() {
             let truth = &self.members[i];
+            x.raft.term = Some(self.term);
             x.node = Some(format!("n{}", truth.node));
             match truth.state {
                 State::Up => {}
@@ -160,15 +167,26 @@ impl GateOps for &Sim {
     }
 
     async fn look(&self, _: &super::Member, _: &DrainOptions) -> Result<Option<Look>> {
-        let w = self.world.lock().unwrap();
+        let mut w = self.world.lock().unwrap();
         let pods = (0..w.members.len())
             .map(|i| crate::drain::fixtures::pod(&World::pod(i), Some(&w.uid(i))))
             .collect();
-        Ok(Some(crate::drain::fixtures::look(w.report(), pods, true)))
+        let look = crate::drain::fixtures::look(w.report(), pods, true);
+        if let Some(i) = w.leads_after_look.take() {
+            if w.members[i].voter && w.members[i].state == State::Up {
+                w.leader = i;
+                w.term += 1;
+            }
+        }
+        Ok(Some(look))
     }
 
     async fn controller_busy_now(&self, _: &Look) -> Option<String> {
         None
+    }
+
+    async fn member_now(&self, _: &Look, pod: &str) -> crate::plan::ReplicaView {
+        crate::drain::fixtures::view_now(&self.world.lock().unwrap().report(), pod)
     }
 
     fn start_transfer(&self, _: Look, step: DrainStep, _: DrainOptions, slot: TransferSlot) {
@@ -273,6 +291,7 @@ fn arb_op(n: usize) -> impl Strategy<Value = Op> {
         2 => (0..n).prop_map(Op::Replace),
         2 => (0..n).prop_map(Op::CaughtUp),
         1 => any::<bool>().prop_map(Op::TransferEnds),
+        1 => (0..n).prop_map(Op::LeadsAfterLook),
         2 => prop::sample::select(vec![1u64, 5, 31, 61, 700]).prop_map(Op::Tick),
     ]
 }
@@ -382,6 +401,7 @@ async fn run(sim: &Sim, ops: Vec<Op>) -> Result<(), String> {
                 }
             }
             Op::TransferEnds(moved) => sim.finish_transfer(moved),
+            Op::LeadsAfterLook(i) => sim.world.lock().unwrap().leads_after_look = Some(i),
             Op::Tick(secs) => {
                 tokio::time::advance(Duration::from_secs(secs)).await;
                 sim.tick(secs);
@@ -394,6 +414,7 @@ async fn run(sim: &Sim, ops: Vec<Op>) -> Result<(), String> {
         for x in &mut w.members {
             x.state = State::Up;
         }
+        w.leads_after_look = None;
     }
     while !sim.transfers.lock().unwrap().is_empty() {
         sim.finish_transfer(true);
@@ -464,12 +485,21 @@ proptest! {
             .into_iter()
             .filter(|op| match op {
                 Op::Evict { pod, .. } | Op::HolderEvicts { pod, .. } => *pod < n,
-                Op::Hang(i) | Op::Recover(i) | Op::Replace(i) | Op::CaughtUp(i) => *i < n,
+                Op::Hang(i)
+                | Op::Recover(i)
+                | Op::Replace(i)
+                | Op::CaughtUp(i)
+                | Op::LeadsAfterLook(i) => *i < n,
                 _ => true,
             })
             .collect();
         let sim = Sim {
-            world: Mutex::new(World { members, leader }),
+            world: Mutex::new(World {
+                members,
+                leader,
+                term: 5,
+                leads_after_look: None,
+            }),
             holder: "alice@laptop pid 7 started 1 (kubectl raft drain n1)".into(),
             locked: Mutex::new(false),
             record: Mutex::new(Record::default()),
@@ -501,6 +531,8 @@ fn the_oracle_catches_a_gate_that_admits_everything() {
                 })
                 .collect(),
             leader: 1,
+            term: 5,
+            leads_after_look: None,
         }),
         holder: String::new(),
         locked: Mutex::new(false),

@@ -31,6 +31,9 @@ struct Scripted {
     /// The namespace is not one the gate's webhook selects.
     not_sent: Option<String>,
     transfers: Mutex<Vec<(String, Option<String>, TransferSlot)>>,
+    /// Applied once, just after a look: what changes between the look and the admission
+    /// (leadership moving to the member being evicted, an election elsewhere).
+    after_look: Mutex<Option<fn(&mut ClusterReport)>>,
     /// The shared record as the API keeps it, its version counted up on each write.
     record: Mutex<Record>,
     clock: Mutex<f64>,
@@ -70,6 +73,7 @@ impl Scripted {
             assume: None,
             not_sent: None,
             transfers: Mutex::new(vec![]),
+            after_look: Mutex::new(None),
             record: Mutex::new(Record::default()),
             clock: Mutex::new(1_000_000.0),
         }
@@ -181,11 +185,18 @@ impl GateOps for &Scripted {
             .collect();
         let mut look = crate::drain::fixtures::look(report, pods, true);
         look.obs.target.gate_assume = self.assume.clone();
+        if let Some(change) = self.after_look.lock().unwrap().take() {
+            change(&mut self.report.lock().unwrap());
+        }
         Ok(Some(look))
     }
 
     async fn controller_busy_now(&self, _: &Look) -> Option<String> {
         self.controller_busy.lock().unwrap().clone()
+    }
+
+    async fn member_now(&self, _: &Look, pod: &str) -> crate::plan::ReplicaView {
+        crate::drain::fixtures::view_now(&self.report.lock().unwrap(), pod)
     }
 
     fn start_transfer(&self, _: Look, step: DrainStep, _: DrainOptions, slot: TransferSlot) {
@@ -268,6 +279,98 @@ async fn a_rollout_begun_after_the_look_refuses_the_eviction() {
         s.record.lock().unwrap().version.is_none(),
         "nothing admitted, nothing written"
     );
+}
+
+/// The member whose eviction is decided wins an election between the gate's look and its
+/// admission (its leader paused; `decide_within` is seconds): asked again, it leads, and the
+/// eviction is refused, to be decided again, not admitted as a follower's. (Before, the gate
+/// admitted on the look: an election instead of a transfer; this failed there.)
+#[tokio::test(start_paused = true)]
+async fn a_member_that_leads_since_the_look_is_not_admitted_as_a_follower() {
+    let s = Scripted::new();
+    *s.after_look.lock().unwrap() = Some(|r| {
+        for x in &mut r.replicas {
+            x.raft.role = if x.pod == "etcd-0" {
+                Role::Leader
+            } else {
+                Role::Follower
+            };
+            x.raft.term = Some(6);
+        }
+        r.summary.leader = Some("etcd-0".into());
+    });
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "ChangedSinceLook", "{v:?}");
+    assert!(v.message().contains("etcd-0 leads now"), "{v:?}");
+    assert!(
+        s.record.lock().unwrap().version.is_none(),
+        "nothing admitted, nothing written"
+    );
+}
+
+/// An election elsewhere between the look and the admission (the old leader paused, etcd-2
+/// took over): the term the member answers now has moved, and the look's leader and quorum
+/// are those of before it.
+#[tokio::test(start_paused = true)]
+async fn an_election_since_the_look_refuses_the_eviction() {
+    let s = Scripted::new();
+    *s.after_look.lock().unwrap() = Some(|r| {
+        for x in &mut r.replicas {
+            x.raft.term = Some(6);
+        }
+    });
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "ChangedSinceLook", "{v:?}");
+    assert!(v.message().contains("term moved from 5 to 6"), "{v:?}");
+}
+
+/// The member answered the look and does not answer just before its admission: what it is
+/// now cannot be told, so the eviction waits for a fresh look.
+#[tokio::test(start_paused = true)]
+async fn a_member_silent_since_the_look_is_decided_again() {
+    let s = Scripted::new();
+    *s.after_look.lock().unwrap() = Some(|r| {
+        r.replicas[0].raft.health.state = CheckState::Unreachable;
+    });
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "ChangedSinceLook", "{v:?}");
+}
+
+/// The lock holder's eviction is asked again too: its own look and the gate's are both older
+/// than the member's answer now.
+#[tokio::test(start_paused = true)]
+async fn the_lock_holders_eviction_of_a_member_that_leads_since_the_look_is_held() {
+    let s = Scripted::new();
+    let req = holding(&s, "etcd-0");
+    *s.after_look.lock().unwrap() = Some(|r| {
+        for x in &mut r.replicas {
+            x.raft.role = if x.pod == "etcd-0" {
+                Role::Leader
+            } else {
+                Role::Follower
+            };
+            x.raft.term = Some(6);
+        }
+        r.summary.leader = Some("etcd-0".into());
+    });
+    let v = gate(&s).review(&req).await;
+    assert_eq!(v.reason(), "ChangedSinceLook", "{v:?}");
+}
+
+/// Once the cluster has settled after the election, the retry is decided on a fresh look: a
+/// follower again, admitted.
+#[tokio::test(start_paused = true)]
+async fn after_an_election_since_the_look_the_retry_is_decided_afresh() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    *s.after_look.lock().unwrap() = Some(|r| {
+        for x in &mut r.replicas {
+            x.raft.term = Some(6);
+        }
+    });
+    assert!(!g.review(&evict("etcd-0")).await.allowed());
+    let v = g.review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -23,11 +23,12 @@ use crate::groups::move_off;
 use crate::handover::{act_and_wait, transfer_and_wait, Outcome, WaitOptions};
 use crate::live::progress::Line;
 use crate::model::{human_duration, pod_ready, ClusterObservation, OwnerKind, Selection};
+use crate::observe::poll_view;
 use crate::plan::drain::{node_local_volumes, ClusterInput, DrainOptions, DrainStep};
 use crate::plan::groups::moves_off;
 use crate::plan::placement::stuck_members;
 use crate::plan::restart::{comes_back_at, controller_busy, follow, pending, Followed, Restart};
-use crate::plan::{plan_yield, Expect, YieldOptions};
+use crate::plan::{plan_yield, Expect, ReplicaView, YieldOptions};
 use crate::report::ClusterReport;
 use crate::survey::Surveyor;
 
@@ -141,6 +142,31 @@ pub(crate) async fn controller_busy_now(client: &kube::Client, look: &Look) -> O
             "its StatefulSet could not be read again just before the eviction ({e})"
         )),
     }
+}
+
+/// The member's own answer now (role, term), as `drain`, `restart` and the gate ask it just
+/// before an eviction (`plan::drain::still_as_looked` judges it): one request round of the
+/// profile's facts, with the cluster's credentials.
+pub(crate) async fn member_now(
+    surveyor: &Surveyor,
+    look: &Look,
+    pod: &str,
+    limit: Duration,
+) -> ReplicaView {
+    let t = &look.obs.target;
+    let Some(p) = t.pods.iter().find(|p| p.name_any() == pod) else {
+        return ReplicaView::silent(pod.to_string());
+    };
+    let transport = match surveyor.transport_for(t).await {
+        Ok(tr) => tr,
+        Err(e) => {
+            return ReplicaView {
+                error: Some(format!("{e:#}")),
+                ..ReplicaView::silent(pod.to_string())
+            }
+        }
+    };
+    poll_view(&transport, &t.profile, p, &BTreeMap::new(), limit).await
 }
 
 /// What a restart replaces, followed between steps (`plan::restart::follow`): a newer template
@@ -400,6 +426,10 @@ impl ClusterOps for KubeCluster<'_> {
 
     async fn controller_busy_now(&self, look: &Look) -> Option<String> {
         controller_busy_now(&self.surveyor.conn.client, look).await
+    }
+
+    async fn member_now(&self, look: &Look, pod: &str) -> ReplicaView {
+        member_now(self.surveyor, look, pod, self.probe_limit).await
     }
 
     async fn evict(&self, look: &Look, pod: &str) -> Result<Attempt> {

@@ -177,6 +177,10 @@ impl GateOps for KubeGate {
         super::cluster::controller_busy_now(&self.surveyor.conn.client, look).await
     }
 
+    async fn member_now(&self, look: &Look, pod: &str) -> crate::plan::ReplicaView {
+        super::cluster::member_now(&self.surveyor, look, pod, self.surveyor.probe_timeout).await
+    }
+
     fn start_transfer(&self, look: Look, step: DrainStep, opts: DrainOptions, slot: TransferSlot) {
         let surveyor = self.surveyor.clone();
         let timeout = self.transfer_timeout;

@@ -19,7 +19,7 @@ use crate::assess::voter::counts_as_voter;
 use crate::model::profile::Liveness;
 use crate::model::Role;
 use crate::plan::{rank_targets, YieldOptions};
-use crate::report::{ClusterReport, ReplicaReport, VotersFrom};
+use crate::report::{CheckState, ClusterReport, ReplicaReport, VotersFrom};
 
 // --- ordinary pods, as kubectl drain treats them ----------------------------------------------
 
@@ -438,6 +438,60 @@ pub fn plan_drain(clusters: &[ClusterInput], opts: &DrainOptions) -> Vec<Cluster
     let mut plans: Vec<ClusterPlan> = clusters.iter().map(|c| plan_cluster(c, opts)).collect();
     plans.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     plans
+}
+
+/// Whether a step that evicts a member that does not lead still stands on the member's own
+/// answer just before the eviction (`now`): the one re-read of the member that drain, restart
+/// and the gate make, because a look's probes are seconds old by then (a paused leader, a
+/// hashicorp/raft member that won an election meanwhile). Err(why) holds the eviction back and
+/// the step is planned again on a fresh look:
+/// - it leads now, or stands for election: its eviction would start an election, where the
+///   plan evicts it as a follower;
+/// - its term moved since the look: an election happened, and the plan's leader and quorum
+///   are those of before it;
+/// - it answered at the look and does not now: what it is now cannot be told.
+///
+/// Other steps pass (a leader that cannot transfer is evicted as the leader it is; a transfer
+/// is verified by its own wait).
+pub fn still_as_looked(
+    step: &DrainStep,
+    report: &ClusterReport,
+    now: &crate::plan::ReplicaView,
+) -> Result<(), String> {
+    if step.action != Action::Evict {
+        return Ok(());
+    }
+    let pod = &step.pod;
+    let Some(then) = report.replicas.iter().find(|x| &x.pod == pod) else {
+        return Ok(());
+    };
+    // Silence now matters only where the look counted on the member: healthy by its own
+    // check and telling its role or term (a member already hung at the look is planned as
+    // such, and a profile that reads no role never answers one).
+    let answered_then = then.raft.health.state == CheckState::Ok
+        && (then.raft.role != Role::Unknown || then.raft.term.is_some());
+    let answers_now = now.role.is_some() || now.term.is_some();
+    match now.role {
+        Some(Role::Leader) if then.raft.role != Role::Leader => Err(format!(
+            "{pod} leads now, where the look found it {}: evicting it would start an election instead of following a transfer",
+            then.raft.role.as_str()
+        )),
+        Some(Role::Candidate) => Err(format!(
+            "{pod} stands for election now: leadership is changing"
+        )),
+        None if answered_then && !answers_now => Err(format!(
+            "{pod} did not answer just before its eviction, as it did when the cluster was looked at{}",
+            now.error
+                .as_deref()
+                .map_or(String::new(), |e| format!(" ({e})"))
+        )),
+        _ => match (then.raft.term, now.term) {
+            (Some(a), Some(b)) if b > a => Err(format!(
+                "{pod}'s term moved from {a} to {b} since the cluster was looked at: an election happened"
+            )),
+            _ => Ok(()),
+        },
+    }
 }
 
 /// One cluster's steps, in order, and what stops it, if anything does. The cluster's checks

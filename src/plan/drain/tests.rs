@@ -1024,3 +1024,105 @@ fn plan_at_scale() {
         times[4].as_secs_f64() * 1000.0
     );
 }
+
+/// `still_as_looked`'s steps: a follower's eviction of the 3-member etcd (etcd-0 follows,
+/// etcd-1 leads, term 5).
+fn follower_step(action: Action) -> (DrainStep, ClusterReport) {
+    let report = crate::plan::tests::cluster(&[
+        crate::plan::tests::m(Role::Follower),
+        crate::plan::tests::m(Role::Leader),
+        crate::plan::tests::m(Role::Follower),
+    ]);
+    let step = DrainStep {
+        pod: "etcd-0".into(),
+        node: "n1".into(),
+        action,
+        target: None,
+        why: "a follower".into(),
+        healthy_voters_during: 2,
+        quorum: 2,
+        fault_tolerance_during: 0,
+        degraded: None,
+        new_revision: None,
+    };
+    (step, report)
+}
+
+fn answers(role: Option<Role>, term: Option<u64>) -> crate::plan::ReplicaView {
+    crate::plan::ReplicaView {
+        role,
+        term,
+        ..crate::plan::ReplicaView::silent("etcd-0".into())
+    }
+}
+
+#[test]
+fn a_follower_that_still_follows_in_the_same_term_stands() {
+    let (step, report) = follower_step(Action::Evict);
+    assert_eq!(
+        still_as_looked(&step, &report, &answers(Some(Role::Follower), Some(5))),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_member_silent_at_the_look_and_now_is_still_evicted() {
+    // A frozen member is evicted first by design; its silence now says nothing new.
+    let (step, mut report) = follower_step(Action::Evict);
+    report.replicas[0].raft.role = Role::Unknown;
+    report.replicas[0].raft.term = None;
+    assert_eq!(
+        still_as_looked(&step, &report, &answers(None, None)),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_leader_that_cannot_transfer_is_evicted_as_the_leader_it_is() {
+    let (mut step, report) = follower_step(Action::EvictLeader);
+    step.pod = "etcd-1".into();
+    assert_eq!(
+        still_as_looked(&step, &report, &answers(Some(Role::Leader), Some(5))),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_candidate_now_holds_the_eviction() {
+    let (step, report) = follower_step(Action::Evict);
+    let why = still_as_looked(&step, &report, &answers(Some(Role::Candidate), Some(6)));
+    assert!(why.is_err_and(|w| w.contains("stands for election")));
+}
+
+#[test]
+fn a_member_hung_at_the_look_that_still_tells_its_role_is_still_evicted() {
+    // Its health check failed at the look (the plan counted it out), its role page answered:
+    // silence now changes nothing the plan counted on.
+    let (step, mut report) = follower_step(Action::Evict);
+    report.replicas[0].raft.health.state = crate::report::CheckState::Unreachable;
+    assert_eq!(
+        still_as_looked(&step, &report, &answers(None, None)),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_healthy_member_silent_now_holds_the_eviction() {
+    let (step, report) = follower_step(Action::Evict);
+    let why = still_as_looked(&step, &report, &answers(None, None));
+    assert!(why.is_err_and(|w| w.contains("did not answer")));
+}
+
+#[test]
+fn a_term_that_moved_since_the_look_holds_the_eviction() {
+    let (step, report) = follower_step(Action::Evict);
+    let why = still_as_looked(&step, &report, &answers(Some(Role::Follower), Some(6)));
+    assert!(why.is_err_and(|w| w.contains("from 5 to 6")));
+}
+
+#[test]
+fn a_follower_that_leads_now_holds_the_eviction() {
+    let (step, report) = follower_step(Action::Evict);
+    let why = still_as_looked(&step, &report, &answers(Some(Role::Leader), Some(5)));
+    assert!(why.is_err_and(|w| w.contains("leads now")));
+}

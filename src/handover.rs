@@ -4,7 +4,6 @@
 //! guessed. `yield` prints the result; `drain` calls the same function before it evicts a
 //! leader.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -63,11 +62,7 @@ pub async fn act_and_wait<F>(
 where
     F: Future<Output = Result<(), String>>,
 {
-    let pod_of_member: BTreeMap<String, String> = report
-        .replicas
-        .iter()
-        .filter_map(|r| Some((r.raft.member_id.clone()?, r.pod.clone())))
-        .collect();
+    let pod_of_member = report.pod_of_member();
     let members = report.summary.voters as usize;
     // Until a replica answers, it is as the survey saw it.
     let views: Vec<ReplicaView> = target

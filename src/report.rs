@@ -37,6 +37,16 @@ pub struct ClusterReport {
     pub gate: Option<GateReport>,
 }
 
+impl ClusterReport {
+    /// Each replica's member id and its pod: how a leader a member names is told as a pod.
+    pub fn pod_of_member(&self) -> std::collections::BTreeMap<String, String> {
+        self.replicas
+            .iter()
+            .filter_map(|r| Some((r.raft.member_id.clone()?, r.pod.clone())))
+            .collect()
+    }
+}
+
 /// What `status` knows of the eviction gate for one cluster.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

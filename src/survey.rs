@@ -580,6 +580,15 @@ impl Surveyor {
         Ok(self.transport.with_vars(vars))
     }
 
+    /// The transport to *read* a cluster with (watching a wait, asking a member again): its
+    /// credentials, or, when they cannot be read, none, as the survey observes it (its report
+    /// says why: `credentials_error`). Acting (a transfer) uses `transport_for` and stops.
+    pub async fn reading_transport(&self, target: &ClusterTarget) -> Transport {
+        self.transport_for(target)
+            .await
+            .unwrap_or_else(|_| self.transport.clone())
+    }
+
     /// Every cluster at once; the transport bounds the requests in flight. A cluster whose
     /// credentials cannot be read is observed without them, and its report says why.
     /// Each cluster takes a fair share of the in-flight slots (`Transport::with_share`).

@@ -574,6 +574,37 @@ async fn a_controller_that_settles_lets_the_eviction_through_on_a_fresh_plan() {
     );
 }
 
+/// etcd-0, on the drained node, is cut off and stuck standing for election (etcd and ZooKeeper
+/// read "knows no leader" as a candidate), its own term climbing: the plan counts it out, and
+/// asked again before its eviction it is still the candidate the look found, so it goes (its
+/// eviction is its repair). The re-read refused it for ever in its first version (found by
+/// reading the change adversarially).
+#[tokio::test(start_paused = true)]
+async fn a_member_stuck_as_a_candidate_at_the_look_is_evicted() {
+    let c = Scripted::new();
+    {
+        let mut r = c.report.borrow_mut();
+        let x = Scripted::replica(&mut r, "etcd-0");
+        x.raft.role = Role::Candidate;
+        x.raft.health.state = CheckState::Failing;
+        x.raft.term = Some(8);
+    }
+    // Its term climbs between the look and the eviction (no pre-vote).
+    *c.after_first_look.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+        Scripted::replica(r, "etcd-0").raft.term = Some(11);
+    }));
+    // Its replacement rejoins the cluster as a healthy follower.
+    *c.after_first_eviction.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+        let x = Scripted::replica(r, "etcd-0");
+        x.raft.role = Role::Follower;
+        x.raft.health.state = CheckState::Ok;
+        x.raft.term = Some(5);
+    }));
+    let s = run(&c, &["n1"]).await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    assert_eq!(c.actions(), ["evict etcd-0"]);
+}
+
 /// Leadership moves to the member about to go between the look and its eviction (its leader
 /// paused; a hashicorp/raft follower that timed out): asked again just before the eviction, it
 /// leads, so it is not evicted as a follower; the fresh plan hands its leadership over first.

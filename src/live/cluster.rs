@@ -144,9 +144,10 @@ pub(crate) async fn controller_busy_now(client: &kube::Client, look: &Look) -> O
     }
 }
 
-/// The member's own answer now (role, term), as `drain`, `restart` and the gate ask it just
-/// before an eviction (`plan::drain::still_as_looked` judges it): one request round of the
-/// profile's facts, with the cluster's credentials.
+/// The member's own answer now (role, term, the leader it names), as `drain`, `restart` and
+/// the gate ask it just before an eviction (`plan::drain::still_as_looked` judges it): one
+/// request round of the profile's facts, read as the survey reads them (the cluster's
+/// credentials, or none where they cannot be read), its leader named by the look's members.
 pub(crate) async fn member_now(
     surveyor: &Surveyor,
     look: &Look,
@@ -157,16 +158,9 @@ pub(crate) async fn member_now(
     let Some(p) = t.pods.iter().find(|p| p.name_any() == pod) else {
         return ReplicaView::silent(pod.to_string());
     };
-    let transport = match surveyor.transport_for(t).await {
-        Ok(tr) => tr,
-        Err(e) => {
-            return ReplicaView {
-                error: Some(format!("{e:#}")),
-                ..ReplicaView::silent(pod.to_string())
-            }
-        }
-    };
-    poll_view(&transport, &t.profile, p, &BTreeMap::new(), limit).await
+    let transport = surveyor.reading_transport(t).await;
+    let pods = look.input.report.pod_of_member();
+    poll_view(&transport, &t.profile, p, &pods, limit).await
 }
 
 /// What a restart replaces, followed between steps (`plan::restart::follow`): a newer template
@@ -211,7 +205,7 @@ impl Following {
                 Followed::Same => {}
                 Followed::Revision { from, to } => {
                     self.notes.lock().expect("not poisoned").push(format!(
-                        "the pod template changed during the update (revision {from} to {to}): following it; members at {from} are updated too, and leadership goes only to members at {to}"
+                        "the pod template changed during the run (revision {from} to {to}): following it; members at {from} are updated too, and leadership goes only to members at {to}"
                     ));
                     *restart = Restart::Update { revision: to };
                 }
@@ -303,10 +297,7 @@ impl KubeCluster<'_> {
     /// The cluster's transport (its credentials); without them (already said by the
     /// survey) the replicas are still watched as far as they answer.
     async fn transport(&self, look: &Look) -> crate::transport::Transport {
-        self.surveyor
-            .transport_for(&look.obs.target)
-            .await
-            .unwrap_or_else(|_| self.surveyor.transport.clone())
+        self.surveyor.reading_transport(&look.obs.target).await
     }
 }
 

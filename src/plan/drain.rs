@@ -445,14 +445,19 @@ pub fn plan_drain(clusters: &[ClusterInput], opts: &DrainOptions) -> Vec<Cluster
 /// and the gate make, because a look's probes are seconds old by then (a paused leader, a
 /// hashicorp/raft member that won an election meanwhile). Err(why) holds the eviction back and
 /// the step is planned again on a fresh look:
-/// - it leads now, or stands for election: its eviction would start an election, where the
-///   plan evicts it as a follower;
-/// - its term moved since the look: an election happened, and the plan's leader and quorum
-///   are those of before it;
-/// - it answered at the look and does not now: what it is now cannot be told.
+/// - it leads now: its eviction would start an election, where the plan evicts it as a
+///   follower;
+/// - it stands for election now, where the look did not find it a candidate (a candidate that
+///   was already stuck at the look, counted out by the plan, is evicted as planned: that is
+///   its repair);
+/// - it answered at the look, healthy, and does not now: what it is now cannot be told;
+/// - it reads a term newer than any the look saw, not being a candidate itself: an election
+///   happened, and the plan's leader and quorum are those of before it;
+/// - it names a leader other than the look's (systems that read no term: ZooKeeper, Keeper,
+///   spurctld): leadership moved.
 ///
 /// Other steps pass (a leader that cannot transfer is evicted as the leader it is; a transfer
-/// is verified by its own wait).
+/// is verified by its own wait). A member the look does not hold is refused.
 pub fn still_as_looked(
     step: &DrainStep,
     report: &ClusterReport,
@@ -463,35 +468,58 @@ pub fn still_as_looked(
     }
     let pod = &step.pod;
     let Some(then) = report.replicas.iter().find(|x| &x.pod == pod) else {
-        return Ok(());
+        return Err(format!("{pod} is not among the members the look found"));
     };
+    let was = then.raft.role;
+    if now.role == Some(Role::Leader) && was != Role::Leader {
+        return Err(format!(
+            "{pod} leads now, where the look found it {}: evicting it would start an election instead of following a transfer",
+            was.as_str()
+        ));
+    }
+    let candidate = now.role == Some(Role::Candidate);
+    if candidate && was != Role::Candidate {
+        return Err(format!(
+            "{pod} stands for election now: leadership is changing"
+        ));
+    }
     // Silence now matters only where the look counted on the member: healthy by its own
     // check and telling its role or term (a member already hung at the look is planned as
     // such, and a profile that reads no role never answers one).
-    let answered_then = then.raft.health.state == CheckState::Ok
-        && (then.raft.role != Role::Unknown || then.raft.term.is_some());
-    let answers_now = now.role.is_some() || now.term.is_some();
-    match now.role {
-        Some(Role::Leader) if then.raft.role != Role::Leader => Err(format!(
-            "{pod} leads now, where the look found it {}: evicting it would start an election instead of following a transfer",
-            then.raft.role.as_str()
-        )),
-        Some(Role::Candidate) => Err(format!(
-            "{pod} stands for election now: leadership is changing"
-        )),
-        None if answered_then && !answers_now => Err(format!(
+    let counted = then.raft.health.state == CheckState::Ok
+        && (was != Role::Unknown || then.raft.term.is_some());
+    if counted && now.role.is_none() && now.term.is_none() {
+        return Err(format!(
             "{pod} did not answer just before its eviction, as it did when the cluster was looked at{}",
             now.error
                 .as_deref()
                 .map_or(String::new(), |e| format!(" ({e})"))
-        )),
-        _ => match (then.raft.term, now.term) {
-            (Some(a), Some(b)) if b > a => Err(format!(
-                "{pod}'s term moved from {a} to {b} since the cluster was looked at: an election happened"
-            )),
-            _ => Ok(()),
-        },
+        ));
     }
+    // The newest term the look saw anywhere (the leader's, a member's own).
+    let newest = report
+        .replicas
+        .iter()
+        .filter_map(|x| x.raft.term)
+        .chain(report.summary.term)
+        .max();
+    if !candidate {
+        if let (Some(a), Some(b)) = (newest, now.term) {
+            if b > a {
+                return Err(format!(
+                    "{pod} reads term {b} where the cluster was looked at in term {a}: an election happened since"
+                ));
+            }
+        }
+    }
+    if let (Some(a), Some(b)) = (report.summary.leader.as_ref(), now.leader.as_ref()) {
+        if a != b {
+            return Err(format!(
+                "{pod} follows {b} now, where the look found {a} leading: leadership moved since"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One cluster's steps, in order, and what stops it, if anything does. The cluster's checks

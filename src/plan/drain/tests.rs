@@ -1117,7 +1117,9 @@ fn a_healthy_member_silent_now_holds_the_eviction() {
 fn a_term_that_moved_since_the_look_holds_the_eviction() {
     let (step, report) = follower_step(Action::Evict);
     let why = still_as_looked(&step, &report, &answers(Some(Role::Follower), Some(6)));
-    assert!(why.is_err_and(|w| w.contains("from 5 to 6")));
+    assert!(
+        why.is_err_and(|w| w.contains("reads term 6 where the cluster was looked at in term 5"))
+    );
 }
 
 #[test]
@@ -1125,4 +1127,64 @@ fn a_follower_that_leads_now_holds_the_eviction() {
     let (step, report) = follower_step(Action::Evict);
     let why = still_as_looked(&step, &report, &answers(Some(Role::Leader), Some(5)));
     assert!(why.is_err_and(|w| w.contains("leads now")));
+}
+
+/// A member stuck standing for election at the look (cut off, no leader known: etcd and
+/// ZooKeeper read that as a candidate), counted out by the plan: its eviction is its repair,
+/// however its own term climbs.
+#[test]
+fn a_member_already_a_candidate_at_the_look_is_still_evicted() {
+    let (step, mut report) = follower_step(Action::Evict);
+    report.replicas[0].raft.role = Role::Candidate;
+    report.replicas[0].raft.health.state = crate::report::CheckState::Failing;
+    assert_eq!(
+        still_as_looked(&step, &report, &answers(Some(Role::Candidate), Some(9))),
+        Ok(())
+    );
+}
+
+/// A lagging member whose own term was behind the leader's at the look, caught up since:
+/// no election happened.
+#[test]
+fn a_member_that_caught_up_to_the_leaders_term_is_still_evicted() {
+    let (step, mut report) = follower_step(Action::Evict);
+    report.replicas[0].raft.term = Some(4);
+    assert_eq!(
+        still_as_looked(&step, &report, &answers(Some(Role::Follower), Some(5))),
+        Ok(())
+    );
+}
+
+/// A member whose term could not be read at the look (its status read failed, its health
+/// passed) reads a newer term than the leader's then: an election happened elsewhere.
+#[test]
+fn a_term_newer_than_the_looks_leader_holds_an_eviction_the_look_had_no_term_for() {
+    let (step, mut report) = follower_step(Action::Evict);
+    report.replicas[0].raft.term = None;
+    report.replicas[0].raft.role = Role::Unknown;
+    let why = still_as_looked(&step, &report, &answers(Some(Role::Follower), Some(6)));
+    assert!(why.is_err_and(|w| w.contains("an election happened")));
+}
+
+/// ZooKeeper reads no term: a follower that names another leader than the look's tells that
+/// leadership moved.
+#[test]
+fn a_follower_that_names_another_leader_holds_the_eviction() {
+    let (step, mut report) = follower_step(Action::Evict);
+    report.summary.leader = Some("etcd-1".into());
+    report.summary.term = None;
+    for x in &mut report.replicas {
+        x.raft.term = None;
+    }
+    let mut now = answers(Some(Role::Follower), None);
+    now.leader = Some("etcd-2".into());
+    let why = still_as_looked(&step, &report, &now);
+    assert!(why.is_err_and(|w| w.contains("follows etcd-2 now")));
+}
+
+#[test]
+fn a_member_the_look_does_not_hold_is_refused() {
+    let (mut step, report) = follower_step(Action::Evict);
+    step.pod = "etcd-9".into();
+    assert!(still_as_looked(&step, &report, &answers(Some(Role::Follower), Some(5))).is_err());
 }

@@ -210,10 +210,10 @@ pub fn left_on(input: &ClusterInput, nodes: &BTreeSet<String>) -> Vec<String> {
         .collect()
 }
 
-/// A step that could not be taken now and is decided again from a fresh look (a PDB that
-/// refuses the eviction): never retried on the old decision.
+/// A step that could not be taken now and is decided again from a fresh look (a PDB or an
+/// eviction gate that refuses the eviction): never retried on the old decision.
 #[derive(Debug)]
-struct StepBlocked(String);
+pub struct StepBlocked(pub String);
 
 impl std::fmt::Display for StepBlocked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -440,13 +440,19 @@ impl ClusterOps for KubeCluster<'_> {
             old_leader_may_vanish: true,
         };
         let evictor = self.evictor;
+        // A refusal (a PDB, or the eviction gate between the dry run and this request) changed
+        // nothing: the step goes back to planning, as a follower's refused eviction does.
+        let refused = std::sync::Mutex::new(None);
         let evicting = async {
             match evictor.attempt(p).await {
                 Ok(Attempt::Done(Evicted::AlreadyGone)) => Ok(()),
                 Ok(Attempt::Done(Evicted::Accepted)) => {
                     evictor.wait_gone(p).await.map_err(|e| e.to_string())
                 }
-                Ok(Attempt::Refused(why)) => Err(format!("refused: {why}")),
+                Ok(Attempt::Refused(why)) => {
+                    *refused.lock().expect("not poisoned") = Some(why.clone());
+                    Err(format!("refused: {why}"))
+                }
                 Err(e) => Err(crate::errors::anyhow_chain(&e)),
             }
         };
@@ -460,6 +466,13 @@ impl ClusterOps for KubeCluster<'_> {
             evicting,
         )
         .await;
+        if let Some(why) = refused.lock().expect("not poisoned").take() {
+            return Err(crate::drain::StepBlocked(format!(
+                "cannot evict the leader {} yet: {why}",
+                step.pod
+            ))
+            .into());
+        }
         if let Some(e) = w.error {
             bail!("evicting the leader {}: {e}", step.pod);
         }

@@ -199,9 +199,13 @@ impl Evictor {
         }
     }
 
-    /// The PDB that refused, by name, with its numbers; else the API server's words.
+    /// The PDB that refused, by name, with its numbers; else the API server's words (an
+    /// admission webhook's refusal, the gate's among them, in its own sentence).
     async fn blocking_pdb(&self, p: &Pod, e: &kube::Error) -> String {
         let said = status_of(e).map(|s| s.message.clone()).unwrap_or_default();
+        if !status_of(e).is_some_and(refused_by_a_pdb) {
+            return said;
+        }
         let api: Api<PodDisruptionBudget> =
             Api::namespaced(self.client.clone(), &p.namespace().unwrap_or_default());
         let Ok(list) = api.list(&Default::default()).await else {
@@ -259,9 +263,49 @@ impl Evictor {
     }
 }
 
+/// Whether a 429 is a PodDisruptionBudget's (the API server's eviction names its cause
+/// `DisruptionBudget`; older servers said only "disruption budget"), not an admission
+/// webhook's or a rate limit's.
+fn refused_by_a_pdb(s: &kube::core::Status) -> bool {
+    s.details
+        .as_ref()
+        .is_some_and(|d| d.causes.iter().any(|c| c.reason == "DisruptionBudget"))
+        || (s.message.contains("disruption budget") && !s.message.contains("admission webhook"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn status(message: &str, causes: &[&str]) -> kube::core::Status {
+        serde_json::from_value(serde_json::json!({
+            "code": 429,
+            "reason": "TooManyRequests",
+            "message": message,
+            "details": {"causes": causes.iter().map(|c| serde_json::json!({"reason": c})).collect::<Vec<_>>()},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pdbs_refusal_is_told_by_its_cause() {
+        let s = status(
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            &["DisruptionBudget"],
+        );
+        assert!(refused_by_a_pdb(&s));
+    }
+
+    /// The gate's 429 is its own sentence, not a PDB's numbers (a drain through the gate once
+    /// showed "PodDisruptionBudget etcd allows 1 disruption(s)" for a gate refusal).
+    #[test]
+    fn an_admission_webhooks_429_is_not_a_pdbs() {
+        let s = status(
+            "admission webhook \"evictions.gate.kubectl-raft.io\" denied the request: db/etcd: etcd-1 goes first; retry",
+            &[],
+        );
+        assert!(!refused_by_a_pdb(&s));
+    }
 
     fn pod() -> Pod {
         Pod {

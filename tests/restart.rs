@@ -17,7 +17,8 @@ fn restart(args: &[&str]) -> (Option<i32>, Value, String) {
 }
 
 /// The record of a restart that stopped, on the cluster's lock (its Lease keeps it for the next
-/// run); null when there is none. The StatefulSet itself is never written.
+/// run); null when there is none. It is never written on the StatefulSet (whose one change is
+/// its update strategy, OnDelete while a restart runs).
 fn annotation(ns: &str) -> Value {
     let sts = kubectl_json(&["get", "sts", "etcd", "-n", ns]);
     assert!(
@@ -216,6 +217,12 @@ fn an_on_delete_update_is_driven_and_leadership_goes_to_an_updated_member() {
     let c = &report["cluster"];
     assert_eq!(drain_counts(c), (Some(3), Some(1), Some(0)), "{c:#}");
     assert_eq!(writes["lost"], 0, "{writes}");
+    let (now, saved) = strategy(&ns.name);
+    assert_eq!(
+        (now, saved),
+        (serde_json::json!({"type": "OnDelete"}), Value::Null),
+        "the user's own OnDelete is never written"
+    );
 }
 
 #[test]
@@ -374,26 +381,55 @@ fn a_template_changed_during_an_update_is_followed_to_the_newest_revision() {
     );
 }
 
-/// A second operator changes the template of a RollingUpdate StatefulSet during a restart:
-/// the controller starts its own rollout, and the restart stops before its next step.
+/// Pods being deleted, and the UID of every pod: what the StatefulSet's controller did.
+fn pods_as_they_are(ns: &str) -> (Vec<String>, std::collections::BTreeMap<String, String>) {
+    let deleting = etcd_pods(ns)
+        .iter()
+        .filter(|p| !p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| p["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    (deleting, uids(ns))
+}
+
+/// A second operator (a GitOps sync or `helm upgrade` that leaves `updateStrategy` alone)
+/// changes the template of a RollingUpdate StatefulSet (`podManagementPolicy: Parallel`,
+/// etcd-3.yaml) while a restart runs. The restart runs under OnDelete: once the controller has
+/// acted on the change it has deleted no member (read from the pods), the restart follows the
+/// new template to the end (every member at it), never two members are down, and RollingUpdate
+/// is put back with the record cleared. On the code before, the controller deleted the highest
+/// member still behind at once, beside the restart, and the restart stopped.
 #[test]
-fn a_rollout_the_controller_starts_during_a_restart_stops_it() {
+fn a_template_changed_during_a_restart_is_followed_and_its_controller_deletes_no_member() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("rs-conflict");
     deploy_etcd(&ns.name, 3);
     let run = restart_held_at_the_second_step(&ns.name);
-    template_change(&ns.name, "2");
-    let (code, out, err) = run.finish(Duration::from_secs(90));
-    assert_eq!(code, Some(1), "{out}\n{err}");
-    let report: Value = serde_json::from_str(&out).unwrap();
+    let down = MostDown::watch(&ns.name, 3);
+    let held = uids(&ns.name);
+    let newest = template_change(&ns.name, "2");
+    wait_until(
+        Duration::from_secs(30),
+        "the controller to act on the change",
+        || {
+            let s = kubectl_json(&["get", "sts", "etcd", "-n", &ns.name]);
+            s["status"]["observedGeneration"] == s["metadata"]["generation"]
+        },
+    );
     assert_eq!(
-        report["cluster"]["evictions"], 1,
-        "nothing after the first: {report:#}"
+        pods_as_they_are(&ns.name),
+        (vec![], held),
+        "the controller deleted no member beside the restart"
     );
-    assert!(
-        err.contains("controller started rolling it"),
-        "says why: {err}"
-    );
+    set_pdb(&ns.name, "etcd", 1, 1);
+    let (code, out, err) = run.finish(Duration::from_secs(240));
+    let worst = down.most();
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(worst <= 1, "{worst} members were down at once:\n{err}");
+    assert_eq!(revisions(&ns.name), vec![newest; 3], "{err}");
+    let (now, saved) = strategy(&ns.name);
+    assert_eq!(now["type"], "RollingUpdate", "the user's strategy is back");
+    assert!(saved.is_null(), "{saved}");
+    assert!(annotation(&ns.name).is_null(), "the record is cleared");
 }
 
 /// The first follower restarted; while a PDB holds the next step, the restarted follower
@@ -474,6 +510,12 @@ fn after_ctrl_c_the_same_command_resumes_where_it_stopped() {
         "{first} was not restarted twice"
     );
     assert!(annotation(&ns.name).is_null());
+    let (now, saved) = strategy(&ns.name);
+    assert_eq!(
+        (now["type"].as_str(), saved),
+        (Some("RollingUpdate"), Value::Null),
+        "the rerun put RollingUpdate back"
+    );
 }
 
 #[test]
@@ -481,7 +523,10 @@ fn restart_runs_with_exactly_its_role() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("rs-rbac");
     deploy_etcd(&ns.name, 3);
-    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name).with_lock();
+    // A RollingUpdate StatefulSet: the restart sets OnDelete while it runs.
+    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name)
+        .with_lock()
+        .and("kubectl-raft-restart-staged");
     let (code, out, err) = who.raft(&[
         "restart",
         "etcd",
@@ -531,7 +576,9 @@ fn restart_without_a_required_permission_names_it() {
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("rs-rbac-minus");
     deploy_etcd(&ns.name, 3);
-    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name).with_lock();
+    let who = RbacSubject::bound_to("kubectl-raft-restart", &ns.name)
+        .with_lock()
+        .and("kubectl-raft-restart-staged");
     let optional = [];
     let state = || format!("pods {:?}, record {}", uids(&ns.name), annotation(&ns.name));
     who.each_required_right_is_named(

@@ -89,9 +89,13 @@ pub fn dry_run(r: &Rollout, restart: Restart, input: &ClusterInput) -> RestartRe
         ),
         Some(b) => format!("dry run: the restart would stop: {}", b.message),
     };
+    let what = match &restart {
+        Restart::Restart { .. } => "The restart would run",
+        Restart::Update { .. } => "The staged update would be driven",
+    };
     c.message = match &r.driven {
         Some(d) if d.switch_now => format!(
-            "{message}. The staged update would be driven with the StatefulSet's update strategy set to OnDelete, and {} put back at the end",
+            "{message}. {what} with the StatefulSet's update strategy set to OnDelete, and {} put back at the end",
             describe_strategy(&d.strategy)
         ),
         _ => message,
@@ -111,6 +115,9 @@ pub async fn roll<O: RolloutOps, E: Events>(
     events: &E,
     r: &Rollout,
 ) -> Result<RestartReport> {
+    // The record is written for a restart of the current revision; cleared when the run
+    // completes, even if it followed a new template meanwhile (it is then an update).
+    let wrote_record = matches!(ops.restart_now(), Restart::Restart { .. });
     if let Err(e) = begin(ops, events, r).await {
         events.finish();
         return Err(e);
@@ -148,14 +155,18 @@ pub async fn roll<O: RolloutOps, E: Events>(
     }
     // The record and the strategy are the lock holder's: a run whose lock was taken over
     // (it paused past the Lease) leaves them to the run that holds it now.
-    if summary.result != ClusterResult::Stopped {
-        if let Err(e) = ops.cluster().check_lock().await {
-            summary.result = ClusterResult::Stopped;
-            summary.message = crate::errors::anyhow_chain(&e);
+    let lock_lost = match ops.cluster().check_lock().await {
+        Ok(()) => false,
+        Err(e) => {
+            if summary.result != ClusterResult::Stopped {
+                summary.result = ClusterResult::Stopped;
+                summary.message = crate::errors::anyhow_chain(&e);
+            }
+            true
         }
-    }
+    };
     summary.message = if summary.result != ClusterResult::Stopped {
-        if let Restart::Restart { .. } = restart {
+        if wrote_record {
             ops.set_record(None).await?;
         }
         match &r.driven {
@@ -168,6 +179,24 @@ pub async fn roll<O: RolloutOps, E: Events>(
                 )
             }
             None => format!("restarted {}", r.cluster()),
+        }
+    } else if let Some(d) = r
+        .driven
+        .as_ref()
+        .filter(|d| d.switch_now && summary.evictions == 0 && !lock_lost)
+    {
+        // Stopped before any member went: the StatefulSet is put back as it was.
+        match ops.restore_strategy(&d.strategy).await {
+            Ok(()) => format!(
+                "the restart stopped before any member was restarted: {}. Its update strategy ({}) is put back; fix what is named and run the same command again",
+                summary.message,
+                describe_strategy(&d.strategy)
+            ),
+            Err(e) => format!(
+                "the restart stopped before any member was restarted: {}. The StatefulSet stays OnDelete: {}",
+                summary.message,
+                crate::errors::anyhow_chain(&e)
+            ),
         }
     } else {
         let strategy = match &r.driven {
@@ -196,15 +225,19 @@ async fn begin<O: RolloutOps, E: Events>(ops: &O, events: &E, r: &Rollout) -> Re
         Ok(())
     };
     interrupted()?;
-    if let Restart::Restart { uids } = ops.restart_now() {
-        // The record a rerun resumes from (kept when this run stops).
-        ops.set_record(Some(&to_annotation(&uids))).await?;
-    }
+    let what = match ops.restart_now() {
+        Restart::Restart { uids } => {
+            // The record a rerun resumes from (kept when this run stops).
+            ops.set_record(Some(&to_annotation(&uids))).await?;
+            "the restart runs, so that its controller deletes no member beside it"
+        }
+        Restart::Update { .. } => "the staged update is driven",
+    };
     if let Some(d) = r.driven.as_ref().filter(|d| d.switch_now) {
         interrupted()?;
         ops.switch_to_on_delete(&d.strategy).await?;
         events.did(&format!(
-            "update strategy set to OnDelete while the staged update is driven ({} is put back at the end; {SAVED_STRATEGY} on the StatefulSet keeps it)",
+            "update strategy set to OnDelete while {what} ({} is put back at the end; {SAVED_STRATEGY} on the StatefulSet keeps it)",
             describe_strategy(&d.strategy)
         ));
     }
@@ -331,7 +364,7 @@ mod tests {
         fn followed(&self) -> Vec<String> {
             if self.changed() {
                 return vec![
-                    "the pod template changed during the update (revision r2 to r3): following it"
+                    "the pod template changed during the run (revision r2 to r3): following it"
                         .into(),
                 ];
             }
@@ -392,6 +425,84 @@ mod tests {
             "written before any eviction, cleared after the last"
         );
         assert_eq!(*w.record.borrow(), None);
+    }
+
+    fn rolling() -> StatefulSetUpdateStrategy {
+        StatefulSetUpdateStrategy {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: None,
+        }
+    }
+
+    /// A restart of a RollingUpdate StatefulSet switches it to OnDelete before its first
+    /// eviction and puts RollingUpdate back after its last.
+    #[tokio::test(start_paused = true)]
+    async fn a_restart_runs_under_on_delete_and_puts_the_strategy_back() {
+        let w = World::new(uids(), rolling());
+        let driven = Some(Driven {
+            strategy: rolling(),
+            switch_now: true,
+        });
+        let said = Said::default();
+        let r = roll(&w, &said, &rollout(driven)).await.unwrap();
+        assert!(r.succeeded, "{}", r.message);
+        assert_eq!(
+            *w.writes.borrow(),
+            [
+                "record u0,u1,u2",
+                "switch to OnDelete",
+                "record cleared",
+                "restore RollingUpdate"
+            ]
+        );
+        assert_eq!(*w.strategy.borrow(), rolling());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_restart_under_on_delete_stays_on_delete_for_the_rerun() {
+        let w = World::new(uids(), rolling());
+        hang_after_first(&w);
+        let driven = Some(Driven {
+            strategy: rolling(),
+            switch_now: true,
+        });
+        let r = roll(&w, &Said::default(), &rollout(driven)).await.unwrap();
+        assert!(!r.succeeded);
+        assert_eq!(*w.strategy.borrow(), on_delete());
+        assert!(r.message.contains("stays OnDelete"), "{}", r.message);
+    }
+
+    /// Stopped before its first eviction (the first plan blocked): the StatefulSet is put
+    /// back as it was, not left OnDelete for a run nobody may resume.
+    #[tokio::test(start_paused = true)]
+    async fn a_restart_stopped_before_any_eviction_puts_the_strategy_back() {
+        let w = World::new(uids(), rolling());
+        *w.cluster.every_look.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+            for x in &mut r.replicas {
+                x.raft.role = crate::model::Role::Follower;
+            }
+            r.summary.leader = None;
+        }));
+        let driven = Some(Driven {
+            strategy: rolling(),
+            switch_now: true,
+        });
+        let r = roll(&w, &Said::default(), &rollout(driven)).await.unwrap();
+        assert!(!r.succeeded, "{}", r.message);
+        assert_eq!(r.cluster.evictions, 0, "{}", r.message);
+        assert_eq!(*w.strategy.borrow(), rolling(), "{}", r.message);
+        assert!(r.message.contains("is put back"), "{}", r.message);
+    }
+
+    /// A restart that followed a new template (it is an update by its end) still clears the
+    /// record it wrote first.
+    #[tokio::test(start_paused = true)]
+    async fn a_restart_that_followed_a_new_template_clears_its_record() {
+        let w = World::new(uids(), on_delete());
+        w.template_changes.set(true);
+        let r = roll(&w, &Said::default(), &rollout(None)).await.unwrap();
+        assert!(r.succeeded, "{}", r.message);
+        assert_eq!(*w.record.borrow(), None, "{:?}", w.writes.borrow());
     }
 
     #[tokio::test(start_paused = true)]

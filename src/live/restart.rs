@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
-use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetUpdateStrategy};
 use kube::api::Api;
 use tokio_util::sync::CancellationToken;
 
@@ -80,14 +80,78 @@ pub async fn restart_statefulset<S: Sink + Sync>(
 ) -> Result<Done> {
     match look(surveyor, sink, r, cancel, ns, name).await? {
         Looked::Done(done) => Ok(done),
+        Looked::Restore { strategy, on_lock } => {
+            restore_on_lock(surveyor, sink, r, cancel, ns, name, &strategy, on_lock).await
+        }
         Looked::Run(planned) => run(surveyor, sink, r, cancel, *planned).await,
     }
 }
 
+/// Puts back the strategy a finished run left (every member replaced, the strategy not yet
+/// restored), on the cluster's lock as every change restart makes: a restart running
+/// meanwhile (the record on the lock changed) is left to put it back itself.
+#[allow(clippy::too_many_arguments)]
+async fn restore_on_lock<S: Sink + Sync>(
+    surveyor: &Surveyor,
+    sink: &S,
+    r: &RestartSettings,
+    cancel: &CancellationToken,
+    ns: &str,
+    name: &str,
+    strategy: &StatefulSetUpdateStrategy,
+    on_lock: Option<String>,
+) -> Result<Done> {
+    let client = surveyor.conn.client.clone();
+    let cluster = format!("{ns}/{name}");
+    let mut needs = vec![patch_statefulsets(ns, "put the update strategy back")];
+    needs.extend(preflight::lock_steps(&r.lock_namespace));
+    preflight::check(
+        &client,
+        "putting the update strategy back",
+        &needs,
+        &|m: &str| sink.say(&format!("Warning: {m}")),
+    )
+    .await?;
+    let holder = lock::holder_identity(&format!("restart {cluster}"));
+    let (held, took_over) = lock::acquire(
+        &client,
+        &r.lock_namespace,
+        ns,
+        name,
+        &holder,
+        &|m: &str| sink.say(m),
+        cancel,
+    )
+    .await?;
+    if let Some(who) = took_over {
+        sink.say(&format!(
+            "Warning: took over {cluster}'s stale lock from {who}"
+        ));
+    }
+    if held.record(RESTART_PENDING) != on_lock {
+        held.release().await;
+        bail!("{cluster}'s restart record changed while this restart started (another restart ran meanwhile); run the same command again");
+    }
+    let sts_api: Api<StatefulSet> = Api::namespaced(client, ns);
+    let restored = restore_strategy(&sts_api, name, strategy).await;
+    held.release().await;
+    restored?;
+    Ok(Done::Line(format!(
+        "{cluster}: every member is at the update revision; its update strategy ({}) is restored",
+        describe_strategy(strategy)
+    )))
+}
+
 /// What the look decided.
 enum Looked {
-    /// Nothing to do, a strategy put back, or a dry run's plan.
+    /// Nothing to do, or a dry run's plan.
     Done(Done),
+    /// Every member replaced by a run that did not put the user's strategy back: put it back
+    /// (on the lock, whose record must still be `on_lock`).
+    Restore {
+        strategy: StatefulSetUpdateStrategy,
+        on_lock: Option<String>,
+    },
     /// A run to make, on the lock.
     Run(Box<Planned>),
 }
@@ -155,13 +219,7 @@ async fn look<S: Sink + Sync>(
     let (restart, driven) = match decide(&cluster, &sts, &pods, on_lock.as_deref(), r.dry_run)
         .map_err(|e| anyhow!(e))?
     {
-        Decision::RestoreOnly(strategy) => {
-            restore_strategy(&sts_api, name, &strategy).await?;
-            return Ok(Looked::Done(Done::Line(format!(
-                "{cluster}: every member is at the update revision; its update strategy ({}) is restored",
-                describe_strategy(&strategy)
-            ))));
-        }
+        Decision::RestoreOnly(strategy) => return Ok(Looked::Restore { strategy, on_lock }),
         Decision::Run {
             restart,
             driven,
@@ -295,21 +353,22 @@ fn interrupted(cancel: &CancellationToken, doing: &str) -> Result<()> {
     Ok(())
 }
 
+fn patch_statefulsets(ns: &str, why: &'static str) -> Need {
+    Need::new("patch", "statefulsets", why)
+        .group("apps")
+        .in_namespace(ns)
+}
+
 /// The rights a restart of a StatefulSet in `ns` needs: the members' steps and the lock, and,
 /// when a staged update is driven under OnDelete, patching the StatefulSet (its strategy, and
 /// back: an optional role, docs/rbac.yaml).
 fn needs(ns: &str, r: &RestartSettings, driven: bool) -> Vec<Need> {
     let mut needs = vec![];
     if driven {
-        needs.push(
-            Need::new(
-                "patch",
-                "statefulsets",
-                "drive the staged update under OnDelete and put its strategy back (kubectl-raft-restart-staged)",
-            )
-            .group("apps")
-            .in_namespace(ns),
-        );
+        needs.push(patch_statefulsets(
+            ns,
+            "set the StatefulSet OnDelete while the restart runs (so that its controller deletes no member beside it) and put the strategy back (kubectl-raft-restart-staged)",
+        ));
     }
     needs.extend(preflight::member_steps(
         Some(ns),

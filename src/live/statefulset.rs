@@ -16,7 +16,8 @@ use super::lock;
 use crate::drain::rollout::RolloutOps;
 use crate::errors::api_context;
 use crate::plan::restart::{
-    describe_strategy, restore_patch, unobserved, Restart, RESTART_PENDING, SAVED_STRATEGY,
+    describe_strategy, restore_patch, settled_for_restore, unobserved, Restart, RESTART_PENDING,
+    SAVED_STRATEGY,
 };
 
 /// restart's `RolloutOps` over one StatefulSet: its members through `cluster`, which holds the
@@ -75,32 +76,43 @@ impl<'a> RolloutOps for KubeRollout<'a> {
 
 /// Records the user's strategy on the StatefulSet and makes it OnDelete (one patch): from
 /// here its controller replaces no member by itself; each member deleted comes back at the
-/// update revision.
+/// update revision. Conditioned on the StatefulSet as read (its resourceVersion): a conflict
+/// with the controller's own status writes is read again, a few times.
 async fn switch_to_on_delete(
     api: &Api<StatefulSet>,
     name: &str,
     s: &StatefulSetUpdateStrategy,
 ) -> Result<()> {
     let saved = serde_json::to_string(s).expect("a strategy serialises");
-    // Conditioned on the StatefulSet as read with the strategy this run decided on: a
-    // strategy someone changed since is not overwritten.
-    let current = read_sts(api, name).await?;
-    let theirs = strategy_of(&current);
-    if &theirs != s {
-        bail!(
-            "statefulset {name}'s update strategy changed since this restart read it (now {}); nothing was changed: run the same command again",
-            describe_strategy(&theirs)
-        );
+    for attempt in 1..=3 {
+        // A strategy someone changed since this run decided on it is not overwritten.
+        let current = read_sts(api, name).await?;
+        let theirs = strategy_of(&current);
+        if &theirs != s {
+            bail!(
+                "statefulset {name}'s update strategy changed since this restart read it (now {}); nothing was changed: run the same command again",
+                describe_strategy(&theirs)
+            );
+        }
+        let patch = serde_json::json!({
+            "metadata": {"annotations": {SAVED_STRATEGY: saved}, "resourceVersion": current.metadata.resource_version},
+            "spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}},
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if attempt < 3 && crate::errors::status_of(&e).is_some_and(|x| x.code == 409) => {}
+            Err(e) => {
+                return Err(api_context(e, "patch", "statefulsets", "")).with_context(|| {
+                    format!("setting statefulset {name}'s update strategy to OnDelete")
+                })
+            }
+        }
     }
-    let patch = serde_json::json!({
-        "metadata": {"annotations": {SAVED_STRATEGY: saved}, "resourceVersion": current.metadata.resource_version},
-        "spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}},
-    });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| api_context(e, "patch", "statefulsets", ""))
-        .with_context(|| format!("setting statefulset {name}'s update strategy to OnDelete"))?;
-    Ok(())
+    unreachable!("the last attempt returns")
 }
 
 /// The StatefulSet's update strategy as read (RollingUpdate when unset).
@@ -174,26 +186,59 @@ async fn read_sts(api: &Api<StatefulSet>, name: &str) -> Result<StatefulSet> {
         .with_context(|| format!("reading statefulset {name}"))
 }
 
+/// How long a put-back waits for the StatefulSet's controller to count the last member
+/// replaced at its update revision (it does so within a second when it runs).
+const SETTLED_WITHIN: Duration = Duration::from_secs(15);
+
 /// Puts `s` back over the OnDelete this restart set (a put-back after every member was
-/// updated, also when a rerun finds that an earlier run stopped before it).
+/// updated, also when a rerun finds that an earlier run stopped before it), only once its
+/// controller has acted on its latest change and every member is at its update revision
+/// (`plan::restart::settled_for_restore`): a template that arrived after the last look stays
+/// under OnDelete, for the same command to drive. A strategy someone set meanwhile is theirs:
+/// kept, and the saved one is removed (an error says so).
 pub async fn restore_strategy(
     api: &Api<StatefulSet>,
     name: &str,
     s: &StatefulSetUpdateStrategy,
 ) -> Result<()> {
-    // Only over the OnDelete this restart set, as read now (a resourceVersion precondition):
-    // a strategy someone set meanwhile is theirs, and kept. The controller writes the
-    // StatefulSet's status often: a conflict is read again, a few times.
-    for attempt in 1..=3 {
+    let by_hand = || {
+        format!(
+            "by hand: kubectl patch sts {name} --type=merge -p '{}'",
+            restore_patch(s)
+        )
+    };
+    let deadline = tokio::time::Instant::now() + SETTLED_WITHIN;
+    let mut attempt = 0;
+    loop {
         let current = read_sts(api, name).await?;
         let theirs = strategy_of(&current);
         if theirs.type_.as_deref() != Some("OnDelete") {
+            let forget = serde_json::json!({
+                "metadata": {"annotations": {SAVED_STRATEGY: null}, "resourceVersion": current.metadata.resource_version},
+            });
+            let forgot = api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&forget))
+                .await
+                .is_ok();
             bail!(
-                "statefulset {name}'s update strategy was changed meanwhile (now {}); it is left as it is, and {} is not put back",
+                "statefulset {name}'s update strategy was changed meanwhile (now {}): it is left as it is, and {} is not put back{}. While it was not OnDelete, its controller could have deleted members beside the restart at a template change: keep updateStrategy OnDelete in the manifest (GitOps) for Raft StatefulSets",
                 describe_strategy(&theirs),
-                describe_strategy(s)
+                describe_strategy(s),
+                if forgot { format!(" ({SAVED_STRATEGY} removed)") } else { format!(" (remove {SAVED_STRATEGY} by hand)") }
             );
         }
+        if let Err(why) = settled_for_restore(&current) {
+            if tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(OBSERVED_POLL).await;
+                continue;
+            }
+            bail!(
+                "statefulset {name} stays OnDelete, and {} is not put back yet: {why}. Run the same command again: it drives the new template in the safe order and then puts the strategy back ({})",
+                describe_strategy(s),
+                by_hand()
+            );
+        }
+        attempt += 1;
         let mut patch = restore_patch(s);
         patch["metadata"]["resourceVersion"] = serde_json::json!(current.metadata.resource_version);
         match api
@@ -201,19 +246,19 @@ pub async fn restore_strategy(
             .await
         {
             Ok(_) => return Ok(()),
-            Err(e) if attempt < 3 && crate::errors::status_of(&e).is_some_and(|x| x.code == 409) => {}
+            Err(e)
+                if attempt < 3 && crate::errors::status_of(&e).is_some_and(|x| x.code == 409) => {}
             Err(e) => {
                 return Err(api_context(e, "patch", "statefulsets", "")).with_context(|| {
                     format!(
-                        "putting statefulset {name}'s update strategy back to {} (by hand: kubectl patch sts {name} --type=merge -p '{}')",
+                        "putting statefulset {name}'s update strategy back to {} ({})",
                         describe_strategy(s),
-                        restore_patch(s)
+                        by_hand()
                     )
                 })
             }
         }
     }
-    unreachable!("the last attempt returns")
 }
 
 #[cfg(test)]

@@ -52,6 +52,36 @@ pub enum Mode {
 /// last member is updated, or when run again after an interruption.
 pub const SAVED_STRATEGY: &str = "raft.kubectl.io/update-strategy";
 
+fn is_on_delete(sts: &StatefulSet) -> bool {
+    sts.spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.type_.as_deref())
+        == Some("OnDelete")
+}
+
+/// Whether the user's strategy may be put back over this OnDelete StatefulSet: its controller
+/// has acted on its latest change and every member is at its update revision. A template
+/// that arrived after the run's last look (a GitOps sync at the end) would otherwise be
+/// rolled by the controller the moment RollingUpdate is back, whichever member leads.
+pub fn settled_for_restore(sts: &StatefulSet) -> Result<(), String> {
+    if let Some((generation, observed)) = unobserved(sts) {
+        return Err(format!(
+            "its controller has not yet acted on its latest change (generation {generation}, observed {observed})"
+        ));
+    }
+    let want = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let status = sts.status.clone().unwrap_or_default();
+    let updated = status.updated_replicas.unwrap_or(0);
+    if updated < want {
+        return Err(format!(
+            "{updated} of {want} member(s) are at its update revision {}: its template changed after the last member was restarted",
+            status.update_revision.unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
 /// The user's update strategy a driven update saved, if one is saved (and readable).
 pub fn saved_strategy(sts: &StatefulSet) -> Option<StatefulSetUpdateStrategy> {
     let raw = sts.metadata.annotations.as_ref()?.get(SAVED_STRATEGY)?;
@@ -78,12 +108,7 @@ fn revision(p: &Pod) -> Option<&str> {
 /// OnDelete StatefulSet with a pending update recreates every deleted pod from its update
 /// revision, so a drain that evicts the member rolls the new template onto it.
 pub fn comes_back_at(sts: &StatefulSet, pod: &Pod) -> Option<String> {
-    let on_delete = sts
-        .spec
-        .as_ref()
-        .and_then(|s| s.update_strategy.as_ref())
-        .and_then(|u| u.type_.as_deref())
-        == Some("OnDelete");
+    let on_delete = is_on_delete(sts);
     let update = sts.status.as_ref()?.update_revision.clone()?;
     (on_delete && !update.is_empty() && revision(pod) != Some(update.as_str())).then_some(update)
 }
@@ -236,6 +261,19 @@ pub fn follow(
                 {
                     rolled(start, &update)
                 }
+                // Under OnDelete a new template rolls nothing by itself: the restart follows
+                // it as a driven update (members already restarted are behind it too), so
+                // that the user's strategy is never put back over members left behind.
+                (_, Some(start)) if !update.is_empty() && update != start => Followed::Revision {
+                    from: start.to_string(),
+                    to: update,
+                },
+                // Every restart runs under OnDelete: one that is not any more (a GitOps sync
+                // put the manifest's strategy back) leaves the controller free to delete
+                // members beside the restart at the next template change.
+                _ if strategy != "OnDelete" => Followed::Conflict(format!(
+                    "the StatefulSet's update strategy was changed to {strategy} during the restart (a GitOps sync of the manifest?): its controller would delete members beside the restart at the next template change. Stopped; run the same command again to resume under OnDelete, or keep updateStrategy OnDelete in the manifest"
+                )),
                 _ => Followed::Same,
             }
         }
@@ -322,7 +360,9 @@ pub fn decide(
             "{cluster}: its StatefulSet's controller has not yet acted on its latest change (generation {generation}, observed {observed}), so what it will replace is not known; nothing was restarted. If this lasts, the StatefulSet controller (kube-controller-manager) is not processing it; run again once .status.observedGeneration reaches .metadata.generation"
         ));
     }
-    let saved = saved_strategy(sts);
+    // A saved strategy on a StatefulSet that is no longer OnDelete is stale: someone (a GitOps
+    // sync) set theirs since, and it is theirs that is kept and put back.
+    let saved = saved_strategy(sts).filter(|_| is_on_delete(sts));
     Ok(match mode(sts, pods) {
         Mode::ControllerRolling { current, update } => return Err(format!(
             "{cluster} is being rolled by its controller (RollingUpdate from revision {current} to {update}): it replaces members in reverse ordinal order whichever leads. Let it finish; next time stage the update (spec.updateStrategy.rollingUpdate.partition at the number of replicas before changing the template, or type OnDelete) and kubectl raft restart drives it in the safe order"
@@ -349,9 +389,6 @@ pub fn decide(
                 note,
             }
         }
-        Mode::Restart if saved.is_some() && !dry_run => {
-            Decision::RestoreOnly(saved.expect("checked"))
-        }
         Mode::Restart => {
             // The record of a restart that stopped is on the cluster's lock (older versions
             // kept it on the StatefulSet: read there too).
@@ -365,23 +402,52 @@ pub fn decide(
                 .or(on_sts)
                 .map(from_annotation)
                 .filter(|r| !pending(pods, r).is_empty());
-            match marked {
-                // A restart that stopped: resume it (members replaced since are done).
-                Some(r) => Decision::Run {
+            match (marked, saved) {
+                // A restart that stopped: resume it (members replaced since are done), under
+                // OnDelete: the one it set, or set now (it stopped before its switch, or an
+                // older version ran it).
+                (Some(r), saved) => Decision::Run {
                     note: Some(format!(
                         "resuming the restart that {RESTART_PENDING} on its lock records: {} member(s) still to restart; those already replaced are not restarted again",
                         pending(pods, &r).len()
                     )),
                     restart: r,
-                    driven: None,
+                    driven: under_on_delete(sts, saved),
                 },
-                None => Decision::Run {
+                // Every member restarted or updated, the strategy not yet put back.
+                (None, Some(saved)) if !dry_run => Decision::RestoreOnly(saved),
+                (None, saved) => Decision::Run {
                     restart: restart_all(pods),
-                    driven: None,
+                    driven: under_on_delete(sts, saved),
                     note: None,
                 },
             }
         }
+    })
+}
+
+/// How a restart of the current revision keeps the StatefulSet's controller from deleting
+/// members beside it: under `OnDelete` (the user's, kept; or set for the run and the user's
+/// strategy put back at the end). Under `RollingUpdate` a template change mid-run (one that
+/// leaves `updateStrategy` alone) would have the controller delete the highest member still
+/// behind at once, whichever leads, while the restart waits for a replacement: two members
+/// down (with `Parallel` it does not even wait for the restart's pod to be Ready).
+fn under_on_delete(sts: &StatefulSet, saved: Option<StatefulSetUpdateStrategy>) -> Option<Driven> {
+    if let Some(strategy) = saved {
+        // A dry run over a finished run that did not put the strategy back.
+        return Some(Driven {
+            strategy,
+            switch_now: false,
+        });
+    }
+    let strategy = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.clone())
+        .unwrap_or_default();
+    (strategy.type_.as_deref() != Some("OnDelete")).then_some(Driven {
+        strategy,
+        switch_now: true,
     })
 }
 
@@ -568,10 +634,21 @@ mod tests {
             matches!(&f, Followed::Conflict(m) if m.contains("started rolling it")),
             "{f:?}"
         );
-        // On OnDelete a new template rolls nothing by itself: the restart goes on.
+    }
+
+    /// Under OnDelete (the user's, or the run's) a new template rolls nothing by itself: the
+    /// restart follows it as a driven update, so nobody's strategy is put back over members
+    /// left at the old template.
+    #[test]
+    fn a_restart_under_on_delete_follows_a_new_template() {
+        let restart = restart_all(&[pod("a-0", "r1", T0), pod("a-1", "r1", T1)]);
+        let now = [pod("a-0", "r1", T0), pod("a-1", "r2", "uid-c")];
         assert_eq!(
             follow(&restart, Some("r1"), &sts("OnDelete", "r1", "r2"), &now),
-            Followed::Same
+            Followed::Revision {
+                from: "r1".into(),
+                to: "r2".into()
+            }
         );
     }
 
@@ -840,5 +917,154 @@ mod tests {
         };
         assert_eq!(pending(&pods, &restart).len(), 3);
         assert_eq!(note, None);
+    }
+
+    /// A plain restart of a RollingUpdate StatefulSet runs under OnDelete: no template change
+    /// mid-run (Argo CD, `helm upgrade`) has the controller delete a member beside it.
+    #[test]
+    fn a_restart_of_a_rolling_update_runs_under_on_delete() {
+        let Decision::Run {
+            driven: Some(d), ..
+        } = decide(
+            "ns/a",
+            &sts("RollingUpdate", "r1", "r1"),
+            &three_at("r1"),
+            None,
+            false,
+        )
+        .unwrap()
+        else {
+            panic!("a driven restart")
+        };
+        assert!(d.switch_now);
+        assert_eq!(d.strategy.type_.as_deref(), Some("RollingUpdate"));
+    }
+
+    #[test]
+    fn a_restart_of_an_on_delete_statefulset_changes_no_strategy() {
+        let d = decide(
+            "ns/a",
+            &sts("OnDelete", "r1", "r1"),
+            &three_at("r1"),
+            None,
+            false,
+        )
+        .unwrap();
+        assert!(matches!(d, Decision::Run { driven: None, .. }), "{d:?}");
+    }
+
+    /// A restart that stopped under the OnDelete it set resumes under it (no second switch)
+    /// and puts the user's strategy back at its end, not at once.
+    #[test]
+    fn a_stopped_restart_under_on_delete_resumes_under_it() {
+        let rolling = sts("RollingUpdate", "r1", "r1")
+            .spec
+            .unwrap()
+            .update_strategy;
+        let saved = serde_json::to_string(&rolling).unwrap();
+        let s = annotated(sts("OnDelete", "r1", "r1"), SAVED_STRATEGY, &saved);
+        let pods = [
+            pod("a-0", "r1", "new"),
+            pod("a-1", "r1", "u1"),
+            pod("a-2", "r1", "u2"),
+        ];
+        let Decision::Run {
+            driven: Some(d),
+            restart,
+            ..
+        } = decide("ns/a", &s, &pods, Some("u0,u1,u2"), false).unwrap()
+        else {
+            panic!("a resumed driven restart")
+        };
+        assert!(!d.switch_now);
+        assert_eq!(Some(d.strategy), rolling);
+        assert_eq!(pending(&pods, &restart).len(), 2);
+    }
+
+    /// A restart whose record was written but whose switch to OnDelete never happened (Ctrl-C
+    /// between them, a refused patch, an older version's run) resumes under OnDelete too.
+    #[test]
+    fn a_restart_resumed_before_its_switch_switches_now() {
+        let pods = [
+            pod("a-0", "r1", "new"),
+            pod("a-1", "r1", "u1"),
+            pod("a-2", "r1", "u2"),
+        ];
+        let Decision::Run {
+            driven: Some(d), ..
+        } = decide(
+            "ns/a",
+            &sts("RollingUpdate", "r1", "r1"),
+            &pods,
+            Some("u0,u1,u2"),
+            false,
+        )
+        .unwrap()
+        else {
+            panic!("a resumed restart under OnDelete")
+        };
+        assert!(d.switch_now);
+    }
+
+    /// A GitOps sync put the manifest's RollingUpdate back over the OnDelete a run set: the
+    /// saved strategy is stale, the next restart switches again from theirs (never "only put
+    /// back", which would fail for ever on a StatefulSet that is not OnDelete).
+    #[test]
+    fn a_saved_strategy_on_a_statefulset_no_longer_on_delete_is_stale() {
+        let saved = serde_json::to_string(&staged(3).spec.unwrap().update_strategy).unwrap();
+        let s = annotated(sts("RollingUpdate", "r1", "r1"), SAVED_STRATEGY, &saved);
+        let Decision::Run {
+            driven: Some(d), ..
+        } = decide("ns/a", &s, &three_at("r1"), None, false).unwrap()
+        else {
+            panic!("a restart that switches again")
+        };
+        assert!(d.switch_now);
+        assert_eq!(describe_strategy(&d.strategy), "RollingUpdate");
+    }
+
+    /// The strategy put back mid-run (a GitOps sync): the restart is unprotected, and stops.
+    #[test]
+    fn a_restart_stops_once_its_statefulset_is_no_longer_on_delete() {
+        let restart = restart_all(&three_at("r1"));
+        let f = follow(
+            &restart,
+            Some("r1"),
+            &sts("RollingUpdate", "r1", "r1"),
+            &three_at("r1"),
+        );
+        assert!(
+            matches!(&f, Followed::Conflict(m) if m.contains("changed to RollingUpdate during the restart")),
+            "{f:?}"
+        );
+    }
+
+    fn settled(replicas: i32, updated: i32, (generation, observed): (i64, i64)) -> StatefulSet {
+        let mut s = sts("OnDelete", "r1", "r2");
+        s.spec.as_mut().unwrap().replicas = Some(replicas);
+        s.metadata.generation = Some(generation);
+        let st = s.status.as_mut().unwrap();
+        st.observed_generation = Some(observed);
+        st.updated_replicas = Some(updated);
+        s
+    }
+
+    #[test]
+    fn the_strategy_goes_back_once_every_member_is_at_the_update_revision() {
+        assert_eq!(settled_for_restore(&settled(3, 3, (4, 4))), Ok(()));
+    }
+
+    /// A template that arrived after the last member was restarted: putting RollingUpdate
+    /// back would have the controller roll it, whichever member leads.
+    #[test]
+    fn the_strategy_stays_on_delete_over_members_behind_a_new_template() {
+        let why = settled_for_restore(&settled(3, 0, (5, 5))).unwrap_err();
+        assert!(why.contains("0 of 3 member(s)"), "{why}");
+    }
+
+    #[test]
+    fn the_strategy_stays_on_delete_until_the_controller_saw_the_latest_change() {
+        let why = settled_for_restore(&settled(3, 3, (5, 4))).unwrap_err();
+        assert!(why.contains("generation 5, observed 4"), "{why}");
     }
 }

@@ -521,6 +521,52 @@ fn plain_kubectl_drain_of_a_consul_leaders_node_transfers_to_a_voter_first() {
     );
 }
 
+/// #38's reproduction: the Consul stand-in with two non-voters behind the gate. Plain
+/// `kubectl drain` of the non-voter hraft-3's node, then of a voter follower's node: both end.
+/// Before the fix the replaced non-voter never counted as rejoined (the gate wanted a healthy
+/// voter), and the second drain was refused for its whole timeout. Judged by the servers: the
+/// non-voter is back as a non-voter, three voters healthy, a leader agreed.
+#[test]
+fn plain_kubectl_drain_of_a_non_voters_node_then_a_voters_both_end() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-hraft-nv");
+    let c = deploy_hraft(&ns.name);
+    let _g = Gated::start(&ns.name);
+    let leader = c["summary"]["leader"].as_str().unwrap().to_string();
+    let voter = ["hraft-0", "hraft-1", "hraft-2"]
+        .into_iter()
+        .find(|p| *p != leader)
+        .unwrap()
+        .to_string();
+    let all_back = |now: &mut Value| {
+        *now = status_json(&["hraft", "-n", &ns.name])["clusters"][0].clone();
+        now["summary"]["leader"].is_string()
+            && now["summary"]["healthyVoters"] == 3
+            && now["replicas"].as_array().is_some_and(|rs| {
+                rs.iter().all(|r| r["raft"]["current"] == true)
+                    && rs
+                        .iter()
+                        .filter(|r| r["raft"]["configured"] == "nonVoter")
+                        .count()
+                        == 2
+            })
+    };
+    for pod in ["hraft-3", voter.as_str()] {
+        let node = node_of(&ns.name, pod);
+        wait_node_alone(&node, &ns.name);
+        let cordoned = Cordoned(vec![node.clone()]);
+        plain_drain_ok(&node);
+        drop(cordoned);
+        let mut now = Value::Null;
+        wait_in(
+            &ns.name,
+            Duration::from_secs(120),
+            &format!("{pod}'s replacement back as it was"),
+            || all_back(&mut now),
+        );
+    }
+}
+
 /// A StatefulSet no profile recognises (a web server here) in an opted-in namespace: its pod is
 /// evicted as if there were no gate, never held.
 #[test]

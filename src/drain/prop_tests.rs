@@ -51,6 +51,9 @@ struct Event {
     membership_fails: bool,
     /// The last pod is scaled away (its voter stays configured: a ghost).
     scale_down: bool,
+    /// This member wins an election just after the look (its leader paused; a hashicorp/raft
+    /// follower that timed out): the look says follower, the truth says leader.
+    leads_after_look: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -194,6 +197,7 @@ impl ClusterOps for Sim {
         } else {
             self.events.borrow_mut().next()
         };
+        let leads_after_look = event.as_ref().and_then(|e| e.leads_after_look);
         if let Some(e) = event {
             let mut w = self.world.borrow_mut();
             let n = w.pods.len();
@@ -228,6 +232,16 @@ impl ClusterOps for Sim {
         }
         let report = self.report();
         let pods = report.replicas.iter().map(|x| pod(&x.pod)).collect();
+        let mut w = self.world.borrow_mut();
+        if let Some(i) = leads_after_look.filter(|i| {
+            w.pods
+                .get(*i)
+                .is_some_and(|p| p.kind == Kind::Voter && !p.hung && !p.cut_off && !p.gone)
+        }) {
+            for (j, p) in w.pods.iter_mut().enumerate() {
+                p.leader = j == i;
+            }
+        }
         Ok(Some(super::fixtures::look(report, pods, false)))
     }
 
@@ -277,6 +291,13 @@ impl ClusterOps for Sim {
 
     async fn evict(&self, _: &Look, pod: &str) -> Result<Attempt> {
         self.check(pod, "evicting");
+        // A member evicted as a follower must not lead by the truth: that eviction starts an
+        // election where the plan meant a transfer.
+        if self.world.borrow().pods[self.index(pod)].leader {
+            self.violations.borrow_mut().push(format!(
+                "evicted {pod} as a follower while it leads: an election instead of a transfer"
+            ));
+        }
         self.evictions.set(self.evictions.get() + 1);
         let i = self.index(pod);
         let mut w = self.world.borrow_mut();
@@ -357,14 +378,18 @@ fn arb_event() -> impl Strategy<Value = Event> {
         prop::option::weighted(0.1, 0usize..7),
         prop::bool::weighted(0.15),
         prop::bool::weighted(0.1),
+        prop::option::weighted(0.1, 0usize..7),
     )
-        .prop_map(|(hang, recover, cut, membership_fails, scale_down)| Event {
-            hang,
-            recover,
-            cut,
-            membership_fails,
-            scale_down,
-        })
+        .prop_map(
+            |(hang, recover, cut, membership_fails, scale_down, leads_after_look)| Event {
+                hang,
+                recover,
+                cut,
+                membership_fails,
+                scale_down,
+                leads_after_look,
+            },
+        )
 }
 
 fn arb_world() -> impl Strategy<Value = World> {

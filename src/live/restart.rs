@@ -112,26 +112,7 @@ async fn restore_on_lock<S: Sink + Sync>(
         &|m: &str| sink.say(&format!("Warning: {m}")),
     )
     .await?;
-    let holder = lock::holder_identity(&format!("restart {cluster}"));
-    let (held, took_over) = lock::acquire(
-        &client,
-        &r.lock_namespace,
-        ns,
-        name,
-        &holder,
-        &|m: &str| sink.say(m),
-        cancel,
-    )
-    .await?;
-    if let Some(who) = took_over {
-        sink.say(&format!(
-            "Warning: took over {cluster}'s stale lock from {who}"
-        ));
-    }
-    if held.record(RESTART_PENDING) != on_lock {
-        held.release().await;
-        bail!("{cluster}'s restart record changed while this restart started (another restart ran meanwhile); run the same command again");
-    }
+    let (held, _) = lock_as_decided(&client, sink, r, cancel, ns, name, on_lock).await?;
     let sts_api: Api<StatefulSet> = Api::namespaced(client, ns);
     let restored = restore_strategy(&sts_api, name, strategy).await;
     held.release().await;
@@ -294,28 +275,7 @@ async fn run<S: Sink + Sync>(
         cancel,
         &format!("checking the rights for {cluster}'s restart"),
     )?;
-    let holder = lock::holder_identity(&format!("restart {cluster}"));
-    let (held, took_over) = lock::acquire(
-        &client,
-        &r.lock_namespace,
-        ns,
-        name,
-        &holder,
-        &|m: &str| sink.say(m),
-        cancel,
-    )
-    .await?;
-    if let Some(who) = took_over {
-        sink.say(&format!(
-            "Warning: took over {cluster}'s stale lock from {who}"
-        ));
-    }
-    // Decided on the record read before the lock was taken: it must be the one the lock
-    // holds now (another restart may have run in between).
-    if held.record(RESTART_PENDING) != on_lock {
-        held.release().await;
-        bail!("{cluster}'s restart record changed while this restart started (another restart ran meanwhile); run the same command again");
-    }
+    let (held, holder) = lock_as_decided(&client, sink, r, cancel, ns, name, on_lock).await?;
     let following = Following::new(restart, started_at);
     let evictor = Evictor {
         client: surveyor.conn.probe_client.clone(),
@@ -343,6 +303,42 @@ async fn run<S: Sink + Sync>(
     let result = roll(&ops, &line, &rollout).await;
     held.release().await;
     Ok(Done::Report(Box::new(result?)))
+}
+
+/// Takes the cluster's lock for a restart decided on the record `on_lock` read before it: the
+/// record must be the one the lock holds now (another restart may have run in between).
+/// Returns the lock and its holder's identity.
+async fn lock_as_decided<S: Sink + Sync>(
+    client: &kube::Client,
+    sink: &S,
+    r: &RestartSettings,
+    cancel: &CancellationToken,
+    ns: &str,
+    name: &str,
+    on_lock: Option<String>,
+) -> Result<(lock::Held, String)> {
+    let cluster = format!("{ns}/{name}");
+    let holder = lock::holder_identity(&format!("restart {cluster}"));
+    let (held, took_over) = lock::acquire(
+        client,
+        &r.lock_namespace,
+        ns,
+        name,
+        &holder,
+        &|m: &str| sink.say(m),
+        cancel,
+    )
+    .await?;
+    if let Some(who) = took_over {
+        sink.say(&format!(
+            "Warning: took over {cluster}'s stale lock from {who}"
+        ));
+    }
+    if held.record(RESTART_PENDING) != on_lock {
+        held.release().await;
+        bail!("{cluster}'s restart record changed while this restart started (another restart ran meanwhile); run the same command again");
+    }
+    Ok((held, holder))
 }
 
 /// An [`Interrupted`] error when Ctrl-C came (`cancel`) while `doing`: nothing was changed.

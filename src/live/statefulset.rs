@@ -98,18 +98,11 @@ async fn switch_to_on_delete(
             "metadata": {"annotations": {SAVED_STRATEGY: saved}, "resourceVersion": current.metadata.resource_version},
             "spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}},
         });
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        if patch_unless_conflict(api, name, &patch, attempt < 3)
             .await
+            .with_context(|| format!("setting statefulset {name}'s update strategy to OnDelete"))?
         {
-            Ok(_) => return Ok(()),
-            Err(e)
-                if attempt < 3 && crate::errors::status_of(&e).is_some_and(|x| x.code == 409) => {}
-            Err(e) => {
-                return Err(api_context(e, "patch", "statefulsets", "")).with_context(|| {
-                    format!("setting statefulset {name}'s update strategy to OnDelete")
-                })
-            }
+            return Ok(());
         }
     }
     unreachable!("the last attempt returns")
@@ -241,23 +234,37 @@ pub async fn restore_strategy(
         attempt += 1;
         let mut patch = restore_patch(s);
         patch["metadata"]["resourceVersion"] = serde_json::json!(current.metadata.resource_version);
-        match api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        if patch_unless_conflict(api, name, &patch, attempt < 3)
             .await
+            .with_context(|| {
+                format!(
+                    "putting statefulset {name}'s update strategy back to {} ({})",
+                    describe_strategy(s),
+                    by_hand()
+                )
+            })?
         {
-            Ok(_) => return Ok(()),
-            Err(e)
-                if attempt < 3 && crate::errors::status_of(&e).is_some_and(|x| x.code == 409) => {}
-            Err(e) => {
-                return Err(api_context(e, "patch", "statefulsets", "")).with_context(|| {
-                    format!(
-                        "putting statefulset {name}'s update strategy back to {} ({})",
-                        describe_strategy(s),
-                        by_hand()
-                    )
-                })
-            }
+            return Ok(());
         }
+    }
+}
+
+/// One merge patch conditioned on a resourceVersion: Ok(true) when written, Ok(false) on a
+/// conflict (409: the StatefulSet changed since it was read, often by its controller's status
+/// writes) when `again` says it is read and tried again.
+async fn patch_unless_conflict(
+    api: &Api<StatefulSet>,
+    name: &str,
+    patch: &serde_json::Value,
+    again: bool,
+) -> Result<bool> {
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if again && crate::errors::status_of(&e).is_some_and(|x| x.code == 409) => Ok(false),
+        Err(e) => Err(api_context(e, "patch", "statefulsets", "")),
     }
 }
 

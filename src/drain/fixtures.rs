@@ -93,3 +93,16 @@ pub(crate) fn view_now(report: &ClusterReport, pod: &str) -> crate::plan::Replic
         },
     }
 }
+
+/// Leadership moved to `pod` in a new `term` (an election): every replica says so.
+pub(crate) fn elected(r: &mut ClusterReport, pod: &str, term: u64) {
+    for x in &mut r.replicas {
+        x.raft.role = if x.pod == pod {
+            crate::model::Role::Leader
+        } else {
+            crate::model::Role::Follower
+        };
+        x.raft.term = Some(term);
+    }
+    r.summary.leader = Some(pod.to_string());
+}

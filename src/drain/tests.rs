@@ -613,15 +613,7 @@ async fn a_member_stuck_as_a_candidate_at_the_look_is_evicted() {
 async fn a_member_that_leads_since_the_look_is_handed_over_before_it_goes() {
     let c = Scripted::new();
     *c.after_first_look.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
-        for x in &mut r.replicas {
-            x.raft.role = if x.pod == "etcd-0" {
-                Role::Leader
-            } else {
-                Role::Follower
-            };
-            x.raft.term = Some(6);
-        }
-        r.summary.leader = Some("etcd-0".into());
+        crate::drain::fixtures::elected(r, "etcd-0", 6);
     }));
     let s = run(&c, &["n1"]).await;
     assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);

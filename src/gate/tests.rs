@@ -289,15 +289,7 @@ async fn a_rollout_begun_after_the_look_refuses_the_eviction() {
 async fn a_member_that_leads_since_the_look_is_not_admitted_as_a_follower() {
     let s = Scripted::new();
     *s.after_look.lock().unwrap() = Some(|r| {
-        for x in &mut r.replicas {
-            x.raft.role = if x.pod == "etcd-0" {
-                Role::Leader
-            } else {
-                Role::Follower
-            };
-            x.raft.term = Some(6);
-        }
-        r.summary.leader = Some("etcd-0".into());
+        crate::drain::fixtures::elected(r, "etcd-0", 6);
     });
     let v = gate(&s).review(&evict("etcd-0")).await;
     assert_eq!(v.reason(), "ChangedSinceLook", "{v:?}");
@@ -347,15 +339,7 @@ async fn the_lock_holders_eviction_of_a_member_that_leads_since_the_look_is_held
     let s = Scripted::new();
     let req = holding(&s, "etcd-0");
     *s.after_look.lock().unwrap() = Some(|r| {
-        for x in &mut r.replicas {
-            x.raft.role = if x.pod == "etcd-0" {
-                Role::Leader
-            } else {
-                Role::Follower
-            };
-            x.raft.term = Some(6);
-        }
-        r.summary.leader = Some("etcd-0".into());
+        crate::drain::fixtures::elected(r, "etcd-0", 6);
     });
     let v = gate(&s).review(&req).await;
     assert_eq!(v.reason(), "ChangedSinceLook", "{v:?}");

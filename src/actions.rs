@@ -48,6 +48,10 @@ pub struct ClusterSummary {
     /// Members still on the drained nodes ("pod on node"), as last seen.
     pub left: Vec<String>,
     pub evictions: u32,
+    /// Whether any eviction (or deletion) was sent, accepted or not (a leader's whose wait
+    /// failed, one whose answer was lost): what may have left is not only what was counted.
+    #[serde(skip)]
+    pub eviction_sent: bool,
     pub transfers: u32,
     /// Term increments a transfer does not explain.
     pub elections: u64,
@@ -85,6 +89,7 @@ impl ClusterSummary {
             done: vec![],
             left: vec![],
             evictions: 0,
+            eviction_sent: false,
             transfers: 0,
             elections: 0,
             group_leaders_moved: 0,

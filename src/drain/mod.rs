@@ -537,6 +537,7 @@ async fn evict_member<O: ClusterOps, E: Events>(
         if let Some(why) = ops.refused_now(look, pod).await {
             return Err(StepBlocked(format!("cannot evict the leader {pod} yet: {why}")).into());
         }
+        s.eviction_sent = true;
         let e = ops.evict_leader(look, step).await?;
         seen.evicted.insert(pod.to_string());
         s.record_window(e.window_ms);
@@ -550,6 +551,7 @@ async fn evict_member<O: ClusterOps, E: Events>(
         );
         said(events, s, msg);
     } else {
+        s.eviction_sent = true;
         match ops.evict(look, pod).await? {
             Attempt::Refused(why) => {
                 return Err(StepBlocked(format!("cannot evict {pod} yet: {why}")).into())

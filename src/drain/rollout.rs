@@ -170,22 +170,34 @@ pub async fn roll<O: RolloutOps, E: Events>(
             ops.set_record(None).await?;
         }
         match &r.driven {
-            Some(d) => {
-                ops.restore_strategy(&d.strategy).await?;
-                format!(
+            // Every member was replaced: a put-back that cannot be made now (a template that
+            // arrived at the end, a strategy someone set) is said in the report, not lost.
+            Some(d) => match ops.restore_strategy(&d.strategy).await {
+                Ok(()) => format!(
                     "restarted {}; its update strategy ({}) is restored",
                     r.cluster(),
                     describe_strategy(&d.strategy)
-                )
-            }
+                ),
+                Err(e) => {
+                    summary.result = ClusterResult::Stopped;
+                    format!(
+                        "restarted every member of {}, but its update strategy ({}) was not put back: {}",
+                        r.cluster(),
+                        describe_strategy(&d.strategy),
+                        crate::errors::anyhow_chain(&e)
+                    )
+                }
+            },
             None => format!("restarted {}", r.cluster()),
         }
     } else if let Some(d) = r
         .driven
         .as_ref()
-        .filter(|d| d.switch_now && summary.evictions == 0 && !lock_lost)
+        .filter(|d| d.switch_now && wrote_record && !summary.eviction_sent && !lock_lost)
     {
-        // Stopped before any member went: the StatefulSet is put back as it was.
+        // A restart stopped before any eviction was sent: the StatefulSet is put back as it
+        // was. (Not a staged update: its members are behind by design, and the rerun drives
+        // it under the OnDelete kept.)
         match ops.restore_strategy(&d.strategy).await {
             Ok(()) => format!(
                 "the restart stopped before any member was restarted: {}. Its update strategy ({}) is put back; fix what is named and run the same command again",
@@ -601,9 +613,31 @@ mod tests {
     async fn a_strategy_that_cannot_be_put_back_is_not_reported_a_success() {
         let w = World::new(update(), partition_3());
         w.restore_fails.set(true);
-        assert!(roll(&w, &Said::default(), &rollout(staged(true)))
+        let r = roll(&w, &Said::default(), &rollout(staged(true)))
             .await
-            .is_err());
+            .unwrap();
+        assert!(!r.succeeded, "{}", r.message);
+        assert!(r.message.contains("was not put back"), "{}", r.message);
+        assert_eq!(r.cluster.evictions, 3, "the report keeps what was done");
+    }
+
+    /// A staged update stopped before its first eviction keeps the OnDelete it set: its
+    /// members are behind by design, so RollingUpdate could not be put back safely; the rerun
+    /// drives it.
+    #[tokio::test(start_paused = true)]
+    async fn a_staged_update_stopped_before_any_eviction_stays_on_delete() {
+        let w = World::new(update(), partition_3());
+        *w.cluster.every_look.borrow_mut() = Some(Box::new(|r: &mut ClusterReport| {
+            for x in &mut r.replicas {
+                x.raft.role = crate::model::Role::Follower;
+            }
+            r.summary.leader = None;
+        }));
+        let r = roll(&w, &Said::default(), &rollout(staged(true)))
+            .await
+            .unwrap();
+        assert!(!r.succeeded, "{}", r.message);
+        assert_eq!(*w.strategy.borrow(), on_delete(), "{}", r.message);
     }
 
     #[tokio::test(start_paused = true)]

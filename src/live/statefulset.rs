@@ -205,6 +205,15 @@ pub async fn restore_strategy(
     loop {
         let current = read_sts(api, name).await?;
         let theirs = strategy_of(&current);
+        let saved_now = current
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(SAVED_STRATEGY));
+        if &theirs == s && !saved_now {
+            // Put back already (another restore-only run, on the lock before this one).
+            return Ok(());
+        }
         if theirs.type_.as_deref() != Some("OnDelete") {
             let forget = serde_json::json!({
                 "metadata": {"annotations": {SAVED_STRATEGY: null}, "resourceVersion": current.metadata.resource_version},

@@ -58,7 +58,22 @@ impl<'a> RolloutOps for KubeRollout<'a> {
     }
 
     async fn switch_to_on_delete(&self, s: &StatefulSetUpdateStrategy) -> Result<()> {
-        switch_to_on_delete(&self.api(), self.cluster.name, s).await
+        let api = self.api();
+        switch_to_on_delete(&api, self.cluster.name, s).await?;
+        // The switch changes the StatefulSet's spec: its controller acts on it within a
+        // second. Waited for here, so that the first look does not take the run's own switch
+        // for a change to wait for (RolloutInProgress) and plan nothing. Ctrl-C meanwhile is
+        // the cluster loop's to see (a stop before any eviction puts the strategy back).
+        let sts = read_sts(&api, self.cluster.name).await?;
+        let _ = once_observed(
+            &api,
+            sts,
+            crate::live::restart::OBSERVED_WITHIN,
+            &self.cluster.evictor.cancel,
+            &|_| {},
+        )
+        .await;
+        Ok(())
     }
 
     async fn restore_strategy(&self, s: &StatefulSetUpdateStrategy) -> Result<()> {

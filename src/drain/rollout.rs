@@ -439,6 +439,14 @@ mod tests {
         assert_eq!(*w.record.borrow(), None);
     }
 
+    /// A restart of a RollingUpdate StatefulSet: switched to OnDelete by this run.
+    fn switched_from_rolling() -> Option<Driven> {
+        Some(Driven {
+            strategy: rolling(),
+            switch_now: true,
+        })
+    }
+
     fn rolling() -> StatefulSetUpdateStrategy {
         StatefulSetUpdateStrategy {
             type_: Some("RollingUpdate".into()),
@@ -451,10 +459,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_restart_runs_under_on_delete_and_puts_the_strategy_back() {
         let w = World::new(uids(), rolling());
-        let driven = Some(Driven {
-            strategy: rolling(),
-            switch_now: true,
-        });
+        let driven = switched_from_rolling();
         let said = Said::default();
         let r = roll(&w, &said, &rollout(driven)).await.unwrap();
         assert!(r.succeeded, "{}", r.message);
@@ -474,10 +479,7 @@ mod tests {
     async fn a_stopped_restart_under_on_delete_stays_on_delete_for_the_rerun() {
         let w = World::new(uids(), rolling());
         hang_after_first(&w);
-        let driven = Some(Driven {
-            strategy: rolling(),
-            switch_now: true,
-        });
+        let driven = switched_from_rolling();
         let r = roll(&w, &Said::default(), &rollout(driven)).await.unwrap();
         assert!(!r.succeeded);
         assert_eq!(*w.strategy.borrow(), on_delete());
@@ -495,10 +497,7 @@ mod tests {
             }
             r.summary.leader = None;
         }));
-        let driven = Some(Driven {
-            strategy: rolling(),
-            switch_now: true,
-        });
+        let driven = switched_from_rolling();
         let r = roll(&w, &Said::default(), &rollout(driven)).await.unwrap();
         assert!(!r.succeeded, "{}", r.message);
         assert_eq!(r.cluster.evictions, 0, "{}", r.message);

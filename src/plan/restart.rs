@@ -434,7 +434,8 @@ pub fn decide(
 /// down (with `Parallel` it does not even wait for the restart's pod to be Ready).
 fn under_on_delete(sts: &StatefulSet, saved: Option<StatefulSetUpdateStrategy>) -> Option<Driven> {
     if let Some(strategy) = saved {
-        // A dry run over a finished run that did not put the strategy back.
+        // OnDelete already, set by an earlier run (resumed, or a dry run over one that did
+        // not put the strategy back): the user's is the one it saved.
         return Some(Driven {
             strategy,
             switch_now: false,
@@ -445,7 +446,7 @@ fn under_on_delete(sts: &StatefulSet, saved: Option<StatefulSetUpdateStrategy>) 
         .as_ref()
         .and_then(|s| s.update_strategy.clone())
         .unwrap_or_default();
-    (strategy.type_.as_deref() != Some("OnDelete")).then_some(Driven {
+    (!is_on_delete(sts)).then_some(Driven {
         strategy,
         switch_now: true,
     })

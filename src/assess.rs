@@ -557,6 +557,7 @@ const RULES: &[Rule] = &[
     pdb_looser_than_raft,
     membership_unknown,
     credentials_unreadable,
+    tls_unverified,
 ];
 
 pub fn warnings(r: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
@@ -787,6 +788,17 @@ fn credentials_unreadable(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Wa
         )],
         None => vec![],
     }
+}
+
+fn tls_unverified(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
+    if !obs.tls_unverified {
+        return vec![];
+    }
+    vec![w(
+        WarningCode::TlsUnverified,
+        None,
+        "the replicas' certificates were not verified (--tls-skip-verify): anything on the path could have answered for them; give the CA (--tls-ca, or ca.crt in the cluster's TLS Secret) to verify them".into(),
+    )]
 }
 
 pub mod gated;

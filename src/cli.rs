@@ -593,9 +593,11 @@ pub struct SelectArgs {
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "How replicas are reached")]
 pub struct ReachArgs {
-    /// How to reach each replica: the API server's pods/proxy (HTTP only), the pod IP
-    /// directly, or a port-forward through the API server. Requests that are not HTTP (a NATS
-    /// stepdown, a four-letter word) use a port-forward when this is `proxy`.
+    /// How to reach each replica: the API server's pods/proxy (HTTP, and HTTPS it does not
+    /// verify), the pod IP directly, or a port-forward through the API server. Requests that
+    /// are not HTTP (a NATS stepdown, a four-letter word), and HTTPS to a cluster with TLS
+    /// material (a CA to verify, a client certificate), use a port-forward when this is
+    /// `proxy`: TLS is then end to end.
     #[arg(long, value_enum, default_value_t = Via::Proxy)]
     pub via: Via,
 
@@ -642,6 +644,64 @@ pub struct ProbeArgs {
     /// cannot collect your token (docs/security.md).
     #[arg(long, help_heading = "Credentials")]
     pub credentials_from_env: bool,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// TLS to the replicas (HTTPS ports: `kubectl-raft.io/scheme: https` or the profile's).
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "TLS to the replicas")]
+pub struct TlsArgs {
+    /// A Secret in each cluster's namespace with ca.crt (the CA that signed the replicas'
+    /// certificates), and tls.crt and tls.key where they require a client certificate (a
+    /// kubernetes.io/tls Secret, cert-manager's shape). Without it, the Secret the annotation
+    /// kubectl-raft.io/tls-secret names, if that Secret is labelled
+    /// kubectl-raft.io/credentials=true.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["tls_ca", "tls_cert", "tls_key"])]
+    pub tls_secret: Option<String>,
+
+    /// The CA (PEM) the replicas' certificates are verified with. Your own, like
+    /// --credentials-file: used only for clusters you name (over their annotation's
+    /// Secret), or for all with --credentials-from-env. In a pod (`yield --local`), a
+    /// mounted file.
+    #[arg(long, value_name = "PATH")]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// A client certificate (PEM) to present, with --tls-key: etcd's --client-cert-auth,
+    /// Consul's verify_incoming. Sent only where --tls-ca is.
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
+    /// The name the replicas' certificates must carry, instead of their own DNS names
+    /// (pod.service.namespace.svc[.cluster.local], pod.service) and IP.
+    #[arg(long, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+
+    /// Do not verify the replicas' certificates (anyone on the path can then answer for a
+    /// replica): `status` marks every cluster read this way.
+    #[arg(long)]
+    pub tls_skip_verify: bool,
+}
+
+impl TlsArgs {
+    /// The library's TLS settings.
+    pub fn settings(&self) -> crate::credentials::TlsSettings {
+        crate::credentials::TlsSettings {
+            secret: self.tls_secret.clone(),
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            choices: crate::tls::TlsChoices {
+                server_name: self.tls_server_name.clone(),
+                skip_verify: self.tls_skip_verify,
+            },
+        }
+    }
 }
 
 pub const DEFAULT_MAX_INFLIGHT: u16 = crate::survey::DEFAULT_MAX_INFLIGHT;
@@ -694,6 +754,7 @@ pub fn survey_settings(
             secret: probe.credentials_secret.clone(),
             file: probe.credentials_file.clone(),
             from_env: probe.credentials_from_env,
+            tls: probe.tls.settings(),
         },
         ..reached(g, select, &probe.reach)
     }

@@ -7,7 +7,7 @@
 //! Display that shows them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use crate::errors::api_context;
 use crate::model::ClusterTarget;
+use crate::tls::{Tls, TlsChoices, TlsMaterial};
 
 /// Variables from a Secret and/or a file, over the environment where that is allowed: `get`
 /// asks them in that order. The user's own credentials (the environment and
@@ -174,6 +175,58 @@ pub fn read_file(path: &Path) -> Result<Vars> {
 /// not read themselves, and have the admin read it and send it to their pod.)
 pub const SECRET_LABEL: &str = "kubectl-raft.io/credentials";
 
+/// Where clusters' TLS comes from besides their annotation: a Secret the user named, the
+/// user's own files (for clusters the user named, or all with --credentials-from-env), and
+/// the choices for every cluster.
+#[derive(Debug, Clone, Default)]
+pub struct TlsSettings {
+    /// --tls-secret: the Secret of that name in each cluster's namespace.
+    pub secret: Option<String>,
+    /// --tls-ca, --tls-cert, --tls-key.
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub choices: TlsChoices,
+}
+
+/// The keys of a TLS Secret: a `kubernetes.io/tls` Secret's, with cert-manager's CA.
+pub const TLS_CA_KEY: &str = "ca.crt";
+pub const TLS_CERT_KEY: &str = "tls.crt";
+pub const TLS_KEY_KEY: &str = "tls.key";
+
+impl TlsSettings {
+    /// The user's own TLS files, read now: a CA, a client certificate and key.
+    pub fn read_files(&self) -> Result<Option<TlsMaterial>> {
+        if self.ca.is_none() && self.cert.is_none() && self.key.is_none() {
+            return Ok(None);
+        }
+        let read = |p: &Option<PathBuf>, what: &str| -> Result<Option<Vec<u8>>> {
+            p.as_ref()
+                .map(|p| {
+                    std::fs::read(p).with_context(|| format!("reading {what} {}", p.display()))
+                })
+                .transpose()
+        };
+        let named: Vec<String> = [
+            ("--tls-ca", &self.ca),
+            ("--tls-cert", &self.cert),
+            ("--tls-key", &self.key),
+        ]
+        .iter()
+        .filter_map(|(f, p)| p.as_ref().map(|p| format!("{f} {}", p.display())))
+        .collect();
+        let material = TlsMaterial {
+            ca: read(&self.ca, "the CA file (--tls-ca)")?,
+            cert: read(&self.cert, "the client certificate file (--tls-cert)")?,
+            key: read(&self.key, "the client key file (--tls-key)")?,
+            source: format!("files {}", named.join(" ")),
+        };
+        // Checked now: a bad file is the user's, said once before anything is touched.
+        Tls::new(Some(&material), &self.choices).map_err(|e| anyhow::anyhow!(e))?;
+        Ok(Some(material))
+    }
+}
+
 /// Where a cluster's credentials come from, set up once from the flags; Secrets are read
 /// once each and kept for the run.
 pub struct CredentialSource {
@@ -188,6 +241,10 @@ pub struct CredentialSource {
     /// One cell per (namespace, Secret): surveys of clusters that name the same Secret wait
     /// for one read; a failed read leaves the cell empty, so the next asks again.
     cache: Mutex<HashMap<SecretKey, Arc<OnceCell<Arc<ReadSecret>>>>>,
+    /// --tls-secret and the choices for every cluster.
+    tls: TlsSettings,
+    /// --tls-ca, --tls-cert, --tls-key, read at start: the user's own, like the environment.
+    tls_files: Option<TlsMaterial>,
 }
 
 /// A Secret by namespace and name.
@@ -213,7 +270,100 @@ impl CredentialSource {
             file,
             from_env,
             cache: Mutex::new(HashMap::new()),
+            tls: TlsSettings::default(),
+            tls_files: None,
         })
+    }
+
+    /// The same source with TLS for the clusters' replicas: `tls`'s files are read now.
+    pub fn with_tls(mut self, tls: TlsSettings) -> Result<Self> {
+        self.tls_files = tls.read_files()?;
+        self.tls = tls;
+        Ok(self)
+    }
+
+    /// The cluster's TLS: the Secret `--tls-secret` names; else, for a cluster the user
+    /// named or with --credentials-from-env, the user's own files (--tls-ca, ...); else the
+    /// Secret its annotation kubectl-raft.io/tls-secret names when that Secret is labelled
+    /// [`SECRET_LABEL`]; else none (its HTTPS ports are then refused on the routes that
+    /// verify, unless --tls-skip-verify).
+    pub async fn tls_for_cluster(&self, target: &ClusterTarget) -> Result<Arc<Tls>> {
+        let own = self.from_env || target.named;
+        let material = match (&self.tls.secret, &self.tls_files, &target.tls_secret) {
+            (Some(n), _, _) => Some(self.tls_secret(target, n, "--tls-secret", false).await?),
+            // The user's own files, for a cluster the user named: over its annotation.
+            (None, Some(files), _) if own => Some(files.clone()),
+            (None, _, Some(n)) => {
+                let why = format!(
+                    "the annotation {} on {}/{}",
+                    crate::profile::annotations::TLS_SECRET,
+                    target.namespace,
+                    target.name
+                );
+                Some(self.tls_secret(target, n, &why, true).await?)
+            }
+            (None, _, None) => None,
+        };
+        Tls::new(material.as_ref(), &self.tls.choices)
+            .map(Arc::new)
+            .map_err(|e| anyhow::anyhow!(e))
+    }
+
+    async fn tls_secret(
+        &self,
+        target: &ClusterTarget,
+        name: &str,
+        why: &str,
+        from_annotation: bool,
+    ) -> Result<TlsMaterial> {
+        if !is_object_name(name) {
+            anyhow::bail!(
+                "{name:?} (named by {why}) is not a Secret name: lower-case letters, digits, '-' and '.', at most 253 characters; nothing was read"
+            );
+        }
+        let read = self.secret(&target.namespace, name, why).await?;
+        if from_annotation && !read.labelled {
+            anyhow::bail!(
+                "the TLS Secret {}/{name} (named by {why}) is not labelled {SECRET_LABEL}=true, so it was not used: a StatefulSet's annotation may name only a Secret whose own writer agreed to its use (`kubectl label secret {name} -n {} {SECRET_LABEL}=true`), or name it yourself with --tls-secret",
+                target.namespace,
+                target.namespace
+            );
+        }
+        let get = |k: &str| {
+            read.vars
+                .values
+                .get(k)
+                .map(|v| v.as_bytes().to_vec())
+                .filter(|v| !v.is_empty())
+        };
+        let material = TlsMaterial {
+            ca: get(TLS_CA_KEY),
+            cert: get(TLS_CERT_KEY),
+            key: get(TLS_KEY_KEY),
+            source: format!("Secret {}/{name}", target.namespace),
+        };
+        if material.ca.is_none() && material.cert.is_none() {
+            anyhow::bail!(
+                "the TLS Secret {}/{name} (named by {why}) has neither {TLS_CA_KEY} nor {TLS_CERT_KEY}: it needs {TLS_CA_KEY} (the CA that signed the replicas' certificates), and {TLS_CERT_KEY} with {TLS_KEY_KEY} where the replicas require a client certificate",
+                target.namespace
+            );
+        }
+        Ok(material)
+    }
+
+    /// A Secret of the namespace, read once for the run (until `forget`).
+    async fn secret(&self, namespace: &str, name: &str, why: &str) -> Result<Arc<ReadSecret>> {
+        let key = (namespace.to_string(), name.to_string());
+        let cell = self
+            .cache
+            .lock()
+            .expect("not poisoned")
+            .entry(key)
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| self.read_secret(namespace, name, why))
+            .await
+            .cloned()
     }
 
     /// Forgets every Secret read: the next survey reads them again (a long-running process, the
@@ -252,17 +402,7 @@ impl CredentialSource {
                 "{name:?} (named by {why}) is not a Secret name: lower-case letters, digits, '-' and '.', at most 253 characters; nothing was read"
             );
         }
-        let key = (target.namespace.clone(), name.clone());
-        let cell = self
-            .cache
-            .lock()
-            .expect("not poisoned")
-            .entry(key)
-            .or_default()
-            .clone();
-        let read = cell
-            .get_or_try_init(|| self.read_secret(&target.namespace, &name, &why))
-            .await?;
+        let read = self.secret(&target.namespace, &name, &why).await?;
         if from_annotation && !read.labelled {
             anyhow::bail!(
                 "the Secret {}/{name} (named by {why}) is not labelled {SECRET_LABEL}=true, so it was not used: a StatefulSet's annotation may name only a Secret whose own writer agreed to its use (`kubectl label secret {name} -n {} {SECRET_LABEL}=true`), or name it yourself with --credentials-secret",

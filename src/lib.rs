@@ -35,6 +35,7 @@ pub mod render;
 pub mod report;
 pub mod select;
 pub mod survey;
+pub mod tls;
 pub mod transport;
 pub mod verbose;
 pub mod watch;

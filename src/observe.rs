@@ -55,6 +55,7 @@ pub async fn observe_cluster(
         replicas,
         members,
         credentials_error: None,
+        tls_unverified: false,
     }
 }
 
@@ -86,12 +87,20 @@ pub fn endpoint(
             "the pod has no IP (phase {phase})"
         )));
     }
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let names = crate::tls::member_names(
+        spec.hostname.as_deref().or(pod.metadata.name.as_deref()),
+        spec.subdomain.as_deref(),
+        &namespace,
+        pod_ip.as_deref(),
+    );
     Ok(Endpoint {
-        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        namespace,
         pod: pod.metadata.name.clone().unwrap_or_default(),
         pod_ip,
         port,
         scheme: profile.scheme,
+        names,
     })
 }
 
@@ -131,7 +140,7 @@ pub async fn observe_replica(
         read_groups(transport, profile, pod, limit),
     );
     let refused = match &health {
-        Err(e @ ProbeError::Forbidden(_)) => Some(e.to_string()),
+        Err(e @ (ProbeError::Forbidden(_) | ProbeError::Tls(_))) => Some(e.to_string()),
         _ => read.refused,
     };
     ReplicaObservation {
@@ -200,7 +209,8 @@ pub async fn read_facts(
     let mut errors = vec![];
     let mut refused = None;
     for (spec, answer) in profile.requests.iter().zip(answers) {
-        if let (Err(e @ ProbeError::Forbidden(_)), None, false) = (&answer, &refused, spec.optional)
+        if let (Err(e @ (ProbeError::Forbidden(_) | ProbeError::Tls(_))), None, false) =
+            (&answer, &refused, spec.optional)
         {
             refused = Some(e.to_string());
         }

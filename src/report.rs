@@ -325,6 +325,7 @@ pub enum WarningCode {
     DisruptionBudgetTooLoose,
     MembershipUnknown,
     CredentialsUnreadable,
+    TlsUnverified,
 }
 
 #[cfg(test)]
@@ -344,6 +345,7 @@ impl WarningCode {
         WarningCode::DisruptionBudgetTooLoose,
         WarningCode::MembershipUnknown,
         WarningCode::CredentialsUnreadable,
+        WarningCode::TlsUnverified,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -362,6 +364,7 @@ impl WarningCode {
             WarningCode::DisruptionBudgetTooLoose => "DisruptionBudgetTooLoose",
             WarningCode::MembershipUnknown => "MembershipUnknown",
             WarningCode::CredentialsUnreadable => "CredentialsUnreadable",
+            WarningCode::TlsUnverified => "TlsUnverified",
         }
     }
 }

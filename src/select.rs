@@ -151,6 +151,18 @@ fn clusters_from_statefulsets(
                 .and_then(|s| catalog.detect(s))
                 .cloned()),
         };
+        // The annotation's scheme, beside whichever profile: a built-in system served over
+        // TLS is that system with `kubectl-raft.io/scheme: https`.
+        let profile = profile.and_then(|p| {
+            let scheme =
+                annotations::scheme(&ann).with_context(|| format!("statefulset {ns}/{name}"))?;
+            Ok(p.map(|mut p| {
+                if let Some(s) = scheme {
+                    p.scheme = s;
+                }
+                p
+            }))
+        });
         let profile = match profile {
             Ok(p) => p,
             // Named: the user asked for exactly this one.
@@ -203,6 +215,7 @@ fn clusters_from_statefulsets(
             desired_replicas: desired,
             pods,
             credentials_secret: annotations::credentials_secret(&ann),
+            tls_secret: annotations::tls_secret(&ann),
             gate_assume: annotations::gate_assume(&ann),
             named: sel.named && wanted.is_some(),
         });
@@ -244,6 +257,10 @@ fn clusters_from_selector(
                 ),
             },
         };
+        let mut profile = profile;
+        if let Some(s) = annotations::scheme(&ann)? {
+            profile.scheme = s;
+        }
         let n = pods.len() as u32;
         out.push(ClusterTarget {
             namespace: ns,
@@ -253,6 +270,7 @@ fn clusters_from_selector(
             desired_replicas: n,
             pods,
             credentials_secret: annotations::credentials_secret(&ann),
+            tls_secret: annotations::tls_secret(&ann),
             // Pods chosen with -l are no StatefulSet its owner annotated.
             gate_assume: None,
             named: false,
@@ -401,6 +419,37 @@ mod tests {
             .map(|p| p.metadata.name.clone().unwrap())
             .collect();
         assert_eq!(names, ["etcd-0", "etcd-2", "etcd-10"]);
+    }
+
+    #[test]
+    fn a_scheme_annotation_beside_a_system_serves_that_system_over_https() {
+        let mut s = snap();
+        s.statefulsets[0] = sts(
+            "etcd",
+            "quay.io/coreos/etcd:v3.4",
+            &[
+                ("kubectl-raft.io/system", "etcd"),
+                ("kubectl-raft.io/scheme", "https"),
+                ("kubectl-raft.io/tls-secret", "etcd-client-tls"),
+            ],
+        );
+        let cs = select_clusters(&s, &Catalog::builtin(), &Selection::default(), "db").unwrap();
+        assert_eq!(cs[0].profile.name, "etcd");
+        assert_eq!(cs[0].profile.scheme, crate::profile::Scheme::Https);
+        assert_eq!(cs[0].tls_secret.as_deref(), Some("etcd-client-tls"));
+    }
+
+    #[test]
+    fn a_scheme_annotation_alone_keeps_the_recognised_system() {
+        let mut s = snap();
+        s.statefulsets[0] = sts(
+            "etcd",
+            "quay.io/coreos/etcd:v3.4",
+            &[("kubectl-raft.io/scheme", "https")],
+        );
+        let cs = select_clusters(&s, &Catalog::builtin(), &Selection::default(), "db").unwrap();
+        assert_eq!(cs.len(), 1, "not skipped");
+        assert_eq!(cs[0].profile.scheme, crate::profile::Scheme::Https);
     }
 
     #[test]

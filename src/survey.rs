@@ -87,6 +87,8 @@ pub struct CredentialSettings {
     pub secret: Option<String>,
     pub file: Option<PathBuf>,
     pub from_env: bool,
+    /// TLS to the replicas besides the clusters' annotated Secrets.
+    pub tls: crate::credentials::TlsSettings,
 }
 
 /// Everything a verb needs to look at the clusters, set up once from the flags.
@@ -230,7 +232,8 @@ impl Surveyor {
             settings.credentials.secret.clone(),
             settings.credentials.file.as_deref(),
             settings.credentials.from_env,
-        )?;
+        )?
+        .with_tls(settings.credentials.tls.clone())?;
         Ok(Surveyor {
             credentials,
             conn,
@@ -577,7 +580,8 @@ impl Surveyor {
     /// cluster's credentials. An error names the Secret or file and what to do.
     pub async fn transport_for(&self, target: &ClusterTarget) -> Result<Transport> {
         let vars = self.credentials.for_cluster(target).await?;
-        Ok(self.transport.with_vars(vars))
+        let tls = self.credentials.tls_for_cluster(target).await?;
+        Ok(self.transport.with_vars(vars).with_tls(tls))
     }
 
     /// The transport to *read* a cluster with (watching a wait, asking a member again): its
@@ -598,7 +602,11 @@ impl Surveyor {
             match self.transport_for(&t).await {
                 Ok(transport) => {
                     let transport = transport.with_share(clusters);
-                    observe_cluster(&transport, t, self.probe_timeout).await
+                    let unverified = transport.tls().skips_verification()
+                        && t.profile.scheme == crate::profile::Scheme::Https;
+                    let mut obs = observe_cluster(&transport, t, self.probe_timeout).await;
+                    obs.tls_unverified = unverified;
+                    obs
                 }
                 Err(e) => {
                     let transport = self.transport.with_share(clusters);

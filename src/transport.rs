@@ -19,6 +19,7 @@ use crate::credentials::Vars;
 use crate::model::{Endpoint, HttpAnswer, ProbeError, MAX_ANSWER_BYTES};
 use crate::preflight::Need;
 use crate::profile::{HttpRequest, Scheme};
+use crate::tls::{Tls, TlsChoices};
 
 /// How often a probe refused by the API server for load (429) is tried again.
 const THROTTLE_RETRIES: u32 = 5;
@@ -50,6 +51,9 @@ pub struct Transport {
     share: Option<Arc<Semaphore>>,
     /// What `${VAR}` in a request's headers (and a NATS request's user) is read from.
     vars: Arc<Vars>,
+    /// How the cluster's HTTPS ports are spoken to (`with_tls`): its CA, its client
+    /// certificate; by default none, so an HTTPS port is refused on the routes that verify.
+    tls: Arc<Tls>,
     /// What the API server said when asked whether this user may proxy to a pod
     /// (`SelfSubjectAccessReview`), by (namespace, pod, verb): asked once per command.
     proxy_rights: Arc<std::sync::Mutex<HashMap<ProxyRight, bool>>>,
@@ -66,7 +70,8 @@ type PodPort = (String, String, u16);
 /// How a command reaches the replicas (`--via` maps onto it in `cli`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
-    /// The API server's pods/proxy (HTTP only; raw TCP goes through a port-forward).
+    /// The API server's pods/proxy (HTTP, and HTTPS it does not verify; raw TCP, and HTTPS
+    /// with a CA or client certificate, go through a port-forward).
     Proxy,
     /// Pod IPs, from inside the cluster.
     Direct,
@@ -152,6 +157,7 @@ impl Transport {
             large: Arc::new(Semaphore::new(LARGE_ANSWERS_AT_ONCE)),
             share: None,
             vars: Arc::new(Vars::default()),
+            tls: Arc::new(Tls::new(None, &TlsChoices::default()).expect("no material, no error")),
             proxy_rights: Arc::default(),
             forwards: Arc::default(),
         }
@@ -175,6 +181,19 @@ impl Transport {
             share: Some(Arc::new(Semaphore::new(share))),
             ..self.clone()
         }
+    }
+
+    /// The same transport (same bounds) with a cluster's TLS.
+    pub fn with_tls(&self, tls: Arc<Tls>) -> Transport {
+        Transport {
+            tls,
+            ..self.clone()
+        }
+    }
+
+    /// How the cluster's HTTPS ports are spoken to.
+    pub fn tls(&self) -> &Tls {
+        &self.tls
     }
 
     /// The credentials requests are sent with.
@@ -272,6 +291,12 @@ impl Transport {
     ) -> Result<HttpAnswer, ProbeError> {
         let body = req.body.clone().unwrap_or_default();
         match &self.via {
+            // pods/proxy neither verifies a replica's certificate nor presents a client
+            // certificate: a cluster whose TLS needs either is reached end to end through a
+            // port-forward, never without.
+            Via::Proxy(client) if ep.scheme == Scheme::Https && self.tls.needs_end_to_end() => {
+                self.forwarded(client, ep, req, body).await
+            }
             Via::Proxy(client) => {
                 let port = match ep.scheme {
                     Scheme::Http => format!("{}:{}", ep.pod, ep.port),
@@ -317,49 +342,15 @@ impl Transport {
                     other => other,
                 }
             }
-            Via::PortForward(client) => {
-                if ep.scheme == Scheme::Https {
-                    return Err(ProbeError::Other(
-                        "--via port-forward speaks plain HTTP only; use --via proxy for HTTPS ports"
-                            .into(),
-                    ));
-                }
-                let request =
-                    || build_request(req, &req.path, body.clone().into_bytes(), &self.vars);
-                let key = (ep.namespace.clone(), ep.pod.clone(), ep.port);
-                let cap = req.answer_limit();
-                if let Some(mut conn) = self.idle_forward(&key) {
-                    match conn.send(request()?, cap).await {
-                        Ok((answer, reusable)) => {
-                            if reusable {
-                                self.keep_forward(key, conn);
-                            }
-                            return Ok(answer);
-                        }
-                        // The kept connection had been closed by the server: a request it
-                        // never carried, or one safe to repeat, goes on a fresh one.
-                        Err(f) if f.unsent || proxy_verb(&req.method) == "get" => {}
-                        Err(f) => return Err(f.error),
-                    }
-                }
-                let mut conn = ForwardedHttp::open(client, ep).await?;
-                let (answer, reusable) = conn.send(request()?, cap).await.map_err(|f| f.error)?;
-                if reusable {
-                    self.keep_forward(key, conn);
-                }
-                Ok(answer)
-            }
+            Via::PortForward(client) => self.forwarded(client, ep, req, body).await,
             Via::Direct(client) => {
-                if ep.scheme == Scheme::Https {
-                    return Err(ProbeError::Other(
-                        "--via direct speaks plain HTTP only; use --via proxy for HTTPS ports"
-                            .into(),
-                    ));
-                }
                 let ip = ep
                     .pod_ip
                     .as_deref()
                     .ok_or_else(|| ProbeError::Unreachable("the pod has no IP yet".into()))?;
+                if ep.scheme == Scheme::Https {
+                    return self.direct_tls(ip, ep, req, body).await;
+                }
                 let host = if ip.contains(':') {
                     format!("[{ip}]")
                 } else {
@@ -376,6 +367,122 @@ impl Transport {
                 Ok(HttpAnswer { status, body })
             }
         }
+    }
+
+    /// One request over a port-forward to the endpoint's pod and port (TLS end to end on an
+    /// HTTPS port: the API server carries only bytes), on a kept connection where one is idle.
+    async fn forwarded(
+        &self,
+        client: &kube::Client,
+        ep: &Endpoint,
+        req: &HttpRequest,
+        body: String,
+    ) -> Result<HttpAnswer, ProbeError> {
+        let request = || build_request(req, &req.path, body.clone().into_bytes(), &self.vars);
+        let key = (ep.namespace.clone(), ep.pod.clone(), ep.port);
+        let cap = req.answer_limit();
+        if let Some(mut conn) = self.idle_forward(&key) {
+            match conn.send(request()?, cap, &self.tls, ep).await {
+                Ok((answer, reusable)) => {
+                    if reusable {
+                        self.keep_forward(key, conn);
+                    }
+                    return Ok(answer);
+                }
+                // The kept connection had been closed by the server: a request it
+                // never carried, or one safe to repeat, goes on a fresh one.
+                Err(f) if f.unsent || proxy_verb(&req.method) == "get" => {}
+                Err(f) => return Err(f.error),
+            }
+        }
+        let mut conn = ForwardedHttp::open(client, ep, &self.tls).await?;
+        let (answer, reusable) = conn
+            .send(request()?, cap, &self.tls, ep)
+            .await
+            .map_err(|f| f.error)?;
+        if reusable {
+            self.keep_forward(key, conn);
+        }
+        Ok(answer)
+    }
+
+    /// One request over TLS straight to the pod (a connection of its own).
+    async fn direct_tls(
+        &self,
+        address: &str,
+        ep: &Endpoint,
+        req: &HttpRequest,
+        body: String,
+    ) -> Result<HttpAnswer, ProbeError> {
+        let tcp = tokio::net::TcpStream::connect((address, ep.port))
+            .await
+            .map_err(|e| ProbeError::Unreachable(format!("{address}:{}: {e}", ep.port)))?;
+        let stream = tls_handshake(&self.tls, ep, tcp).await?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| failure(&self.tls, &e))?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let _driver = AbortOnDrop(driver);
+        let mut request = build_request(req, &req.path, body.into_bytes(), &self.vars)?
+            .map(|b| Full::new(Bytes::from(b)));
+        set_host(&mut request, ep);
+        let resp = sender
+            .send_request(request)
+            .await
+            .map_err(|e| failure(&self.tls, &e))?;
+        let status = resp.status().as_u16();
+        let body = read_capped(resp.into_body(), req.answer_limit()).await?;
+        Ok(HttpAnswer { status, body })
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The request's Host: the name the replica is verified by (its first DNS name), else its
+/// address.
+fn set_host(request: &mut http::Request<Full<Bytes>>, ep: &Endpoint) {
+    let host = ep
+        .names
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "localhost".into());
+    if let Ok(v) = http::HeaderValue::from_str(&format!("{host}:{}", ep.port)) {
+        request.headers_mut().insert(http::header::HOST, v);
+    }
+}
+
+/// A TLS session over `io` with the endpoint's replica, its certificate verified by the
+/// cluster's TLS; a failure says what it means.
+async fn tls_handshake<IO>(
+    tls: &Tls,
+    ep: &Endpoint,
+    io: IO,
+) -> Result<tokio_rustls::client::TlsStream<IO>, ProbeError>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (connector, name) = tls.connector(&ep.names).map_err(ProbeError::Tls)?;
+    connector
+        .connect(name, io)
+        .await
+        .map_err(|e| failure(tls, &e))
+}
+
+/// A failed connection or request: TLS's failure explained, else unreachable.
+fn failure(tls: &Tls, e: &(dyn std::error::Error + 'static)) -> ProbeError {
+    match tls.explain(e) {
+        Some(m) => ProbeError::Tls(m),
+        None => ProbeError::Unreachable(crate::errors::chain(e)),
     }
 }
 
@@ -494,6 +601,8 @@ struct ForwardedHttp {
     sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
     driver: tokio::task::JoinHandle<()>,
     forward: kube::api::Portforwarder,
+    /// TLS inside the tunnel.
+    https: bool,
 }
 
 /// A request that got no answer: why, and whether it never left (safe to send elsewhere).
@@ -503,15 +612,30 @@ struct SendFailure {
 }
 
 impl ForwardedHttp {
-    async fn open(client: &kube::Client, ep: &Endpoint) -> Result<ForwardedHttp, ProbeError> {
+    /// A connection over a new port-forward: TLS end to end on an HTTPS port.
+    async fn open(
+        client: &kube::Client,
+        ep: &Endpoint,
+        tls: &Tls,
+    ) -> Result<ForwardedHttp, ProbeError> {
         let (stream, forward) = open_port_forward(client, ep).await?;
+        let io: Box<dyn TcpStreamLike> = if ep.scheme == Scheme::Https {
+            match tls_handshake(tls, ep, stream).await {
+                Ok(s) => Box::new(s),
+                Err(e) => {
+                    forward.abort();
+                    return Err(e);
+                }
+            }
+        } else {
+            Box::new(stream)
+        };
         let (sender, conn) =
-            match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await
-            {
+            match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)).await {
                 Ok(handshake) => handshake,
                 Err(e) => {
                     forward.abort();
-                    return Err(ProbeError::Unreachable(crate::errors::chain(&e)));
+                    return Err(failure(tls, &e));
                 }
             };
         let driver = tokio::spawn(async move {
@@ -521,6 +645,7 @@ impl ForwardedHttp {
             sender,
             driver,
             forward,
+            https: ep.scheme == Scheme::Https,
         })
     }
 
@@ -530,16 +655,22 @@ impl ForwardedHttp {
         &mut self,
         request: http::Request<Vec<u8>>,
         cap: usize,
+        tls: &Tls,
+        ep: &Endpoint,
     ) -> Result<(HttpAnswer, bool), SendFailure> {
         let mut request = request.map(|b| Full::new(Bytes::from(b)));
-        request.headers_mut().insert(
-            http::header::HOST,
-            http::HeaderValue::from_static("localhost"),
-        );
+        if self.https {
+            set_host(&mut request, ep);
+        } else {
+            request.headers_mut().insert(
+                http::header::HOST,
+                http::HeaderValue::from_static("localhost"),
+            );
+        }
         let resp = self.sender.try_send_request(request).await.map_err(|e| {
             let unsent = e.message().is_some();
             SendFailure {
-                error: ProbeError::Unreachable(crate::errors::chain(e.error())),
+                error: failure(tls, e.error()),
                 unsent,
             }
         })?;

@@ -34,6 +34,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "credentials",
             "preflight",
             "transport",
+            "tls",
             "nats",
             "observe",
             "groups",

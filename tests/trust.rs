@@ -635,3 +635,111 @@ fn an_annotation_profile_named_with_a_newline_prints_no_line_of_its_own() {
         );
     }
 }
+
+/// A tenant's HTTPS server on 8080 whose certificate the admin's CA signed (a cluster-wide
+/// issuer), asking every client for a certificate of that CA (optional) and recording, for
+/// each request, whether one came: what a tenant's pod learns of the admin's client key.
+fn tls_recording_server() -> String {
+    "import http.server, json, ssl\n\
+     class H(http.server.BaseHTTPRequestHandler):\n    \
+         def handle_one(self):\n        \
+             rec = {'method': self.command, 'path': self.path, 'client_cert': bool(self.connection.getpeercert())}\n        \
+             with open('/rec/requests', 'a') as f:\n            \
+                 f.write(json.dumps(rec) + '\\n')\n        \
+             body = b'{}'\n        \
+             self.send_response(200)\n        \
+             self.send_header('Content-Length', str(len(body)))\n        \
+             self.end_headers()\n        \
+             self.wfile.write(body)\n    \
+         do_GET = do_POST = do_PUT = handle_one\n    \
+         def log_message(self, *a):\n        \
+             pass\n\
+     srv = http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H)\n\
+     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+     ctx.load_cert_chain('/rec/tls.crt', '/rec/tls.key')\n\
+     ctx.load_verify_locations('/rec/ca.crt')\n\
+     ctx.verify_mode = ssl.CERT_OPTIONAL\n\
+     srv.socket = ctx.wrap_socket(srv.socket, server_side=True)\n\
+     srv.serve_forever()"
+        .to_string()
+}
+
+#[test]
+fn a_tenant_claiming_an_https_system_never_receives_the_admins_client_certificate() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("trust-tls");
+    let ca = TestCa::new();
+    let dir = scratch_dir(&ns.name).join("tenant");
+    let server = ca.issue(&TestCa::member_names("tenant", &ns.name), 30);
+    let files = [
+        ("ca.crt", ca.pem()),
+        ("tls.crt", server.cert),
+        ("tls.key", server.key),
+    ];
+    for (k, v) in &files {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(k), v).unwrap();
+    }
+    deploy_python_sts(
+        &ns.name,
+        "tenant",
+        &tls_recording_server(),
+        &[
+            ("kubectl-raft.io/system", "consul"),
+            ("kubectl-raft.io/scheme", "https"),
+        ],
+        Some(&dir),
+    );
+    let client = ca.issue(&["admin".to_string()], 30);
+    let admin = tls_files(
+        &ns.name,
+        "admin",
+        &[
+            ("ca.crt", &ca.pem()),
+            ("tls.crt", &client.cert),
+            ("tls.key", &client.key),
+        ],
+    );
+    let flags = |f: &str| admin.join(f).to_str().unwrap().to_string();
+    let (ca_f, cert_f, key_f) = (flags("ca.crt"), flags("tls.crt"), flags("tls.key"));
+    let tls = [
+        "--tls-ca",
+        &ca_f,
+        "--tls-cert",
+        &cert_f,
+        "--tls-key",
+        &key_f,
+    ];
+    // Not named: asked (verification skipped, so a connection is made), never with the key.
+    let mut args = vec![
+        "status",
+        "-A",
+        "-o",
+        "json",
+        "--tls-skip-verify",
+        "--via",
+        "direct",
+    ];
+    args.extend_from_slice(&tls);
+    let out = raft(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let asked = recorded(&dir);
+    assert!(
+        asked.iter().any(|r| r["path"] == "/v1/agent/self"),
+        "the tenant's pod was asked as Consul over TLS (else this test proves nothing): {asked:?}"
+    );
+    assert!(
+        asked.iter().all(|r| r["client_cert"] == false),
+        "status -A presented the admin's client certificate to a cluster the admin did not name: {asked:?}"
+    );
+    // Named by the admin, it gets the certificate: the admin chose to talk to it.
+    let mut args = vec!["status", "tenant", "-n", &ns.name, "--via", "direct"];
+    args.extend_from_slice(&tls);
+    let out = raft(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        recorded(&dir).iter().any(|r| r["client_cert"] == true),
+        "{:?}",
+        recorded(&dir)
+    );
+}

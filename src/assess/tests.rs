@@ -135,6 +135,7 @@ fn observe(rs: &[R], tcp_probe: bool) -> ClusterObservation {
         desired_replicas: rs.len() as u32,
         pods,
         credentials_secret: None,
+        tls_secret: None,
         gate_assume: None,
         named: true,
     };
@@ -143,6 +144,7 @@ fn observe(rs: &[R], tcp_probe: bool) -> ClusterObservation {
         replicas,
         members: None,
         credentials_error: None,
+        tls_unverified: false,
     }
 }
 
@@ -491,6 +493,16 @@ fn unreadable_credentials_are_a_warning_that_names_the_secret() {
         .find(|w| w.code.as_str() == "CredentialsUnreadable")
         .expect("a warning");
     assert!(w.message.contains("Secret \"ops\""), "{}", w.message);
+}
+
+#[test]
+fn replicas_read_without_verifying_their_certificates_are_marked() {
+    let mut obs = observe(&[healthy(Role::Leader), healthy(Role::Follower)], false);
+    let r = assess(&obs, &world(&obs, Some(1)));
+    assert!(!codes(&r).contains(&"TlsUnverified"));
+    obs.tls_unverified = true;
+    let r = assess(&obs, &world(&obs, Some(1)));
+    assert!(codes(&r).contains(&"TlsUnverified"), "{:?}", codes(&r));
 }
 
 #[test]

@@ -60,6 +60,7 @@ pub(crate) fn look(report: ClusterReport, pods: Vec<Pod>, target_needs_id: bool)
         desired_replicas: report.replicas.len() as u32,
         pods,
         credentials_secret: None,
+        tls_secret: None,
         gate_assume: None,
         named: false,
     };
@@ -69,6 +70,7 @@ pub(crate) fn look(report: ClusterReport, pods: Vec<Pod>, target_needs_id: bool)
             replicas: vec![],
             members: None,
             credentials_error: None,
+            tls_unverified: false,
         },
         input: ClusterInput::new(report, true, target_needs_id, Liveness::Health),
     }

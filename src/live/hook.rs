@@ -238,7 +238,17 @@ fn pod_transport(args: &YieldSettings) -> Result<Transport> {
         Some(path) => crate::credentials::read_file(path)?.with_env(true),
         None => crate::credentials::Vars::environment(),
     };
-    Ok(Transport::direct(survey.max_inflight).with_vars(std::sync::Arc::new(vars)))
+    let tls_settings = &survey.credentials.tls;
+    if tls_settings.secret.is_some() {
+        anyhow::bail!("--local reads no Secrets (it runs with the pod's own rights, which need none): mount the TLS Secret and pass --tls-ca, --tls-cert and --tls-key with its files' paths");
+    }
+    // The pod's own files: this pod's cluster is the one it serves.
+    let material = tls_settings.read_files()?;
+    let tls =
+        crate::tls::Tls::new(material.as_ref(), &tls_settings.choices).map_err(|e| anyhow!(e))?;
+    Ok(Transport::direct(survey.max_inflight)
+        .with_vars(std::sync::Arc::new(vars))
+        .with_tls(std::sync::Arc::new(tls)))
 }
 
 /// The cluster as this replica's member list gives it: each member a pod at its URL (this
@@ -283,6 +293,7 @@ async fn members_as_pods(
         desired_replicas: pods.len() as u32,
         pods,
         credentials_secret: None,
+        tls_secret: None,
         gate_assume: None,
         named: true,
     };
@@ -463,6 +474,7 @@ async fn hand_over_alone(
         desired_replicas: 1,
         pods: vec![local.clone()],
         credentials_secret: None,
+        tls_secret: None,
         gate_assume: None,
         named: true,
     };

@@ -97,6 +97,8 @@ pub struct ClusterTarget {
     pub pods: Vec<Pod>,
     /// The Secret the annotation kubectl-raft.io/credentials-secret names (the name only).
     pub credentials_secret: Option<String>,
+    /// The Secret the annotation kubectl-raft.io/tls-secret names (the name only).
+    pub tls_secret: Option<String>,
     /// What the StatefulSet's owner lets the eviction gate assume of it (the annotation
     /// kubectl-raft.io/gate-assume, as written): read by the gate only, never by a verb.
     pub gate_assume: Option<String>,
@@ -131,6 +133,9 @@ pub struct Endpoint {
     pub pod_ip: Option<String>,
     pub port: u16,
     pub scheme: Scheme,
+    /// The names the replica's TLS certificate may carry, most specific first
+    /// (`tls::member_names`): its DNS names, its address.
+    pub names: Vec<String>,
 }
 
 /// One HTTP answer from a replica, body already capped in size.
@@ -177,6 +182,9 @@ pub enum ProbeError {
     Unreachable(String),
     /// RBAC refused the proxy request.
     Forbidden(String),
+    /// TLS failed in a way the user must act on (unknown CA, name mismatch, a client
+    /// certificate required or refused, expired): said in one line with what to do.
+    Tls(String),
     /// The answer exceeded the request's cap (`HttpRequest::answer_limit`), in bytes.
     TooLarge(usize),
     /// The request kept being refused for load with the API server's `Status` body (HTTP 429,
@@ -197,6 +205,7 @@ impl ProbeError {
             ProbeError::Timeout(_) => "timeout",
             ProbeError::Unreachable(_) => "unreachable",
             ProbeError::Forbidden(_) => "forbidden",
+            ProbeError::Tls(_) => "tls",
             ProbeError::TooLarge(_) => "too large",
             ProbeError::Throttled { .. } => "throttled",
             ProbeError::Other(_) => "error",
@@ -210,6 +219,7 @@ impl fmt::Display for ProbeError {
             ProbeError::Timeout(d) => write!(f, "no answer within {}", human_duration(*d)),
             ProbeError::Unreachable(m) => write!(f, "unreachable: {m}"),
             ProbeError::Forbidden(m) => write!(f, "forbidden: {m}"),
+            ProbeError::Tls(m) => write!(f, "TLS: {m}"),
             ProbeError::TooLarge(limit) => write!(
                 f,
                 "the answer is larger than {limit} bytes (is this the system's health port? a profile's request can raise its max_bytes)"
@@ -405,6 +415,8 @@ pub struct ClusterObservation {
     /// Why the cluster's credentials (a Secret or file) could not be read, if they could not:
     /// it was then observed with the environment's alone.
     pub credentials_error: Option<String>,
+    /// Its HTTPS replicas were read without verifying their certificates (--tls-skip-verify).
+    pub tls_unverified: bool,
 }
 
 #[cfg(test)]

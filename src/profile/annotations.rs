@@ -30,6 +30,10 @@ pub const COMMIT_INDEX_JSON: &str = "kubectl-raft.io/commit-index-json-pointer";
 /// Names the Secret (in the StatefulSet's namespace) whose keys are the variables the
 /// system's credentials are read from (NATS_USER, CONSUL_HTTP_TOKEN, ...); any system.
 pub const CREDENTIALS_SECRET: &str = "kubectl-raft.io/credentials-secret";
+/// Names the Secret (in the StatefulSet's namespace) with the TLS to speak to its replicas:
+/// `ca.crt`, and `tls.crt` with `tls.key` for a client certificate (the shape of a
+/// `kubernetes.io/tls` Secret and of cert-manager's); labelled as a credentials Secret is.
+pub const TLS_SECRET: &str = "kubectl-raft.io/tls-secret";
 
 /// What the eviction gate may assume of this cluster, as `drain`'s `--assume-*` flags do:
 /// `voters-are-pods`, `followers-current` (comma-separated). Read by the gate only.
@@ -37,13 +41,32 @@ pub const GATE_ASSUME: &str = "kubectl-raft.io/gate-assume";
 
 /// Annotations of ours that describe no system: beside them alone, the system is recognised
 /// as usual.
-const NOT_PROFILE: [&str; 2] = [CREDENTIALS_SECRET, GATE_ASSUME];
+const NOT_PROFILE: [&str; 4] = [CREDENTIALS_SECRET, TLS_SECRET, GATE_ASSUME, SCHEME];
 
 /// The gate's assumptions as the annotation writes them, if any.
 pub fn gate_assume(ann: &BTreeMap<String, String>) -> Option<String> {
     ann.get(GATE_ASSUME)
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+/// The Secret the annotations name for TLS, if any.
+pub fn tls_secret(ann: &BTreeMap<String, String>) -> Option<String> {
+    ann.get(TLS_SECRET)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The scheme the annotation `kubectl-raft.io/scheme` sets for the cluster's ports, beside
+/// any profile (a built-in system's, one recognised, one described): `https` where the
+/// system is served over TLS.
+pub fn scheme(ann: &BTreeMap<String, String>) -> Result<Option<Scheme>> {
+    match ann.get(SCHEME).map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some("http") => Ok(Some(Scheme::Http)),
+        Some("https") => Ok(Some(Scheme::Https)),
+        Some(other) => bail!("annotation {SCHEME}: {other:?} is neither http nor https"),
+    }
 }
 
 /// The Secret the annotations name for credentials, if any.
@@ -122,11 +145,7 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
             numbers: vec![],
         },
     };
-    let scheme = match get(SCHEME) {
-        None | Some("http") => Scheme::Http,
-        Some("https") => Scheme::Https,
-        Some(other) => bail!("annotation {SCHEME}: {other:?} is neither http nor https"),
-    };
+    let scheme = scheme(ann)?.unwrap_or(Scheme::Http);
     let check = |path: &str| CheckSpec {
         request: HttpRequest {
             method: "GET".into(),
@@ -318,6 +337,31 @@ mod tests {
         assert_eq!(describe("x", &a).unwrap(), Described::Nothing);
         assert_eq!(credentials_secret(&a).as_deref(), Some("nats-ops"));
         assert_eq!(credentials_secret(&ann(&[(CREDENTIALS_SECRET, "")])), None);
+    }
+
+    #[test]
+    fn a_scheme_alone_describes_no_system_and_is_read() {
+        let a = ann(&[(SCHEME, "https")]);
+        assert_eq!(describe("x", &a).unwrap(), Described::Nothing);
+        assert_eq!(scheme(&a).unwrap(), Some(Scheme::Https));
+    }
+
+    #[test]
+    fn a_scheme_beside_a_system_keeps_the_system_and_is_read() {
+        let a = ann(&[(SYSTEM, "vault"), (SCHEME, "https")]);
+        assert_eq!(
+            describe("x", &a).unwrap(),
+            Described::System("vault".into())
+        );
+        assert_eq!(scheme(&a).unwrap(), Some(Scheme::Https));
+        assert!(scheme(&ann(&[(SCHEME, "tls")])).is_err());
+    }
+
+    #[test]
+    fn a_tls_secret_alone_describes_no_system_and_is_read() {
+        let a = ann(&[(TLS_SECRET, " etcd-client-tls ")]);
+        assert_eq!(describe("x", &a).unwrap(), Described::Nothing);
+        assert_eq!(tls_secret(&a).as_deref(), Some("etcd-client-tls"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod gated;
 pub mod kubelet;
 pub mod load;
+pub mod pki;
 pub mod rbac;
 pub mod running;
 #[allow(unused_imports)] // not every test binary meets the gate
@@ -14,6 +15,8 @@ pub use gated::*;
 pub use kubelet::*;
 #[allow(unused_imports)]
 pub use load::*;
+#[allow(unused_imports)]
+pub use pki::*;
 #[allow(unused_imports)]
 pub use rbac::*;
 #[allow(unused_imports)]

@@ -1,0 +1,335 @@
+//! TLS through the transport, against a local HTTPS server that requires a client
+//! certificate (as etcd's --client-cert-auth and Consul's verify_incoming do): what is
+//! verified, what is presented, and what each refusal says.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use time::{Duration as Span, OffsetDateTime};
+
+use super::*;
+use crate::model::{Endpoint, ProbeError};
+use crate::profile::{HttpRequest, Scheme};
+use crate::transport::Transport;
+
+struct Ca {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+/// A certificate and key in PEM.
+struct Issued {
+    cert: String,
+    key: String,
+}
+
+impl Ca {
+    fn new() -> Ca {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // A subject of its own: a leaf with the CA's subject looks self-signed to OpenSSL
+        // and Go (rcgen's default subject is the same for every certificate).
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "kubectl-raft test CA");
+        Ca {
+            issuer: CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap(),
+        }
+    }
+
+    fn pem(&self) -> Vec<u8> {
+        self.issuer.pem().into_bytes()
+    }
+
+    /// A certificate for `names`, valid until `days` from now (negative: expired).
+    fn issue(&self, names: &[&str], days: i64) -> Issued {
+        let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .unwrap();
+        let now = OffsetDateTime::now_utc();
+        p.not_before = now - Span::days(400);
+        p.not_after = now + Span::days(days);
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(first) = names.first() {
+            p.distinguished_name
+                .push(rcgen::DnType::CommonName, first.to_string());
+        }
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &self.issuer).unwrap();
+        Issued {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        }
+    }
+}
+
+/// An HTTPS server on 127.0.0.1 with `server`'s certificate, requiring a client certificate
+/// signed by `clients` (if given); it answers every request 200 "ok". Its port.
+async fn serve(server: &Issued, clients: Option<&Ca>) -> u16 {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain = vec![CertificateDer::from_pem_slice(server.cert.as_bytes()).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(server.key.as_bytes()).unwrap();
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let config = match clients {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(ca.issuer.der().clone()).unwrap();
+            let v = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .unwrap();
+            builder.with_client_cert_verifier(v)
+        }
+        None => builder.with_no_client_auth(),
+    }
+    .with_single_cert(chain, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc = hyper::service::service_fn(|_req| async {
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                        http_body_util::Full::new(bytes::Bytes::from_static(b"ok")),
+                    ))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+const MEMBER: &str = "etcd-1.etcd.db.svc";
+
+fn endpoint(port: u16) -> Endpoint {
+    Endpoint {
+        namespace: "db".into(),
+        pod: "etcd-1".into(),
+        pod_ip: Some("127.0.0.1".into()),
+        port,
+        scheme: Scheme::Https,
+        names: member_names(Some("etcd-1"), Some("etcd"), "db", Some("127.0.0.1")),
+    }
+}
+
+fn material(ca: Option<&Ca>, client: Option<&Issued>) -> TlsMaterial {
+    TlsMaterial {
+        ca: ca.map(Ca::pem),
+        cert: client.map(|c| c.cert.clone().into_bytes()),
+        key: client.map(|c| c.key.clone().into_bytes()),
+        source: "Secret db/etcd-client-tls".into(),
+    }
+}
+
+async fn ask(tls: Result<Tls, String>, port: u16) -> Result<String, ProbeError> {
+    let transport = Transport::direct(4).with_tls(Arc::new(tls.unwrap()));
+    let req: HttpRequest = serde_saphyr::from_str("path: /health").unwrap();
+    transport
+        .call(&endpoint(port), &req, Duration::from_secs(5))
+        .await
+        .map(|a| a.text())
+}
+
+fn tls_error(r: Result<String, ProbeError>) -> String {
+    match r {
+        Err(ProbeError::Tls(m)) => m,
+        other => panic!("expected a TLS refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_replica_that_requires_a_client_certificate_answers_one_presented_with_its_ca() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&[MEMBER], 30), Some(&ca)).await;
+    let client = ca.issue(&["kubectl-raft"], 30);
+    let tls = Tls::new(
+        Some(&material(Some(&ca), Some(&client))),
+        &TlsChoices::default(),
+    );
+    assert_eq!(ask(tls, port).await.unwrap(), "ok");
+}
+
+#[tokio::test]
+async fn a_certificate_that_names_the_member_by_a_shorter_name_is_accepted() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&["etcd-1.etcd"], 30), None).await;
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+    assert_eq!(ask(tls, port).await.unwrap(), "ok");
+}
+
+#[tokio::test]
+async fn a_replica_signed_by_another_ca_is_refused_as_unknown() {
+    let (ca, other) = (Ca::new(), Ca::new());
+    let port = serve(&other.issue(&[MEMBER], 30), None).await;
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+    let m = tls_error(ask(tls, port).await);
+    assert!(
+        m.contains("unknown CA") && m.contains("Secret db/etcd-client-tls"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn a_replica_whose_certificate_names_another_host_is_refused_as_a_mismatch() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&["etcd-1.other.db.svc"], 30), None).await;
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+    let m = tls_error(ask(tls, port).await);
+    assert!(
+        m.contains("name mismatch") && m.contains("--tls-server-name"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn the_server_name_given_is_the_one_name_accepted() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&["etcd.example.com"], 30), None).await;
+    let choices = TlsChoices {
+        server_name: Some("etcd.example.com".into()),
+        skip_verify: false,
+    };
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &choices);
+    assert_eq!(ask(tls, port).await.unwrap(), "ok");
+}
+
+#[tokio::test]
+async fn an_expired_replica_certificate_is_refused_as_expired() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&[MEMBER], -1), None).await;
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+    let m = tls_error(ask(tls, port).await);
+    assert!(m.contains("expired"), "{m}");
+}
+
+#[tokio::test]
+async fn a_replica_that_requires_a_client_certificate_says_so_when_none_is_given() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&[MEMBER], 30), Some(&ca)).await;
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+    let m = tls_error(ask(tls, port).await);
+    assert!(
+        m.contains("requires a client certificate") && m.contains("tls.key"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_client_certificate_is_named_as_refused_and_expired() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&[MEMBER], 30), Some(&ca)).await;
+    let client = ca.issue(&["kubectl-raft"], -1);
+    let tls = Tls::new(
+        Some(&material(Some(&ca), Some(&client))),
+        &TlsChoices::default(),
+    );
+    let m = tls_error(ask(tls, port).await);
+    assert!(
+        m.contains("refused the client certificate") && m.contains("expired"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn an_https_port_without_a_ca_is_refused_naming_where_to_give_one() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&[MEMBER], 30), None).await;
+    let m = tls_error(ask(Tls::new(None, &TlsChoices::default()), port).await);
+    assert!(
+        m.contains("no CA") && m.contains("--tls-skip-verify"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn skipping_verification_reaches_a_replica_of_an_unknown_ca() {
+    let other = Ca::new();
+    let port = serve(&other.issue(&["anything"], 30), None).await;
+    let choices = TlsChoices {
+        server_name: None,
+        skip_verify: true,
+    };
+    let tls = Tls::new(None, &choices).unwrap();
+    assert!(tls.skips_verification());
+    assert_eq!(ask(Ok(tls), port).await.unwrap(), "ok");
+}
+
+#[tokio::test]
+async fn a_plain_http_port_spoken_to_over_tls_is_named() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut s, _)) = listener.accept().await {
+            let _ = s
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let ca = Ca::new();
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+    let m = tls_error(ask(tls, port).await);
+    assert!(m.contains("does not speak TLS"), "{m}");
+}
+
+#[test]
+fn a_client_certificate_without_its_key_is_refused_before_anything_is_sent() {
+    let ca = Ca::new();
+    let client = ca.issue(&["kubectl-raft"], 30);
+    let mut m = material(Some(&ca), Some(&client));
+    m.key = None;
+    let e = Tls::new(Some(&m), &TlsChoices::default()).unwrap_err();
+    assert!(e.contains("no key"), "{e}");
+}
+
+#[test]
+fn a_ca_that_is_not_pem_is_named() {
+    let mut m = material(None, None);
+    m.ca = Some(b"not a certificate".to_vec());
+    let e = Tls::new(Some(&m), &TlsChoices::default()).unwrap_err();
+    assert!(e.contains("the CA of Secret db/etcd-client-tls"), "{e}");
+}
+
+#[test]
+fn a_member_is_known_by_its_service_names_then_its_address() {
+    assert_eq!(
+        member_names(Some("etcd-0"), Some("etcd"), "db", Some("10.0.0.5")),
+        [
+            "etcd-0.etcd.db.svc.cluster.local",
+            "etcd-0.etcd.db.svc",
+            "etcd-0.etcd.db",
+            "etcd-0.etcd",
+            "10.0.0.5"
+        ]
+    );
+    assert_eq!(
+        member_names(None, None, "local", Some("127.0.0.1")),
+        ["127.0.0.1", "localhost"]
+    );
+}
+
+#[test]
+fn debug_never_shows_the_key() {
+    let ca = Ca::new();
+    let client = ca.issue(&["kubectl-raft"], 30);
+    let m = material(Some(&ca), Some(&client));
+    let shown = format!("{m:?}");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+}

@@ -1,0 +1,187 @@
+//! TLS to the replicas end to end: a 3-member etcd that requires client certificates
+//! (`--client-cert-auth`, TLS peers), its certificates made by the test. The truth is read
+//! with curl, an independent TLS client, never from the plugin's report.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// The client Secret the StatefulSet's annotation names, labelled by its writer.
+fn client_secret(ns: &str, client: &Path, name: &str, keys: &[&str]) {
+    let read = |k: &str| std::fs::read_to_string(client.join(k)).unwrap();
+    let values: Vec<(String, String)> = keys.iter().map(|k| (k.to_string(), read(k))).collect();
+    let pairs: Vec<(&str, &str)> = values
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    tls_secret(ns, name, &pairs, &["kubectl-raft.io/credentials=true"]);
+}
+
+/// Positive control: the server really refuses a client without a certificate.
+fn assert_requires_client_certificates(ns: &str, client: &Path) {
+    let ip = pod_json(ns, "etcd-0")["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let host = format!("etcd-0.etcd.{ns}.svc");
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "3", "--cacert"])
+        .arg(client.join("ca.crt"))
+        .args(["--resolve", &format!("{host}:2379:{ip}"), "-d", "{}"])
+        .arg(format!("https://{host}:2379/v3/maintenance/status"))
+        .output()
+        .unwrap();
+    let answer: Option<serde_json::Value> = serde_json::from_slice(&out.stdout).ok();
+    assert!(
+        answer.is_none_or(|a| a.get("header").is_none()),
+        "etcd answered a client without a certificate: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn status_reads_an_etcd_that_requires_client_certificates_on_every_route() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("tls-status");
+    let ca = TestCa::new();
+    let client = deploy_etcd_tls(&ns.name, &ca);
+    client_secret(
+        &ns.name,
+        &client,
+        "etcd-client-tls",
+        &["ca.crt", "tls.crt", "tls.key"],
+    );
+    assert_requires_client_certificates(&ns.name, &client);
+    let (leader, term) = etcd_tls_leader(&ns.name, &client).expect("one leader, by etcd");
+    for via in ["proxy", "port-forward", "direct"] {
+        let report = status_json(&[
+            "etcd",
+            "-n",
+            &ns.name,
+            "--via",
+            via,
+            "--probe-timeout",
+            "5s",
+        ]);
+        let c = cluster(&report, &ns.name);
+        let s = &c["summary"];
+        assert_eq!(s["healthyVoters"], 3, "--via {via}: {c:#}");
+        assert_eq!(s["leader"], leader.as_str(), "--via {via}");
+        assert_eq!(s["term"], term, "--via {via}: the term etcd reports");
+        let codes: Vec<&str> = c["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w["code"].as_str())
+            .collect();
+        assert!(!codes.contains(&"TlsUnverified"), "--via {via}: {codes:?}");
+    }
+}
+
+#[test]
+fn yield_hands_over_the_leadership_of_a_tls_etcd() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("tls-yield");
+    let ca = TestCa::new();
+    let client = deploy_etcd_tls(&ns.name, &ca);
+    client_secret(
+        &ns.name,
+        &client,
+        "etcd-client-tls",
+        &["ca.crt", "tls.crt", "tls.key"],
+    );
+    let (before, term) = etcd_tls_leader(&ns.name, &client).expect("one leader, by etcd");
+    let (code, y, err) = yield_json(&["etcd", "-n", &ns.name, "--via", "port-forward"]);
+    assert_eq!(code, Some(0), "yield failed: {err}\n{y:#}");
+    let mut after = None;
+    wait_in(
+        &ns.name,
+        std::time::Duration::from_secs(10),
+        "etcd to name its new leader",
+        || {
+            after = etcd_tls_leader(&ns.name, &client);
+            after.as_ref().is_some_and(|(l, _)| *l != before)
+        },
+    );
+    let (after, new_term) = after.unwrap();
+    assert_eq!(y["newLeader"], after.as_str(), "{y:#}");
+    assert_eq!(new_term, term + 1, "one transfer, no election");
+}
+
+#[test]
+fn a_tls_etcd_read_with_the_wrong_tls_says_what_is_wrong_and_what_to_do() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("tls-refused");
+    let ca = TestCa::new();
+    let client = deploy_etcd_tls(&ns.name, &ca);
+    // The CA without a client certificate.
+    client_secret(&ns.name, &client, "etcd-client-tls", &["ca.crt"]);
+    // What status says of the cluster: it cannot look, so it stops with why, not a report.
+    let detail = |args: &[&str]| {
+        let mut a = vec!["status", "etcd", "-n", &ns.name, "--probe-timeout", "5s"];
+        a.extend_from_slice(args);
+        let out = raft(&a);
+        assert!(!out.status.success(), "status succeeded: {}", stdout(&out));
+        stderr(&out)
+    };
+    let d = detail(&[]);
+    assert!(
+        d.contains("requires a client certificate"),
+        "no client certificate: {d}"
+    );
+    // Another CA's, named by the flags for this named cluster (over its annotation's).
+    let other = TestCa::new();
+    let wrong = tls_files(&ns.name, "wrong", &[("ca.crt", &other.pem())]);
+    let d = detail(&["--tls-ca", wrong.join("ca.crt").to_str().unwrap()]);
+    assert!(d.contains("unknown CA"), "another CA: {d}");
+    // A client certificate that has expired.
+    let expired = ca.issue(&["kubectl-raft".to_string()], -1);
+    let old = tls_files(
+        &ns.name,
+        "expired",
+        &[("tls.crt", &expired.cert), ("tls.key", &expired.key)],
+    );
+    let d = detail(&[
+        "--tls-ca",
+        client.join("ca.crt").to_str().unwrap(),
+        "--tls-cert",
+        old.join("tls.crt").to_str().unwrap(),
+        "--tls-key",
+        old.join("tls.key").to_str().unwrap(),
+    ]);
+    assert!(
+        d.contains("refused the client certificate"),
+        "expired client certificate: {d}"
+    );
+}
+
+#[test]
+fn a_tls_secret_its_writer_did_not_label_is_not_used() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("tls-unlabelled");
+    let ca = TestCa::new();
+    let client = deploy_etcd_tls(&ns.name, &ca);
+    let read = |k: &str| std::fs::read_to_string(client.join(k)).unwrap();
+    let (c, t, k) = (read("ca.crt"), read("tls.crt"), read("tls.key"));
+    tls_secret(
+        &ns.name,
+        "etcd-client-tls",
+        &[("ca.crt", &c), ("tls.crt", &t), ("tls.key", &k)],
+        &[],
+    );
+    let report = status_json(&["-n", &ns.name, "--probe-timeout", "5s"]);
+    let c = cluster(&report, &ns.name);
+    assert_eq!(c["summary"]["healthyVoters"], 0, "{c:#}");
+    let w = c["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["code"] == "CredentialsUnreadable")
+        .unwrap_or_else(|| panic!("a warning: {c:#}"));
+    assert!(
+        w["message"].as_str().unwrap().contains("is not labelled"),
+        "{w}"
+    );
+}

@@ -664,7 +664,7 @@ pub struct TlsArgs {
     /// The CA (PEM) the replicas' certificates are verified with. Your own, like
     /// --credentials-file: used only for clusters you name (over their annotation's
     /// Secret), or for all with --credentials-from-env. In a pod (`yield --local`), a
-    /// mounted file.
+    /// mounted file, and the replica is then spoken to over HTTPS.
     #[arg(long, value_name = "PATH")]
     pub tls_ca: Option<std::path::PathBuf>,
 

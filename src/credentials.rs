@@ -195,6 +195,12 @@ pub const TLS_CERT_KEY: &str = "tls.crt";
 pub const TLS_KEY_KEY: &str = "tls.key";
 
 impl TlsSettings {
+    /// Whether TLS was asked for by the user's own flags (files, or --tls-skip-verify):
+    /// `yield --local` then speaks HTTPS to its replica.
+    pub fn gives_tls(&self) -> bool {
+        self.ca.is_some() || self.cert.is_some() || self.choices.skip_verify
+    }
+
     /// The user's own TLS files, read now: a CA, a client certificate and key.
     pub fn read_files(&self) -> Result<Option<TlsMaterial>> {
         if self.ca.is_none() && self.cert.is_none() && self.key.is_none() {

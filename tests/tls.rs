@@ -5,6 +5,7 @@
 mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
 use common::*;
 
@@ -183,5 +184,133 @@ fn a_tls_secret_its_writer_did_not_label_is_not_used() {
     assert!(
         w["message"].as_str().unwrap().contains("is not labelled"),
         "{w}"
+    );
+}
+
+/// A TLS etcd whose annotation names its labelled client Secret: the namespace, the client's
+/// files, the leader and the term (by etcd, read with curl).
+fn tls_etcd(prefix: &str) -> (TestNamespace, std::path::PathBuf, String, u64) {
+    let ns = TestNamespace::new(prefix);
+    let ca = TestCa::new();
+    let client = deploy_etcd_tls(&ns.name, &ca);
+    client_secret(
+        &ns.name,
+        &client,
+        "etcd-client-tls",
+        &["ca.crt", "tls.crt", "tls.key"],
+    );
+    let (leader, term) = etcd_tls_leader(&ns.name, &client).expect("one leader, by etcd");
+    (ns, client, leader, term)
+}
+
+/// The leader and term once every member is back and etcd names a leader other than `old`.
+fn tls_leader_after(ns: &str, client: &Path, old: &str) -> (String, u64) {
+    wait_etcd_ready(ns, 3);
+    let mut now = None;
+    wait_in(
+        ns,
+        Duration::from_secs(20),
+        "etcd to name a new leader",
+        || {
+            now = etcd_tls_leader(ns, client).filter(|(l, _)| l != old);
+            now.is_some()
+        },
+    );
+    now.unwrap()
+}
+
+#[test]
+fn drain_of_a_tls_etcd_leaders_node_moves_it_once_before_the_eviction() {
+    let _nodes = exclusive_nodes();
+    let (ns, client, leader, term) = tls_etcd("tls-drain");
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let (code, report, err) = verb_json("drain", &[&node, "--timeout", "90s"]);
+    assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
+    let (now, after) = tls_leader_after(&ns.name, &client, &leader);
+    assert_ne!(node_of(&ns.name, &now), node);
+    assert_eq!(
+        after,
+        term + 1,
+        "one transfer, no election (by etcd's own term)"
+    );
+}
+
+#[test]
+fn restart_of_a_tls_etcd_replaces_every_member_and_moves_the_leader_once() {
+    let _nodes = shared_nodes();
+    let (ns, client, leader, term) = tls_etcd("tls-restart");
+    let before = uids(&ns.name);
+    let (code, report, err) = verb_json("restart", &["etcd", "-n", &ns.name, "--timeout", "120s"]);
+    assert_eq!(code, Some(0), "restart failed: {err}\n{report:#}");
+    let (_, after) = tls_leader_after(&ns.name, &client, &leader);
+    let now = uids(&ns.name);
+    for (pod, uid) in &before {
+        assert_ne!(now.get(pod), Some(uid), "{pod} was not replaced");
+    }
+    assert_eq!(
+        after,
+        term + 1,
+        "one transfer, no election (by etcd's own term)"
+    );
+}
+
+#[test]
+fn plain_kubectl_drain_of_a_tls_etcd_leaders_node_through_the_gate_gets_one_transfer() {
+    let _nodes = exclusive_nodes();
+    let (ns, client, leader, term) = tls_etcd("tls-gate");
+    let _g = Gated::start(&ns.name);
+    let node = node_of(&ns.name, &leader);
+    wait_node_holds_only(&node, &[&ns.name, LOCK_NS]);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    plain_drain_ok(&node);
+    let events = kubectl_json(&["get", "events", "-n", &ns.name]);
+    assert!(
+        events["items"].as_array().unwrap().iter().any(|e| {
+            e["reason"] == "TransferStarted" && e["involvedObject"]["name"] == leader.as_str()
+        }),
+        "the gate moved the leader itself (an Event TransferStarted on {leader}): {events}"
+    );
+    let (_, after) = tls_leader_after(&ns.name, &client, &leader);
+    assert_eq!(
+        after,
+        term + 1,
+        "one transfer, no election (by etcd's own term)"
+    );
+}
+
+/// The preStop hook with the pod's own mounted certificates (the server's, which etcd's CA
+/// signed): it hands over before the kubelet stops the leader.
+#[test]
+fn yield_local_in_a_prestop_hook_hands_over_a_tls_etcd_with_the_pods_mounted_certificates() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("tls-hook");
+    let ca = TestCa::new();
+    let bin = env!("CARGO_BIN_EXE_kubectl-raft");
+    let hook = format!(
+        r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --tls-ca /etc/etcd/tls/ca.crt --tls-cert /etc/etcd/tls/tls.crt --tls-key /etc/etcd/tls/tls.key --pod-grace-period 10 >> /var/lib/etcd/prestop.log 2>&1"]"#
+    );
+    let client = deploy_etcd_tls_with(&ns.name, &ca, |m| {
+        m.replace(
+            r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
+            &hook,
+        )
+    });
+    let (leader, term) = etcd_tls_leader(&ns.name, &client).expect("one leader, by etcd");
+    let pvc = kubectl_json(&["get", "pvc", &format!("data-{leader}"), "-n", &ns.name]);
+    let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);
+    let log = Path::new(pv["spec"]["hostPath"]["path"].as_str().unwrap()).join("prestop.log");
+    kubectl_ok(&["delete", "pod", &leader, "-n", &ns.name, "--wait=true"]);
+    let said = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    let (now, after) = tls_leader_after(&ns.name, &client, &leader);
+    assert!(
+        said.contains(&format!("handed leadership to {now}")),
+        "the hook handed over to the member etcd names now: {said}"
+    );
+    assert_eq!(
+        after,
+        term + 1,
+        "one transfer, no election (by etcd's own term)"
     );
 }

@@ -91,9 +91,14 @@ async fn run_within<S: Sink>(
     r: &mut HookReport,
 ) -> Result<()> {
     let survey = &args.survey;
-    let (profile, port) = profile_and_port(args, hook)?;
+    let (mut profile, port) = profile_and_port(args, hook)?;
     let limit = survey.probe_timeout;
     let transport = pod_transport(args)?;
+    // The pod's own TLS files say its replica is served over HTTPS (the hook reads no
+    // StatefulSet, so no kubectl-raft.io/scheme annotation).
+    if survey.credentials.tls.gives_tls() {
+        profile.scheme = crate::profile::Scheme::Https;
+    }
     let local = synthetic_pod("localhost", "127.0.0.1", port, &profile);
     let me = observe_replica(&transport, &profile, &local, limit).await;
     let role = me.facts.role;

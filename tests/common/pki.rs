@@ -148,6 +148,11 @@ pub fn etcd_tls_leader(ns: &str, client: &Path) -> Option<(String, u64)> {
 /// server certificates from `ca`, every member Ready; the directory of a client's files
 /// (ca.crt, tls.crt, tls.key) signed by `ca`.
 pub fn deploy_etcd_tls(ns: &str, ca: &TestCa) -> PathBuf {
+    deploy_etcd_tls_with(ns, ca, |m| m)
+}
+
+/// `deploy_etcd_tls` with its manifest changed by `edit` (which must change it).
+pub fn deploy_etcd_tls_with(ns: &str, ca: &TestCa, edit: impl Fn(String) -> String) -> PathBuf {
     let server = ca.issue(&TestCa::member_names("etcd", ns), 30);
     let ca_pem = ca.pem();
     tls_secret(
@@ -162,6 +167,7 @@ pub fn deploy_etcd_tls(ns: &str, ca: &TestCa) -> PathBuf {
     );
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3-tls.yaml"))
         .expect("the TLS etcd manifest");
+    let manifest = edit(manifest);
     apply_on(ns, &manifest, Nodes::Agent);
     wait_etcd_ready(ns, 3);
     let client = ca.issue(&["kubectl-raft".to_string()], 30);

@@ -797,7 +797,7 @@ fn tls_unverified(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Warning> {
     vec![w(
         WarningCode::TlsUnverified,
         None,
-        "the replicas' certificates were not verified (--tls-skip-verify): anything on the path could have answered for them; give the CA (--tls-ca, or ca.crt in the cluster's TLS Secret) to verify them".into(),
+        "the replicas' HTTPS certificates were not verified (--tls-skip-verify, or pods/proxy without the cluster's CA: the API server does not verify them), so anything on the path could have answered for them; give the CA (ca.crt in the cluster's TLS Secret, or --tls-ca) to verify them end to end".into(),
     )]
 }
 

@@ -669,7 +669,7 @@ pub struct TlsArgs {
     pub tls_ca: Option<std::path::PathBuf>,
 
     /// A client certificate (PEM) to present, with --tls-key: etcd's --client-cert-auth,
-    /// Consul's verify_incoming. Sent only where --tls-ca is.
+    /// Consul's verify_incoming. Presented only to a replica verified by the CA.
     #[arg(long, value_name = "PATH", requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
 
@@ -678,12 +678,13 @@ pub struct TlsArgs {
     pub tls_key: Option<std::path::PathBuf>,
 
     /// The name the replicas' certificates must carry, instead of their own DNS names
-    /// (pod.service.namespace.svc[.cluster.local], pod.service) and IP.
+    /// (pod.service.namespace[.svc[.cluster.local]]).
     #[arg(long, value_name = "NAME")]
     pub tls_server_name: Option<String>,
 
     /// Do not verify the replicas' certificates (anyone on the path can then answer for a
-    /// replica): `status` marks every cluster read this way.
+    /// replica), and so present no client certificate: `status` marks every cluster read
+    /// this way.
     #[arg(long)]
     pub tls_skip_verify: bool,
 }

@@ -260,6 +260,11 @@ type SecretKey = (String, String);
 struct ReadSecret {
     vars: Vars,
     labelled: bool,
+    /// Its values as bytes (a TLS Secret's), all of them.
+    raw: BTreeMap<String, Vec<u8>>,
+    /// A key whose value is not text, if any: an error for credentials only (a TLS Secret from
+    /// cert-manager may hold a binary keystore beside its PEMs).
+    not_text: Option<String>,
 }
 
 impl CredentialSource {
@@ -335,13 +340,7 @@ impl CredentialSource {
                 target.namespace
             );
         }
-        let get = |k: &str| {
-            read.vars
-                .values
-                .get(k)
-                .map(|v| v.as_bytes().to_vec())
-                .filter(|v| !v.is_empty())
-        };
+        let get = |k: &str| read.raw.get(k).cloned().filter(|v| !v.is_empty());
         let material = TlsMaterial {
             ca: get(TLS_CA_KEY),
             cert: get(TLS_CERT_KEY),
@@ -416,6 +415,12 @@ impl CredentialSource {
                 target.namespace
             );
         }
+        if let Some(k) = &read.not_text {
+            anyhow::bail!(
+                "the credentials Secret {}/{name}: key {k:?} is not text",
+                target.namespace
+            );
+        }
         Ok(Arc::new(read.vars.clone().with_env(own).over(&mine)))
     }
 
@@ -437,15 +442,27 @@ impl CredentialSource {
             .and_then(|l| l.get(SECRET_LABEL))
             .is_some_and(|v| v == "true");
         let mut values = BTreeMap::new();
+        let mut raw = BTreeMap::new();
+        let mut not_text = None;
         for (k, v) in secret.data.unwrap_or_default() {
-            let text = String::from_utf8(v.0).map_err(|_| {
-                anyhow::anyhow!("the credentials Secret {namespace}/{name}: key {k:?} is not text")
-            })?;
-            values.insert(k, text);
+            match String::from_utf8(v.0.clone()) {
+                Ok(text) => {
+                    values.insert(k.clone(), text);
+                }
+                Err(_) => {
+                    not_text.get_or_insert_with(|| k.clone());
+                }
+            }
+            raw.insert(k, v.0);
         }
         let mut vars = Vars::new(values, format!("Secret {namespace}/{name}"));
         vars.from_secret = vars.values.keys().cloned().collect();
-        Ok(Arc::new(ReadSecret { vars, labelled }))
+        Ok(Arc::new(ReadSecret {
+            vars,
+            labelled,
+            raw,
+            not_text,
+        }))
     }
 }
 

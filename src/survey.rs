@@ -222,11 +222,16 @@ impl Surveyor {
             .namespace
             .clone()
             .unwrap_or_else(|| conn.default_namespace.clone());
+        // The user's TLS choices (--tls-server-name, --tls-skip-verify) with no material:
+        // what a cluster whose own TLS cannot be read is read with.
+        let base_tls = crate::tls::Tls::new(None, &settings.credentials.tls.choices)
+            .map_err(|e| anyhow::anyhow!(e))?;
         let transport = Transport::along(
             settings.route,
             &conn.probe_client,
             settings.max_inflight.max(1),
-        );
+        )
+        .with_tls(std::sync::Arc::new(base_tls));
         let credentials = CredentialSource::new(
             conn.client.clone(),
             settings.credentials.secret.clone(),
@@ -602,7 +607,7 @@ impl Surveyor {
             match self.transport_for(&t).await {
                 Ok(transport) => {
                     let transport = transport.with_share(clusters);
-                    let unverified = transport.tls().skips_verification()
+                    let unverified = transport.reads_https_unverified()
                         && t.profile.scheme == crate::profile::Scheme::Https;
                     let mut obs = observe_cluster(&transport, t, self.probe_timeout).await;
                     obs.tls_unverified = unverified;
@@ -610,8 +615,11 @@ impl Surveyor {
                 }
                 Err(e) => {
                     let transport = self.transport.with_share(clusters);
+                    let unverified = transport.reads_https_unverified()
+                        && t.profile.scheme == crate::profile::Scheme::Https;
                     let mut obs = observe_cluster(&transport, t, self.probe_timeout).await;
                     obs.credentials_error = Some(crate::errors::anyhow_chain(&e));
+                    obs.tls_unverified = unverified;
                     obs
                 }
             }

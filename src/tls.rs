@@ -50,6 +50,9 @@ pub struct Tls {
     /// Where the material came from, for messages.
     source: String,
     provider: Arc<rustls::crypto::CryptoProvider>,
+    /// A fingerprint of the material and choices: a kept connection is reused only by a
+    /// transport with the same (`Transport`'s kept port-forwards are keyed by it).
+    identity: u64,
 }
 
 #[derive(Clone)]
@@ -126,6 +129,14 @@ impl Tls {
             }
             _ => None,
         };
+        let identity = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            material.map(|m| (&m.ca, &m.cert, &m.key)).hash(&mut h);
+            choices.server_name.hash(&mut h);
+            choices.skip_verify.hash(&mut h);
+            h.finish()
+        };
         Ok(Tls {
             verifier,
             client,
@@ -133,18 +144,19 @@ impl Tls {
             skip_verify: choices.skip_verify,
             source,
             provider,
+            identity,
         })
+    }
+
+    /// The fingerprint of the material and choices (see `identity`).
+    pub fn identity(&self) -> u64 {
+        self.identity
     }
 
     /// Whether the replicas' certificates are not verified (`--tls-skip-verify`): `status`
     /// marks every line it reads this way.
     pub fn skips_verification(&self) -> bool {
         self.skip_verify
-    }
-
-    /// Whether a client certificate is presented: pods/proxy cannot carry one.
-    pub fn presents_certificate(&self) -> bool {
-        self.client.is_some()
     }
 
     /// Whether this TLS needs the connection end to end (a CA to verify with, or a client
@@ -202,7 +214,9 @@ impl Tls {
             .map_err(|e| e.to_string())?
             .dangerous()
             .with_custom_certificate_verifier(verifier);
-        let config = match &self.client {
+        // A client certificate goes only to a replica that proved it is one: never with
+        // --tls-skip-verify, whoever answers at the address.
+        let config = match self.client.as_ref().filter(|_| !self.skip_verify) {
             Some(id) => builder
                 .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
                 .map_err(|e| format!("the client certificate of {}: {e}", self.source))?,
@@ -255,14 +269,12 @@ impl Tls {
                 CertificateError::Revoked => "the replica's certificate is revoked".into(),
                 other => format!("the replica's certificate was refused: {other:?}"),
             },
-            rustls::Error::AlertReceived(alert) => match (alert, self.client.is_some()) {
-                (
-                    AlertDescription::CertificateRequired
-                    | AlertDescription::HandshakeFailure
-                    | AlertDescription::BadCertificate,
-                    false,
-                ) => format!(
-                    "the replica requires a client certificate and none was given ({src}): put tls.crt and tls.key in the cluster's TLS Secret, or pass --tls-cert and --tls-key for a cluster you name"
+            rustls::Error::AlertReceived(alert) => match (alert, self.client.is_some() && !self.skip_verify) {
+                (AlertDescription::CertificateRequired | AlertDescription::BadCertificate, false) => format!(
+                    "the replica requires a client certificate and none was given ({src}): put tls.crt and tls.key in the cluster's TLS Secret, or pass --tls-cert and --tls-key for a cluster you name (none is sent with --tls-skip-verify)"
+                ),
+                (AlertDescription::HandshakeFailure, false) => format!(
+                    "the replica ended the TLS handshake (HandshakeFailure): it requires a client certificate and none was given ({src}: tls.crt and tls.key, or --tls-cert and --tls-key), or it shares no TLS version or cipher with the plugin (TLS 1.2 or 1.3)"
                 ),
                 (AlertDescription::CertificateExpired, true) => format!(
                     "the replica refused the client certificate of {src}: it has expired; renew it"
@@ -413,8 +425,10 @@ impl ServerCertVerifier for Unverified {
 
 /// The names a StatefulSet's replica is known by, most specific first: with its pod's
 /// hostname and subdomain (the governing Service), `host.sub.ns.svc.cluster.local`,
-/// `host.sub.ns.svc`, `host.sub.ns`, `host.sub`; then the pod's IP (or the host a member URL
-/// gave), and `localhost` for a replica reached on the loopback (`yield --local`).
+/// `host.sub.ns.svc`, `host.sub.ns`: each names the namespace, so a certificate from a CA
+/// shared across namespaces cannot stand for a pod of another. Only without them, the address
+/// (a pod IP, or the host a member URL gave), and `localhost` for a replica reached on the
+/// loopback (`yield --local`): a pod IP is reused by other pods once its own is gone.
 pub fn member_names(
     hostname: Option<&str>,
     subdomain: Option<&str>,
@@ -426,7 +440,7 @@ pub fn member_names(
         out.push(format!("{h}.{s}.{namespace}.svc.cluster.local"));
         out.push(format!("{h}.{s}.{namespace}.svc"));
         out.push(format!("{h}.{s}.{namespace}"));
-        out.push(format!("{h}.{s}"));
+        return out;
     }
     if let Some(a) = address {
         out.push(a.to_string());

@@ -64,8 +64,9 @@ pub struct Transport {
 
 /// (namespace, pod, RBAC verb) of a pods/proxy request.
 type ProxyRight = (String, String, &'static str);
-/// (namespace, pod, port).
-type PodPort = (String, String, u16);
+/// (namespace, pod, port, the TLS identity of an HTTPS connection): a kept connection is
+/// reused only for the same scheme and the same TLS material and choices.
+type PodPort = (String, String, u16, Option<u64>);
 
 /// How a command reaches the replicas (`--via` maps onto it in `cli`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +195,14 @@ impl Transport {
     /// How the cluster's HTTPS ports are spoken to.
     pub fn tls(&self) -> &Tls {
         &self.tls
+    }
+
+    /// Whether this transport reads HTTPS replicas without verifying them: with
+    /// --tls-skip-verify, or through pods/proxy without TLS material (the API server does
+    /// not verify a replica's certificate).
+    pub fn reads_https_unverified(&self) -> bool {
+        self.tls.skips_verification()
+            || (matches!(self.via, Via::Proxy(_)) && !self.tls.needs_end_to_end())
     }
 
     /// The credentials requests are sent with.
@@ -379,7 +388,12 @@ impl Transport {
         body: String,
     ) -> Result<HttpAnswer, ProbeError> {
         let request = || build_request(req, &req.path, body.clone().into_bytes(), &self.vars);
-        let key = (ep.namespace.clone(), ep.pod.clone(), ep.port);
+        let key = (
+            ep.namespace.clone(),
+            ep.pod.clone(),
+            ep.port,
+            (ep.scheme == Scheme::Https).then(|| self.tls.identity()),
+        );
         let cap = req.answer_limit();
         if let Some(mut conn) = self.idle_forward(&key) {
             match conn.send(request()?, cap, &self.tls, ep).await {
@@ -451,11 +465,11 @@ impl Drop for AbortOnDrop {
 /// The request's Host: the name the replica is verified by (its first DNS name), else its
 /// address.
 fn set_host(request: &mut http::Request<Full<Bytes>>, ep: &Endpoint) {
-    let host = ep
-        .names
-        .first()
-        .cloned()
-        .unwrap_or_else(|| "localhost".into());
+    let host = match ep.names.first() {
+        Some(n) if n.contains(':') => format!("[{n}]"),
+        Some(n) => n.clone(),
+        None => "localhost".into(),
+    };
     if let Ok(v) = http::HeaderValue::from_str(&format!("{host}:{}", ep.port)) {
         request.headers_mut().insert(http::header::HOST, v);
     }

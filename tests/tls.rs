@@ -185,6 +185,15 @@ fn a_tls_secret_its_writer_did_not_label_is_not_used() {
         w["message"].as_str().unwrap().contains("is not labelled"),
         "{w}"
     );
+    // Read without its CA through pods/proxy, whose API server verifies nothing: marked.
+    assert!(
+        c["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "TlsUnverified"),
+        "{c:#}"
+    );
 }
 
 /// A TLS etcd whose annotation names its labelled client Secret: the namespace, the client's

@@ -45,17 +45,8 @@ fn assert_requires_client_certificates(ns: &str, client: &Path) {
 #[test]
 fn status_reads_an_etcd_that_requires_client_certificates_on_every_route() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("tls-status");
-    let ca = TestCa::new();
-    let client = deploy_etcd_tls(&ns.name, &ca);
-    client_secret(
-        &ns.name,
-        &client,
-        "etcd-client-tls",
-        &["ca.crt", "tls.crt", "tls.key"],
-    );
+    let (ns, client, leader, term) = tls_etcd("tls-status");
     assert_requires_client_certificates(&ns.name, &client);
-    let (leader, term) = etcd_tls_leader(&ns.name, &client).expect("one leader, by etcd");
     for via in ["proxy", "port-forward", "direct"] {
         let report = status_json(&[
             "etcd",
@@ -84,16 +75,7 @@ fn status_reads_an_etcd_that_requires_client_certificates_on_every_route() {
 #[test]
 fn yield_hands_over_the_leadership_of_a_tls_etcd() {
     let _nodes = shared_nodes();
-    let ns = TestNamespace::new("tls-yield");
-    let ca = TestCa::new();
-    let client = deploy_etcd_tls(&ns.name, &ca);
-    client_secret(
-        &ns.name,
-        &client,
-        "etcd-client-tls",
-        &["ca.crt", "tls.crt", "tls.key"],
-    );
-    let (before, term) = etcd_tls_leader(&ns.name, &client).expect("one leader, by etcd");
+    let (ns, client, before, term) = tls_etcd("tls-yield");
     let (code, y, err) = yield_json(&["etcd", "-n", &ns.name, "--via", "port-forward"]);
     assert_eq!(code, Some(0), "yield failed: {err}\n{y:#}");
     let mut after = None;

@@ -195,10 +195,10 @@ pub const TLS_CERT_KEY: &str = "tls.crt";
 pub const TLS_KEY_KEY: &str = "tls.key";
 
 impl TlsSettings {
-    /// Whether TLS was asked for by the user's own flags (files, or --tls-skip-verify):
-    /// `yield --local` then speaks HTTPS to its replica.
+    /// Whether the user's own files ask for TLS (a CA, a client certificate): `yield --local`
+    /// then speaks HTTPS to its replica. `--tls-skip-verify` alone changes no scheme.
     pub fn gives_tls(&self) -> bool {
-        self.ca.is_some() || self.cert.is_some() || self.choices.skip_verify
+        self.ca.is_some() || self.cert.is_some()
     }
 
     /// The user's own TLS files, read now: a CA, a client certificate and key.

@@ -163,7 +163,7 @@ impl Tls {
     /// certificate): the API server's pods/proxy neither verifies a replica nor presents a
     /// client certificate, so such a cluster's HTTPS goes through a port-forward.
     pub fn needs_end_to_end(&self) -> bool {
-        self.verifier.is_some() || self.client.is_some()
+        self.verifier.is_some() || (self.client.is_some() && !self.skip_verify)
     }
 
     pub fn source(&self) -> &str {
@@ -255,7 +255,9 @@ impl Tls {
                     let names = self
                         .server_name
                         .clone()
-                        .unwrap_or_else(|| "the member's DNS names and IP".into());
+                        .unwrap_or_else(|| {
+                            "pod.service.namespace[.svc[.cluster.local]], or the address of a replica without these".into()
+                        });
                     format!(
                         "the replica's certificate does not name it ({names}; name mismatch): pass --tls-server-name with a name the certificate carries"
                     )
@@ -274,17 +276,19 @@ impl Tls {
                     "the replica requires a client certificate and none was given ({src}): put tls.crt and tls.key in the cluster's TLS Secret, or pass --tls-cert and --tls-key for a cluster you name (none is sent with --tls-skip-verify)"
                 ),
                 (AlertDescription::HandshakeFailure, false) => format!(
-                    "the replica ended the TLS handshake (HandshakeFailure): it requires a client certificate and none was given ({src}: tls.crt and tls.key, or --tls-cert and --tls-key), or it shares no TLS version or cipher with the plugin (TLS 1.2 or 1.3)"
+                    "the replica ended the TLS handshake (HandshakeFailure): it requires a client certificate and none was given ({src}: tls.crt and tls.key, or --tls-cert and --tls-key; none is sent with --tls-skip-verify), or it shares no TLS version or cipher with the plugin (TLS 1.2 or 1.3)"
                 ),
                 (AlertDescription::CertificateExpired, true) => format!(
                     "the replica refused the client certificate of {src}: it has expired; renew it"
+                ),
+                (AlertDescription::HandshakeFailure, true) => format!(
+                    "the replica ended the TLS handshake (HandshakeFailure): it refused the client certificate of {src} (give one signed by the CA it trusts for clients), or it shares no TLS version or cipher with the plugin (TLS 1.2 or 1.3)"
                 ),
                 (
                     AlertDescription::UnknownCA
                     | AlertDescription::BadCertificate
                     | AlertDescription::CertificateUnknown
-                    | AlertDescription::CertificateRequired
-                    | AlertDescription::HandshakeFailure,
+                    | AlertDescription::CertificateRequired,
                     true,
                 ) => format!(
                     "the replica refused the client certificate of {src} ({alert:?}): give one signed by the CA the replica trusts for clients"

@@ -159,6 +159,14 @@ pub enum GateCommand {
     Serve(GateServeArgs),
 }
 
+/// `gate serve --mode`: clap's side of `gate::Mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GateMode {
+    Enforce,
+    Warn,
+    Audit,
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct GateServeArgs {
     /// Where to listen (HTTPS).
@@ -166,7 +174,8 @@ pub struct GateServeArgs {
     pub listen: std::net::SocketAddr,
 
     /// The Secret (in the gate's namespace, -n) that keeps its CA and serving certificate;
-    /// created by the first replica to start.
+    /// created by the first replica to start. Its records (a Lease per cluster,
+    /// kubectl-raft-gate.NS.STS) are kept in that namespace too.
     #[arg(long, value_name = "NAME", default_value = "kubectl-raft-gate-tls")]
     pub tls_secret: String,
 
@@ -185,14 +194,29 @@ pub struct GateServeArgs {
     #[arg(long, value_name = "NAME", default_value = "kubectl-raft-gate")]
     pub webhook: String,
 
-    /// Where kubectl raft drain and restart keep their Leases: an eviction of a cluster whose
-    /// lock someone holds is refused, unless that holder sent it.
+    /// Where kubectl raft drain and restart keep their Leases (read only): an eviction of a
+    /// cluster whose lock someone holds is refused, unless that holder sent it.
     #[arg(long, value_name = "NAMESPACE", default_value = DEFAULT_LOCK_NAMESPACE)]
     pub lock_namespace: String,
 
     /// A member more entries behind the leader than this is not counted healthy.
     #[arg(long, value_name = "ENTRIES", default_value_t = crate::assess::voter::DEFAULT_MAX_LAG)]
     pub max_lag: u64,
+
+    /// enforce: refuse (429) what drain would not do, and start leaders' transfers. warn: a
+    /// trial that refuses, starts and records nothing; every eviction is allowed, and one that
+    /// enforce would refuse carries that refusal as a warning (kubectl prints it) and an Event.
+    /// audit: as warn, without the warning (Events and the metric
+    /// kubectl_raft_gate_decisions_total{verdict="would-refuse"} only).
+    #[arg(long, value_enum, default_value_t = GateMode::Enforce)]
+    pub mode: GateMode,
+
+    /// A taint key that says a node is being drained, besides a cordon and the known drainers'
+    /// (cluster-autoscaler's, Karpenter's, EKS managed node groups'); repeatable. An eviction of
+    /// a Raft member from a node that is neither is refused (NotDraining), unless kubectl raft
+    /// drain or restart sent it.
+    #[arg(long = "drain-taint", value_name = "KEY")]
+    pub drain_taints: Vec<String>,
 
     /// The longest one decision may take; past it the eviction is refused (429) and retried.
     /// Keep it under the webhook's timeoutSeconds.
@@ -806,8 +830,14 @@ impl From<Via> for crate::transport::Route {
 pub fn gate_settings(a: &GateServeArgs) -> crate::gate::Settings {
     let mut s = crate::gate::Settings::default();
     s.opts.max_lag = a.max_lag;
+    s.mode = match a.mode {
+        GateMode::Enforce => crate::gate::Mode::Enforce,
+        GateMode::Warn => crate::gate::Mode::Warn,
+        GateMode::Audit => crate::gate::Mode::Audit,
+    };
     s.decide_within = a.decide_within;
     s.transfer_timeout = a.transfer_timeout;
+    s.drain_taints = a.drain_taints.clone();
     s
 }
 

@@ -115,18 +115,7 @@ impl Vars {
     }
 }
 
-/// A Kubernetes object name (a DNS subdomain, RFC 1123): what a Secret's name must be. No
-/// '/', so a name from an annotation cannot reach another path of the API.
-pub fn is_object_name(s: &str) -> bool {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    !s.is_empty()
-        && s.len() <= 253
-        && s.chars().all(ok_char)
-        && alnum(s.chars().next())
-        && alnum(s.chars().last())
-        && !s.contains("..")
-}
+pub use crate::model::text::is_object_name;
 
 /// `KEY=VALUE` lines as `kubectl create secret --from-env-file` reads them: blank lines and
 /// lines starting with `#` are skipped, the value is everything after the first `=`, kept as

@@ -156,10 +156,21 @@ fn gate_line(g: &crate::report::GateReport) -> Option<String> {
             line(&r.reason)
         )
     });
+    let mode = match g.mode.as_deref() {
+        Some(m @ ("warn" | "audit")) => {
+            format!(", {m} mode: a trial, nothing refused, what it would refuse recorded")
+        }
+        _ => String::new(),
+    };
+    let policy = g.failure_policy.as_deref().unwrap_or("Fail");
+    let down = match (g.ready_endpoints, policy) {
+        (Some(0), "Fail") => "; NO GATE REPLICA IS READY: every eviction of these pods fails (500, kubectl drain stops) until one is (kubectl get pods -l app.kubernetes.io/name=kubectl-raft-gate -A)",
+        (Some(0), _) => "; no gate replica is ready: evictions of these pods pass unchecked (failurePolicy Ignore)",
+        _ => "",
+    };
     let state = match (g.state, &g.webhook) {
         (GateState::Gated, Some(w)) => format!(
-            "evictions decided by the gate (webhook {w}, failurePolicy {})",
-            g.failure_policy.as_deref().unwrap_or("Fail")
+            "evictions decided by the gate (webhook {w}, failurePolicy {policy}{mode}){down}"
         ),
         (GateState::NotGated, _) => "not gated (evictions see only the PodDisruptionBudget)".into(),
         _ => format!(

@@ -58,6 +58,16 @@ pub struct GateReport {
     /// Its failurePolicy ("Fail": with the gate unreachable, nothing is evicted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_policy: Option<String>,
+    /// The mode the gate says it runs in (`enforce`, or the trials `warn` and `audit`, which
+    /// refuse nothing), from its configuration's annotation kubectl-raft.io/gate-mode; None
+    /// before a gate wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The ready endpoints of the Service the webhook calls (None: it calls a URL, or they
+    /// could not be read). 0 with failurePolicy Fail: every eviction of the cluster's pods
+    /// fails until a gate replica is Ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_endpoints: Option<u32>,
     /// Why the state is unknown (a right the user lacks).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unknown_because: Option<String>,

@@ -535,49 +535,70 @@ impl Surveyor {
     }
 
     /// What `status` needs to say whether the gate decides evictions in `namespaces` and what
-    /// it last refused: the webhooks, the namespaces' labels, the gate's Warning Events.
-    /// Read at once; a part the user may not read is an Err that says so.
+    /// it last refused: the webhooks, and only where a gate webhook exists, the namespaces'
+    /// labels, the gate's Warning Events and its Services' ready endpoints. A constant number
+    /// of requests however many namespaces (one LIST of each; per namespace only for a user
+    /// who may not list them cluster-wide). A part the user may not read is an Err that says so.
     pub async fn gate_view(&self, namespaces: &std::collections::BTreeSet<String>) -> GateView {
         let client = &self.conn.client;
-        let why = |e: kube::Error, verb: &str, what: &str| {
-            if is_forbidden(&e) {
-                format!("may not {verb} {what}")
-            } else {
-                format!("cannot {verb} {what}: {e}")
+        let webhooks = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .map_err(|e| refused_why(e, "list", "validatingwebhookconfigurations"));
+        // Where no gate webhook exists (most clusters) nothing more is read: every cluster is
+        // then not gated, and no gate refused anything.
+        let services: std::collections::BTreeSet<String> = match &webhooks {
+            Ok(configs) => {
+                if assess::gated::gate_webhooks(configs).next().is_none() {
+                    return GateView {
+                        webhooks,
+                        namespaces: Default::default(),
+                        refusals: Default::default(),
+                        ready_endpoints: Default::default(),
+                    };
+                }
+                assess::gated::gate_webhooks(configs)
+                    .filter_map(|(_, h)| assess::gated::service_of(h))
+                    .collect()
             }
+            Err(_) => Default::default(),
         };
-        let webhooks = async {
-            Api::<ValidatingWebhookConfiguration>::all(client.clone())
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .map_err(|e| why(e, "list", "validatingwebhookconfigurations"))
-        };
-        let labels = futures::future::join_all(namespaces.iter().map(|ns| async move {
-            let got = Api::<Namespace>::all(client.clone())
-                .get(ns)
-                .await
-                .map(|n| n.metadata.labels.unwrap_or_default())
-                .map_err(|e| why(e, "get", "namespaces"));
-            (ns.clone(), got)
-        }));
-        let events = futures::future::join_all(namespaces.iter().map(|ns| async move {
-            let lp = ListParams::default().fields(&format!(
-                "reportingComponent={},type=Warning",
-                crate::model::GATE_COMPONENT
-            ));
-            let got = Api::<Event>::namespaced(client.clone(), ns)
+        let endpoints = futures::future::join_all(services.into_iter().map(|svc| async move {
+            let (ns, name) = svc.split_once('/').unwrap_or(("", &svc));
+            let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));
+            let ready = Api::<EndpointSlice>::namespaced(client.clone(), ns)
                 .list(&lp)
                 .await
-                .map(|l| l.items)
-                .map_err(|e| why(e, "list", "events"));
-            (ns.clone(), got)
+                .map(|l| {
+                    l.items
+                        .iter()
+                        .flat_map(|s| &s.endpoints)
+                        // EndpointSlice: an unset `ready` means ready.
+                        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+                        // One per pod, whatever its address families (a slice each).
+                        .map(|e| {
+                            e.target_ref
+                                .as_ref()
+                                .and_then(|r| r.name.clone())
+                                .unwrap_or_else(|| e.addresses.join(","))
+                        })
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len() as u32
+                })
+                .map_err(|e| refused_why(e, "list", "endpointslices"));
+            (svc, ready)
         }));
-        let (webhooks, labels, events) = tokio::join!(webhooks, labels, events);
+        let (labels, events, endpoints) = tokio::join!(
+            namespace_labels(client, namespaces),
+            gate_refusals(client, namespaces),
+            endpoints
+        );
         GateView {
             webhooks,
-            namespaces: labels.into_iter().collect(),
-            refusals: events.into_iter().collect(),
+            namespaces: labels,
+            refusals: events,
+            ready_endpoints: endpoints.into_iter().collect(),
         }
     }
 
@@ -626,6 +647,119 @@ impl Surveyor {
         }))
         .await
     }
+}
+
+type PerNamespace<T> = std::collections::BTreeMap<String, Result<T, String>>;
+
+/// Why a read failed, as `status` says it: "may not VERB WHAT" for a right the user lacks.
+fn refused_why(e: kube::Error, verb: &str, what: &str) -> String {
+    if is_forbidden(&e) {
+        format!("may not {verb} {what}")
+    } else {
+        format!("cannot {verb} {what}: {e}")
+    }
+}
+
+/// Each namespace's labels: one LIST of namespaces, or (one namespace, or a user who may not
+/// list them) a GET of each.
+async fn namespace_labels(
+    client: &Client,
+    namespaces: &std::collections::BTreeSet<String>,
+) -> PerNamespace<std::collections::BTreeMap<String, String>> {
+    let api = Api::<Namespace>::all(client.clone());
+    if namespaces.len() > 1 {
+        match api.list(&ListParams::default()).await {
+            Ok(l) => {
+                let mut by: std::collections::BTreeMap<String, _> = l
+                    .items
+                    .into_iter()
+                    .filter_map(|n| Some((n.metadata.name?, n.metadata.labels.unwrap_or_default())))
+                    .collect();
+                return namespaces
+                    .iter()
+                    .map(|ns| {
+                        let got = by
+                            .remove(ns)
+                            .ok_or_else(|| format!("namespace {ns:?} was not listed"));
+                        (ns.clone(), got)
+                    })
+                    .collect();
+            }
+            Err(e) if !is_forbidden(&e) => {
+                let why = refused_why(e, "list", "namespaces");
+                return namespaces
+                    .iter()
+                    .map(|ns| (ns.clone(), Err(why.clone())))
+                    .collect();
+            }
+            Err(_) => {}
+        }
+    }
+    futures::future::join_all(namespaces.iter().map(|ns| {
+        let api = api.clone();
+        async move {
+            let got = api
+                .get(ns)
+                .await
+                .map(|n| n.metadata.labels.unwrap_or_default())
+                .map_err(|e| refused_why(e, "get", "namespaces"));
+            (ns.clone(), got)
+        }
+    }))
+    .await
+    .into_iter()
+    .collect()
+}
+
+/// The gate's Warning Events in each namespace: one LIST across namespaces, or (one namespace,
+/// or a user who may list Events only in some) one in each.
+async fn gate_refusals(
+    client: &Client,
+    namespaces: &std::collections::BTreeSet<String>,
+) -> PerNamespace<Vec<Event>> {
+    let lp = ListParams::default().fields(&format!(
+        "reportingComponent={},type=Warning",
+        crate::model::GATE_COMPONENT
+    ));
+    if namespaces.len() > 1 {
+        match Api::<Event>::all(client.clone()).list(&lp).await {
+            Ok(l) => {
+                let mut by: PerNamespace<Vec<Event>> = namespaces
+                    .iter()
+                    .map(|ns| (ns.clone(), Ok(vec![])))
+                    .collect();
+                for e in l.items {
+                    let ns = e.metadata.namespace.clone().unwrap_or_default();
+                    if let Some(Ok(list)) = by.get_mut(&ns) {
+                        list.push(e);
+                    }
+                }
+                return by;
+            }
+            Err(e) if !is_forbidden(&e) => {
+                let why = refused_why(e, "list", "events");
+                return namespaces
+                    .iter()
+                    .map(|ns| (ns.clone(), Err(why.clone())))
+                    .collect();
+            }
+            Err(_) => {}
+        }
+    }
+    futures::future::join_all(namespaces.iter().map(|ns| {
+        let lp = lp.clone();
+        async move {
+            let got = Api::<Event>::namespaced(client.clone(), ns)
+                .list(&lp)
+                .await
+                .map(|l| l.items)
+                .map_err(|e| refused_why(e, "list", "events"));
+            (ns.clone(), got)
+        }
+    }))
+    .await
+    .into_iter()
+    .collect()
 }
 
 /// One LIST, in a namespace or in all of them.

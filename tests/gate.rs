@@ -138,15 +138,17 @@ fn plain_kubectl_drain_dry_run_of_the_leaders_node_ends_with_the_gates_warning()
 /// for the leader of a cluster in a namespace the gate's webhook does not select: allowed
 /// (its answer goes nowhere) and nothing done: etcd's term does not move and no record is
 /// written. Positive control: once that namespace is selected, the same posted review starts a
-/// transfer (the term moves), so the test sees a transfer when there is one.
+/// transfer (the term moves), so the test sees a transfer when there is one. The leader's node
+/// is cordoned throughout (a node being drained), so that only the opt-in differs.
 #[test]
 fn a_posted_review_for_a_namespace_that_never_opted_in_moves_no_leader() {
-    let _nodes = shared_nodes();
+    let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("gate-posted");
     deploy_etcd(&ns.name, 3);
     let opted = TestNamespace::new("gate-posted-in");
     let g = Gated::start(&opted.name);
     let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let _cordoned = cordon(&node_of(&ns.name, &leader));
     let term = etcd_term(&ns.name, &leader).expect("a term");
     let answer = review(g.port, &ns.name, &leader, false);
     assert_eq!(answer["allowed"], true, "{answer}");
@@ -155,23 +157,8 @@ fn a_posted_review_for_a_namespace_that_never_opted_in_moves_no_leader() {
         "{}",
         g.gate.stderr_so_far()
     );
-    // A transfer the decision started would move the term within a second or two (the
-    // positive control below waits for exactly that): a window to see none.
-    std::thread::sleep(Duration::from_secs(5));
-    assert_eq!(
-        etcd_term(&ns.name, &leader),
-        Some(term),
-        "no transfer: {}",
-        g.gate.stderr_so_far()
-    );
-    let record = kubectl(&[
-        "get",
-        "lease",
-        "-n",
-        LOCK_NS,
-        &format!("kubectl-raft-gate.{}.etcd", ns.name),
-    ]);
-    assert!(!record.status.success(), "no record written");
+    // The gate keeps its records in its own namespace (-n: the opted-in one here).
+    nothing_moved_nor_recorded(&ns.name, &leader, term, &opted.name);
 
     kubectl_ok(&[
         "label",
@@ -179,17 +166,72 @@ fn a_posted_review_for_a_namespace_that_never_opted_in_moves_no_leader() {
         &ns.name,
         &format!("kubectl-raft.io/gate-test={}", opted.name),
     ]);
-    let answer = review(g.port, &ns.name, &leader, false);
+    a_posted_review_moves_the_leader(g.port, &ns.name, &leader, term, &opted.name);
+}
+
+/// The record of cluster `ns`/etcd in `records` (the gate's namespace), if written.
+fn record_written(ns: &str, records: &str) -> bool {
+    let record = format!("kubectl-raft-gate.{ns}.etcd");
+    kubectl(&["get", "lease", "-n", records, &record])
+        .status
+        .success()
+}
+
+/// After a posted review of `leader`'s eviction: no transfer (a transfer would move etcd's
+/// term within a second or two, which the positive controls wait for: a window to see none)
+/// and no record in `records`.
+fn nothing_moved_nor_recorded(ns: &str, leader: &str, term: u64, records: &str) {
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(etcd_term(ns, leader), Some(term), "no transfer");
+    assert!(!record_written(ns, records), "no record written");
+}
+
+/// The positive control: a review of `leader`'s eviction posted to the gate on `port` is
+/// refused 429, moves etcd's term (a transfer) and is recorded in `records`.
+fn a_posted_review_moves_the_leader(port: u16, ns: &str, leader: &str, term: u64, records: &str) {
+    let answer = review(port, ns, leader, false);
     assert_eq!(answer["status"]["code"], 429, "{answer}");
     wait_until(
         Duration::from_secs(60),
         "the term to move (a transfer)",
         || {
-            etcd_leader(&ns.name)
-                .and_then(|(l, _)| etcd_term(&ns.name, &l))
+            etcd_leader(ns)
+                .and_then(|(l, _)| etcd_term(ns, &l))
                 .is_some_and(|t| t > term)
         },
     );
+    assert!(
+        record_written(ns, records),
+        "the transfer's record is written where it was looked for"
+    );
+}
+
+/// A review posted to the gate's port (the API server never sent it) for the leader of a
+/// cluster in an opted-in namespace, whose node nobody drains: refused (`NotDraining`), and
+/// nothing done: etcd's term does not move and no record is written. Positive control: the
+/// leader's node cordoned, the same posted review starts a transfer (the term moves) and is
+/// recorded. (Before, any such review moved the leader, once every 30 s.)
+#[test]
+fn a_posted_review_for_a_member_on_a_node_not_being_drained_moves_no_leader() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-forged");
+    deploy_etcd(&ns.name, 3);
+    let g = Gated::start(&ns.name);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let term = etcd_term(&ns.name, &leader).expect("a term");
+    let answer = review(g.port, &ns.name, &leader, false);
+    assert_eq!(answer["status"]["code"], 429, "{answer}");
+    assert_eq!(answer["status"]["reason"], "TooManyRequests", "{answer}");
+    assert!(
+        answer["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("is not being drained")),
+        "{answer}"
+    );
+    nothing_moved_nor_recorded(&ns.name, &leader, term, &ns.name);
+
+    let _cordoned = cordon(&node_of(&ns.name, &leader));
+    a_posted_review_moves_the_leader(g.port, &ns.name, &leader, term, &ns.name);
 }
 
 /// Every node upgrade drains the gate's own nodes. Both of the installed gate's replicas are
@@ -223,7 +265,7 @@ fn plain_kubectl_drain_of_the_gates_own_nodes_answers_no_eviction_a_5xx() {
         "get",
         "pods",
         "-n",
-        LOCK_NS,
+        GATE_NS,
         "-l",
         "app.kubernetes.io/name=kubectl-raft-gate",
     ])["items"]
@@ -255,7 +297,7 @@ fn plain_kubectl_drain_of_the_gates_own_nodes_answers_no_eviction_a_5xx() {
             Duration::from_secs(120),
             "the gate's two replicas Ready again",
             || {
-                let d = kubectl_json(&["get", "deployment", "kubectl-raft-gate", "-n", LOCK_NS]);
+                let d = kubectl_json(&["get", "deployment", "kubectl-raft-gate", "-n", GATE_NS]);
                 d["status"]["readyReplicas"] == 2 && d["status"]["replicas"] == 2
             },
         );
@@ -270,7 +312,7 @@ fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
     let node = node_of(ns, &leader);
     // The installed gate's replica may share the node and is drained with it: the gate stops
     // gracefully on its own eviction (plain_kubectl_drain_of_the_gates_own_nodes_answers_no_eviction_a_5xx).
-    wait_node_holds_only(&node, &[ns, LOCK_NS]);
+    wait_node_holds_only(&node, &[ns, GATE_NS]);
     let load = Load::start_following(ns);
     let _cordoned = Cordoned(vec![node.clone()]);
     plain_drain_ok(&node);
@@ -299,10 +341,9 @@ fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
     assert_eq!(summary["lost"], 0, "no write lost: {summary}");
 }
 
-/// docs/gate.yaml applied as it is, but for two things the world needs: its namespace is the
-/// world's lock namespace already (not applied, never deleted), and the container runs the
+/// docs/gate.yaml applied as it is, but for one thing the world needs: the container runs the
 /// release image's binary from the host (the world's pods run host executables). Removed on
-/// drop.
+/// drop, but for its namespace (the world's, kept for the next test).
 struct Installed {
     manifest: TempFile,
 }
@@ -315,22 +356,22 @@ impl Installed {
             text.contains(image),
             "docs/gate.yaml runs the release image"
         );
+        let text = text.replace(
+            image,
+            &format!("{image}        command: [{}]\n", image_binary().display()),
+        );
+        kubectl_ok(&["apply", "-f", tempfile(&text).path_str()]);
         let docs: Vec<&str> = text
             .split("\n---\n")
             .filter(|d| !d.contains("\nkind: Namespace\n"))
             .collect();
-        let text = docs.join("\n---\n").replace(
-            image,
-            &format!("{image}        command: [{}]\n", image_binary().display()),
-        );
-        let manifest = tempfile(&text);
-        kubectl_ok(&["apply", "-f", manifest.path_str()]);
+        let manifest = tempfile(&docs.join("\n---\n"));
         kubectl_ok(&["label", "namespace", ns, "kubectl-raft.io/gate=enabled"]);
         wait_until(
             Duration::from_secs(120),
             "the gate's two replicas Ready",
             || {
-                let d = kubectl_json(&["get", "deployment", "kubectl-raft-gate", "-n", LOCK_NS]);
+                let d = kubectl_json(&["get", "deployment", "kubectl-raft-gate", "-n", GATE_NS]);
                 d["status"]["readyReplicas"] == 2
             },
         );
@@ -349,7 +390,7 @@ impl Drop for Installed {
             let logs = kubectl(&[
                 "logs",
                 "-n",
-                LOCK_NS,
+                GATE_NS,
                 "-l",
                 "app.kubernetes.io/name=kubectl-raft-gate",
                 "--tail=50",
@@ -367,7 +408,7 @@ impl Drop for Installed {
             "secret",
             "--ignore-not-found",
             "-n",
-            LOCK_NS,
+            GATE_NS,
             "kubectl-raft-gate-tls",
         ]);
     }
@@ -379,36 +420,36 @@ fn plain_kubectl_drain_evicts_nothing_while_another_member_hangs() {
     let ns = TestNamespace::new("gate-hung");
     deploy_etcd(&ns.name, 3);
     let _g = Gated::start(&ns.name);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
-    let followers = others_than(&leader, "etcd", 3);
-    let (hung, drained) = (&followers[0], &followers[1]);
-    let node = node_of(&ns.name, drained);
-    wait_node_alone(&node, &ns.name);
-    let before = uids(&ns.name);
-    let pid = container_pid(&ns.name, hung);
-    let _cordoned = Cordoned(vec![node.clone()]);
-    let (ok, err) = while_frozen(pid, || {
-        // The PDB alone lets one more member go once the hung one is not Ready.
-        set_pdb(&ns.name, "etcd", 2, 1);
-        plain_drain(
-            &node,
-            &[
-                "--ignore-daemonsets",
-                "--delete-emptydir-data",
-                "--timeout=25s",
-            ],
-        )
-    });
+    let (ok, err, evicted) = drain_beside_a_hung_member(&ns.name, "--timeout=25s");
     assert!(!ok, "kubectl drain gave up: {err}");
-    assert_eq!(
-        uids(&ns.name).get(drained.as_str()),
-        before.get(drained.as_str()),
-        "{drained} was not evicted"
-    );
+    assert!(!evicted, "the follower was not evicted");
     assert!(
         err.contains("healthy voter(s) where 2 are needed"),
         "kubectl drain printed the gate's reason while it retried: {err}"
     );
+}
+
+/// Plain `kubectl drain` of a follower's node while another member hangs (frozen), its PDB
+/// letting one more member go once the hung one is not Ready (so that only the gate can hold
+/// it back): whether the drain succeeded, what it said, and whether the follower was evicted.
+fn drain_beside_a_hung_member(ns: &str, timeout: &str) -> (bool, String, bool) {
+    let (leader, _) = etcd_leader(ns).expect("a leader");
+    let followers = others_than(&leader, "etcd", 3);
+    let (hung, drained) = (&followers[0], &followers[1]);
+    let node = node_of(ns, drained);
+    wait_node_alone(&node, ns);
+    let before = uids(ns);
+    let pid = container_pid(ns, hung);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let (ok, said) = while_frozen(pid, || {
+        set_pdb(ns, "etcd", 2, 1);
+        plain_drain(
+            &node,
+            &["--ignore-daemonsets", "--delete-emptydir-data", timeout],
+        )
+    });
+    let evicted = uids(ns).get(drained.as_str()) != before.get(drained.as_str());
+    (ok, said, evicted)
 }
 
 /// A Go duration as hashicorp/raft prints it ("35.1ms", "1.2s", "800µs"), in seconds.
@@ -973,6 +1014,7 @@ fn status_says_the_cluster_is_gated_and_what_the_gate_last_refused() {
     let followers = others_than(&leader, "etcd", 3);
     let (hung, refused) = (&followers[0], &followers[1]);
     let pid = container_pid(&ns.name, hung);
+    let _cordoned = cordon(&node_of(&ns.name, refused));
     let (admitted, said) = while_frozen(pid, || evict(&ns.name, refused));
     assert!(!admitted, "the gate refused {refused}'s eviction: {said}");
 
@@ -995,6 +1037,102 @@ fn status_says_the_cluster_is_gated_and_what_the_gate_last_refused() {
     assert!(
         table.contains("Gate: evictions decided by the gate")
             && table.contains(&format!("last refused {refused}")),
+        "{table}"
+    );
+}
+
+/// `drain_beside_a_hung_member` with the gate in a trial mode: the drain succeeds and the
+/// follower is evicted (which enforce refuses); what kubectl said.
+fn trial_drain_beside_a_hung_member(ns: &str, g: &Gated) -> String {
+    let (ok, said, evicted) = drain_beside_a_hung_member(ns, "--timeout=60s");
+    assert!(ok, "kubectl drain: {said}\n{}", g.gate.stderr_so_far());
+    assert!(evicted, "the follower was evicted");
+    wait_etcd_ready(ns, 3);
+    said
+}
+
+/// Warn mode, the gate's trial: plain `kubectl drain` beside a hung member evicts, and kubectl
+/// prints the refusal enforce would have made as a warning. (Positive control of the refusal:
+/// `status_says_the_cluster_is_gated_and_what_the_gate_last_refused`, the same case enforced.)
+#[test]
+fn in_warn_mode_kubectl_drain_evicts_and_prints_what_the_gate_would_refuse() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-warn");
+    deploy_etcd(&ns.name, 3);
+    let g = Gated::start_with(&ns.name, &["--mode", "warn"]);
+    let said = trial_drain_beside_a_hung_member(&ns.name, &g);
+    assert!(
+        said.contains("kubectl-raft gate (warn mode) would refuse this eviction")
+            && said.contains("healthy voter(s) where 2 are needed"),
+        "kubectl printed the gate's warning: {said}"
+    );
+    let status = cluster(&status_json(&["etcd", "-n", &ns.name]), &ns.name)["gate"].clone();
+    assert_eq!(status["mode"], "warn", "{status:#}");
+}
+
+/// Audit mode: the same drain evicts with no warning, and the refusal enforce would have made
+/// is an Event on the pod and a count in the gate's metrics.
+#[test]
+fn in_audit_mode_kubectl_drain_evicts_and_the_gate_records_what_it_would_refuse() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-audit");
+    deploy_etcd(&ns.name, 3);
+    let g = Gated::start_with(&ns.name, &["--mode", "audit"]);
+    let said = trial_drain_beside_a_hung_member(&ns.name, &g);
+    assert!(!said.contains("would refuse"), "no warning: {said}");
+    wait_until(Duration::from_secs(30), "the gate's Event", || {
+        kubectl_json(&["get", "events", "-n", &ns.name])["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| {
+                e["reason"] == "QuorumAtRisk"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("(audit mode) would refuse"))
+            })
+    });
+    let out = std::process::Command::new("curl")
+        .args(["-sk", &format!("https://127.0.0.1:{}/metrics", g.port)])
+        .output()
+        .unwrap();
+    let metrics = stdout(&out);
+    assert!(
+        metrics.contains(
+            "kubectl_raft_gate_decisions_total{verdict=\"would-refuse\",reason=\"QuorumAtRisk\"}"
+        ),
+        "{metrics}"
+    );
+}
+
+/// The installed gate with no replica ready (scaled to zero, as a crash loop or a bad image
+/// would leave it): `kubectl raft status` of an opted-in cluster says that every eviction of
+/// its pods fails until one is; with its two replicas ready it says the count and no warning.
+#[test]
+fn status_says_when_no_gate_replica_is_ready() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-down");
+    deploy_etcd(&ns.name, 3);
+    let _g = Installed::apply(&ns.name);
+    let gate = || cluster(&status_json(&["etcd", "-n", &ns.name]), &ns.name)["gate"].clone();
+    wait_until(Duration::from_secs(30), "two gate replicas ready", || {
+        gate()["readyEndpoints"] == 2
+    });
+
+    kubectl_ok(&[
+        "scale",
+        "deployment",
+        "kubectl-raft-gate",
+        "-n",
+        GATE_NS,
+        "--replicas=0",
+    ]);
+    wait_until(Duration::from_secs(90), "no gate replica ready", || {
+        gate()["readyEndpoints"] == 0
+    });
+    let table = stdout(&raft(&["status", "etcd", "-n", &ns.name]));
+    assert!(
+        table.contains("NO GATE REPLICA IS READY: every eviction of these pods fails"),
         "{table}"
     );
 }

@@ -291,7 +291,7 @@ fn gate_as(who: &RbacSubject, ns: &str, follower: &str) -> (Option<Value>, Strin
         "secret",
         &secret,
         "-n",
-        LOCK_NS,
+        GATE_NS,
         "--ignore-not-found",
     ]);
     let port = free_port();
@@ -303,7 +303,7 @@ fn gate_as(who: &RbacSubject, ns: &str, follower: &str) -> (Option<Value>, Strin
             "gate",
             "serve",
             "-n",
-            LOCK_NS,
+            GATE_NS,
             "--listen",
             &listen,
             "--tls-name",
@@ -341,7 +341,8 @@ fn the_gate_decides_with_exactly_its_roles_and_fails_closed_without_any_of_them(
     let follower = others_than(&leader, "etcd", 3).remove(0);
     let who = RbacSubject::account(&ns.name)
         .and_from("docs/gate.yaml", "ClusterRole", "kubectl-raft-gate")
-        .and_from("docs/gate.yaml", "Role", "kubectl-raft-gate");
+        .and_from("docs/gate.yaml", "Role", "kubectl-raft-gate")
+        .and_from("docs/rbac.yaml", "Role", "kubectl-raft-gate-reads-locks");
     let (answer, said) = gate_as(&who, &ns.name, &follower);
     let answer = answer.unwrap_or_else(|| panic!("the gate did not start: {said}"));
     assert_eq!(answer["allowed"], true, "{answer:#}\n{said}");
@@ -399,4 +400,155 @@ fn a_subresource_does_not_name_its_resource() {
     assert!(names_right(ours, "get", "leases"));
     let ours = "error: forbidden: this user may not get pods/proxy in namespace x";
     assert!(!names_right(ours, "get", "pods"));
+}
+
+/// Where docs/gate.yaml's gate keeps its records: the namespace it runs in (its `--namespace=`).
+fn gate_records_namespace() -> String {
+    let text = std::fs::read_to_string(repo().join("docs/gate.yaml")).unwrap();
+    let arg = text
+        .split(|c: char| c == ',' || c == '[' || c == ']' || c.is_whitespace())
+        .find_map(|w| w.strip_prefix("--namespace="))
+        .expect("docs/gate.yaml runs the gate with --namespace=");
+    arg.to_string()
+}
+
+/// A Lease `name` in `ns`, written by the admin (a record, or a lock).
+fn admin_lease(ns: &str, name: &str) {
+    let lease = format!(
+        r#"{{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"{name}","namespace":"{ns}"}},"spec":{{"holderIdentity":"admin"}}}}"#
+    );
+    kubectl_ok(&["apply", "-f", tempfile(&lease).path_str()]);
+}
+
+/// `who` trying to create, update and delete Leases in `ns` (`existing` is there): the
+/// attempts that were not refused.
+fn lease_writes_let_through(
+    who: &RbacSubject,
+    ns: &str,
+    existing: &str,
+    tag: &str,
+) -> Vec<&'static str> {
+    let planted = format!("planted-{tag}");
+    let lease = format!(
+        r#"{{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"{planted}","namespace":"{ns}"}},"spec":{{"holderIdentity":"mallory","leaseDurationSeconds":86400}}}}"#
+    );
+    let file = tempfile(&lease);
+    // An update is a PUT (`kubectl replace`), as the gate and the locks write: `kubectl
+    // annotate` would PATCH, a verb neither role grants.
+    let replaced = format!(
+        r#"{{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"{existing}","namespace":"{ns}","annotations":{{"kubectl-raft.io/gate-record":"{{}}"}}}},"spec":{{"holderIdentity":"mallory","leaseDurationSeconds":86400}}}}"#
+    );
+    let replacement = tempfile(&replaced);
+    let attempts: [(&str, Vec<&str>); 3] = [
+        ("create", vec!["create", "-f", file.path_str()]),
+        ("update", vec!["replace", "-f", replacement.path_str()]),
+        ("delete", vec!["delete", "lease", "-n", ns, existing]),
+    ];
+    let mut through = vec![];
+    for (what, args) in attempts {
+        match who.kubectl(&args) {
+            Ok(_) => through.push(what),
+            Err(e) if e.contains("forbidden") => {}
+            Err(e) => panic!("{what} failed, but not as refused: {e}"),
+        }
+    }
+    let _ = kubectl(&["delete", "lease", "-n", ns, &planted, "--ignore-not-found"]);
+    through
+}
+
+/// The gate's records are its own: an operator bound to docs/rbac.yaml's lock Role (whoever
+/// drains, restarts or yields) writes locks (the positive control) but can neither create,
+/// update nor delete a Lease where docs/gate.yaml's gate keeps its records, so no operator can
+/// erase a cluster's rejoin hold or plant a record. (Before, the records shared the lock
+/// namespace, and all three went through.)
+#[test]
+fn the_lock_role_cannot_touch_the_gates_records() {
+    let ns = TestNamespace::new("rbac-records");
+    let records = gate_records_namespace();
+    let record = format!("kubectl-raft-gate.{}.etcd", ns.name);
+    admin_lease(&records, &record);
+    let operator = RbacSubject::account(&ns.name).with_lock();
+    let lock = lock_lease(&ns.name, "etcd");
+    let own = lease_writes_let_through(&operator, LOCK_NS, &lock_after(&lock), &ns.name);
+    assert_eq!(
+        own,
+        ["create", "update", "delete"],
+        "the lock Role writes locks"
+    );
+    let through = lease_writes_let_through(&operator, &records, &record, &ns.name);
+    let _ = kubectl(&[
+        "delete",
+        "lease",
+        "-n",
+        &records,
+        &record,
+        "--ignore-not-found",
+    ]);
+    assert!(
+        through.is_empty(),
+        "the lock Role wrote in {records}, where the gate keeps its records: {through:?}"
+    );
+}
+
+/// The lock `name` in the lock namespace, written by the admin first: its name.
+fn lock_after(name: &str) -> String {
+    admin_lease(LOCK_NS, name);
+    name.to_string()
+}
+
+/// The gate reads drain's and restart's locks and cannot write them: bound to docs/gate.yaml's
+/// roles and docs/rbac.yaml's kubectl-raft-gate-reads-locks, it reads a lock (the positive
+/// control) and writes a record in its own namespace, but can neither create, update nor
+/// delete a Lease in the lock namespace. (Before, its Role granted create and update there.)
+#[test]
+fn the_gates_roles_cannot_write_the_locks() {
+    let ns = TestNamespace::new("rbac-gate-locks");
+    let lock = lock_after(&lock_lease(&ns.name, "etcd"));
+    let gate = RbacSubject::account(&ns.name)
+        .and_from("docs/gate.yaml", "ClusterRole", "kubectl-raft-gate")
+        .and_from("docs/gate.yaml", "Role", "kubectl-raft-gate")
+        .and_from("docs/rbac.yaml", "Role", "kubectl-raft-gate-reads-locks");
+    gate.kubectl(&["get", "lease", "-n", LOCK_NS, &lock])
+        .expect("the gate reads a lock");
+    let records = gate_records_namespace();
+    let record = format!("kubectl-raft-gate.{}.etcd", ns.name);
+    admin_lease(&records, &record);
+    let own = lease_writes_let_through(&gate, &records, &record, &ns.name);
+    assert_eq!(own, ["create", "update"], "the gate writes its records");
+    let through = lease_writes_let_through(&gate, LOCK_NS, &lock, &ns.name);
+    let _ = kubectl(&[
+        "delete",
+        "lease",
+        "-n",
+        LOCK_NS,
+        &lock,
+        "--ignore-not-found",
+    ]);
+    assert!(
+        through.is_empty(),
+        "the gate wrote in the lock namespace {LOCK_NS}: {through:?}"
+    );
+}
+
+/// Without docs/rbac.yaml's kubectl-raft-gate-reads-locks (an install of docs/gate.yaml alone,
+/// where the lock namespace exists), the gate cannot tell whether a drain holds a cluster's
+/// lock: it refuses (429) naming the right, never allows as if there were no lock.
+#[test]
+fn the_gate_without_its_right_to_read_the_locks_refuses_naming_it() {
+    let _nodes = shared_nodes();
+    let ns = etcd_namespace("rbac-gate-nolocks");
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = others_than(&leader, "etcd", 3).remove(0);
+    let who = RbacSubject::account(&ns.name)
+        .and_from("docs/gate.yaml", "ClusterRole", "kubectl-raft-gate")
+        .and_from("docs/gate.yaml", "Role", "kubectl-raft-gate");
+    let (answer, said) = gate_as(&who, &ns.name, &follower);
+    let answer = answer.unwrap_or_else(|| panic!("the gate did not start: {said}"));
+    assert_eq!(answer["status"]["code"], 429, "{answer:#}\n{said}");
+    let message = answer["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        names_right(message, "get", "leases")
+            && message.contains(&format!("the namespace \"{LOCK_NS}\"")),
+        "{answer:#}"
+    );
 }

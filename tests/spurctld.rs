@@ -354,7 +354,9 @@ fn the_gate_refuses_spurctld_until_its_owner_annotates_what_to_assume() {
     };
     let _g = Gated::start(&ns.name);
     let follower = a_follower(&c);
+    let cordoned = cordon(&node_of(&ns.name, &follower));
     let (admitted, said) = evict(&ns.name, &follower);
+    drop(cordoned);
     assert!(!admitted, "refused without the annotation: {said}");
     assert!(
         said.contains("kubectl-raft.io/gate-assume=voters-are-pods"),

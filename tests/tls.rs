@@ -253,7 +253,7 @@ fn plain_kubectl_drain_of_a_tls_etcd_leaders_node_through_the_gate_gets_one_tran
     let (ns, client, leader, term) = tls_etcd("tls-gate");
     let _g = Gated::start(&ns.name);
     let node = node_of(&ns.name, &leader);
-    wait_node_holds_only(&node, &[&ns.name, LOCK_NS]);
+    wait_node_holds_only(&node, &[&ns.name, GATE_NS]);
     let _cordoned = Cordoned(vec![node.clone()]);
     plain_drain_ok(&node);
     let events = kubectl_json(&["get", "events", "-n", &ns.name]);

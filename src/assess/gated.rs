@@ -4,12 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::admissionregistration::v1::{RuleWithOperations, ValidatingWebhook};
+use k8s_openapi::api::admissionregistration::v1::{
+    RuleWithOperations, ValidatingWebhook, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
 
-use crate::model::{GateView, GATE_COMPONENT, GATE_WEBHOOK_SUFFIX};
+use crate::model::{GateView, GATE_COMPONENT, GATE_MODE_ANNOTATION, GATE_WEBHOOK_SUFFIX};
 use crate::report::{GateRefusal, GateReport, GateState};
 
 /// The gate's state for the cluster in namespace `ns` whose pods are `pods`.
@@ -18,6 +20,8 @@ pub fn gate_report(ns: &str, pods: &[String], view: &GateView) -> GateReport {
         state: GateState::Unknown,
         webhook: None,
         failure_policy: None,
+        mode: None,
+        ready_endpoints: None,
         unknown_because: None,
         last_refusal: None,
     };
@@ -25,8 +29,17 @@ pub fn gate_report(ns: &str, pods: &[String], view: &GateView) -> GateReport {
         Ok(Some((config, hook))) => {
             report.state = GateState::Gated;
             report.webhook = Some(config.to_string());
+            report.mode = view
+                .webhooks
+                .iter()
+                .flatten()
+                .find(|c| c.metadata.name.as_deref() == Some(config))
+                .and_then(|c| c.metadata.annotations.as_ref()?.get(GATE_MODE_ANNOTATION))
+                .map(|m| crate::model::text::one_line(m, 20));
             report.failure_policy =
                 Some(hook.failure_policy.clone().unwrap_or_else(|| "Fail".into()));
+            report.ready_endpoints =
+                service_of(hook).and_then(|s| view.ready_endpoints.get(&s)?.as_ref().ok().copied());
         }
         Ok(None) => report.state = GateState::NotGated,
         Err(why) => report.unknown_because = Some(why),
@@ -35,6 +48,27 @@ pub fn gate_report(ns: &str, pods: &[String], view: &GateView) -> GateReport {
         report.last_refusal = last_refusal(events, pods);
     }
     report
+}
+
+/// The gate's webhooks among `configs` as `status` knows them (named `*.gate.kubectl-raft.io`,
+/// covering evictions), with their configuration.
+pub fn gate_webhooks(
+    configs: &[ValidatingWebhookConfiguration],
+) -> impl Iterator<Item = (&ValidatingWebhookConfiguration, &ValidatingWebhook)> {
+    configs.iter().flat_map(|c| {
+        c.webhooks
+            .iter()
+            .flatten()
+            .filter(|h| h.name.ends_with(GATE_WEBHOOK_SUFFIX))
+            .filter(|h| h.rules.iter().flatten().any(covers_evictions))
+            .map(move |h| (c, h))
+    })
+}
+
+/// The Service a webhook calls, as NAMESPACE/NAME (None: it calls a URL).
+pub fn service_of(hook: &ValidatingWebhook) -> Option<String> {
+    let s = hook.client_config.service.as_ref()?;
+    Some(format!("{}/{}", s.namespace, s.name))
 }
 
 /// Whether the API server sends evictions in `ns` to the gate through `view`'s configuration,
@@ -223,6 +257,7 @@ mod tests {
             webhooks: Ok(hooks),
             namespaces: [("db".to_string(), Ok(labels))].into(),
             refusals: [("db".to_string(), Ok(events))].into(),
+            ready_endpoints: Default::default(),
         }
     }
 
@@ -254,6 +289,19 @@ mod tests {
         assert_eq!(r.state, GateState::Gated);
         assert_eq!(r.webhook.as_deref(), Some("kubectl-raft-gate"));
         assert_eq!(r.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(r.mode, None, "no gate said its mode yet");
+    }
+
+    #[test]
+    fn the_mode_is_the_one_the_gate_wrote_on_its_configuration() {
+        let mut c = config("kubectl-raft-gate", gate_hook(opted_in()));
+        c.metadata.annotations =
+            Some([(GATE_MODE_ANNOTATION.to_string(), "audit".to_string())].into());
+        let v = view(vec![c], &[("kubectl-raft.io/gate", "enabled")], vec![]);
+        assert_eq!(
+            gate_report("db", &pods(), &v).mode.as_deref(),
+            Some("audit")
+        );
     }
 
     #[test]

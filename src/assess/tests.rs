@@ -744,9 +744,49 @@ fn gated_by_kubectl_raft_gate(last_refusal: Option<GateRefusal>) -> GateReport {
         state: GateState::Gated,
         webhook: Some("kubectl-raft-gate".into()),
         failure_policy: Some("Fail".into()),
+        mode: None,
+        ready_endpoints: None,
         unknown_because: None,
         last_refusal,
     }
+}
+
+/// A gate none of whose replicas is ready fails every eviction (failurePolicy Fail): the gate
+/// line says so, and what to look at.
+#[test]
+fn the_table_says_when_no_gate_replica_is_ready() {
+    let mut g = gated_by_kubectl_raft_gate(None);
+    g.ready_endpoints = Some(0);
+    let text = table_with_gate(g);
+    let line = text.lines().nth(2).unwrap_or_default();
+    assert!(
+        line.contains("NO GATE REPLICA IS READY: every eviction of these pods fails"),
+        "{text}"
+    );
+}
+
+/// Positive control: one ready replica, nothing said of it.
+#[test]
+fn the_table_says_nothing_of_a_ready_gate_replica() {
+    let mut g = gated_by_kubectl_raft_gate(None);
+    g.ready_endpoints = Some(1);
+    let text = table_with_gate(g);
+    let line = text.lines().nth(2).unwrap_or_default();
+    assert!(line.starts_with("Gate: "), "{text}");
+    assert!(!line.contains("READY"), "{text}");
+}
+
+/// A gate in a trial mode says so on the gate line: it refuses nothing.
+#[test]
+fn the_table_says_when_the_gate_only_tries() {
+    let mut g = gated_by_kubectl_raft_gate(None);
+    g.mode = Some("warn".into());
+    let text = table_with_gate(g);
+    assert_eq!(
+        text.lines().nth(2),
+        Some("Gate: evictions decided by the gate (webhook kubectl-raft-gate, failurePolicy Fail, warn mode: a trial, nothing refused, what it would refuse recorded)"),
+        "{text}"
+    );
 }
 
 /// A gated cluster's table says so under the PDB, with the gate's last refusal.
@@ -773,6 +813,8 @@ fn the_table_of_an_ungated_cluster_has_no_gate_line() {
         state: GateState::NotGated,
         webhook: None,
         failure_policy: None,
+        mode: None,
+        ready_endpoints: None,
         unknown_because: None,
         last_refusal: None,
     });

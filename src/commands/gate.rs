@@ -29,6 +29,13 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
         .namespace
         .clone()
         .unwrap_or_else(|| surveyor.conn.default_namespace.clone());
+    if namespace == a.lock_namespace {
+        let warning = format!(
+            "warning: the gate keeps its records in {namespace:?}, the namespace of kubectl raft's locks, where whoever may take a lock can erase or plant them; run it in a namespace of its own (-n; docs/gate.yaml: kubectl-raft-gate)"
+        );
+        tracing::warn!("{warning}");
+        eprintln!("{warning}");
+    }
     let mut names = vec![
         format!("{}.{namespace}.svc", a.service),
         format!("{}.{namespace}.svc.cluster.local", a.service),
@@ -39,6 +46,7 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
     let ops = KubeGate {
         surveyor,
         lock_namespace: a.lock_namespace.clone(),
+        records_namespace: namespace.clone(),
         transfer_timeout: settings.transfer_timeout,
         watched: Default::default(),
         webhook: (!a.webhook.is_empty()).then(|| a.webhook.clone()),

@@ -33,6 +33,8 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use k8s_openapi::api::core::v1::Node;
+
 use crate::drain::{Handover, Look};
 use crate::plan::drain::{plan_cluster, Action, DrainOptions, DrainStep};
 
@@ -103,6 +105,9 @@ pub enum Code {
     ChangedSinceLook,
     /// The gate could not look at the cluster (an error, a timeout): refused, to be retried.
     CannotDecide,
+    /// The member's node is not being drained (not cordoned, no drainer's taint), and the
+    /// eviction is not a `kubectl raft` lock holder's: nothing is started or recorded for it.
+    NotDraining,
 }
 
 impl Code {
@@ -152,6 +157,34 @@ fn assumed(
     Ok(())
 }
 
+/// The taints the known drainers put on a node before they evict its pods, besides a cordon
+/// (`spec.unschedulable`, which `kubectl drain`, kured, GKE's and AKS's upgrades set, and
+/// which Kubernetes mirrors as `node.kubernetes.io/unschedulable`): cluster-autoscaler's,
+/// Karpenter's (v1, and v0.32 to v0.37), and EKS managed node groups' (which taint first and
+/// cordon only once the node is empty). CloudNativePG reads a set like it. Others are added
+/// with `gate serve --drain-taint`.
+pub const DRAINERS_TAINTS: &[&str] = &[
+    "node.kubernetes.io/unschedulable",
+    "ToBeDeletedByClusterAutoscaler",
+    "karpenter.sh/disrupted",
+    "karpenter.sh/disruption",
+    "eks.amazonaws.com/nodegroup",
+];
+
+/// How `node` shows that it is being drained (cordoned, a known drainer's taint, or one of
+/// `extra`), or None.
+pub fn being_drained(node: &Node, extra: &[String]) -> Option<String> {
+    let spec = node.spec.as_ref()?;
+    if spec.unschedulable == Some(true) {
+        return Some("cordoned".into());
+    }
+    spec.taints
+        .iter()
+        .flatten()
+        .find(|t| DRAINERS_TAINTS.contains(&t.key.as_str()) || extra.contains(&t.key))
+        .map(|t| format!("tainted {}", t.key))
+}
+
 /// The planner's blocker as the gate's refusal. Where `drain` would take a flag, the gate
 /// takes its owner's annotation instead, and the sentence says which.
 fn refused(b: crate::plan::drain::Blocker, pods_only: bool) -> Verdict {
@@ -182,16 +215,78 @@ pub enum Verdict {
     Warn(Code, String),
     /// Refused with 429 and this sentence; evictors retry.
     Refuse(Code, String),
+    /// In warn or audit mode ([`Mode`]): the refusal enforce mode would have made, allowed,
+    /// with this sentence as an admission warning when `warn` (kubectl prints it), and as an
+    /// Event and a metric either way.
+    Would {
+        code: Code,
+        message: String,
+        warn: bool,
+    },
+}
+
+/// How the gate acts on what it decides (`gate serve --mode`): enforce, or one of the two
+/// trial modes in which it refuses nothing, starts nothing and records nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Refusals are answered 429, transfers started, admissions recorded.
+    #[default]
+    Enforce,
+    /// Every eviction is allowed; one it would have refused carries that refusal as an
+    /// admission warning and an Event.
+    Warn,
+    /// As warn, without the admission warning: an Event and a metric only.
+    Audit,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Warn => "warn",
+            Mode::Audit => "audit",
+        }
+    }
+
+    /// `verdict`, decided without side effects in a trial mode, as this mode answers it: a
+    /// refusal (or, for a real eviction, the transfer a leader's would start) allowed as
+    /// `Verdict::Would`.
+    pub fn answer(self, verdict: Verdict, dry_run: bool) -> Verdict {
+        let warn = match self {
+            Mode::Enforce => return verdict,
+            Mode::Warn => true,
+            Mode::Audit => false,
+        };
+        let (code, message) = match verdict {
+            Verdict::Refuse(code, message) => (code, message),
+            // A leader's real eviction: enforce would refuse it, starting a transfer.
+            Verdict::Warn(Code::WouldTransfer, message) if !dry_run => {
+                (Code::WouldTransfer, message)
+            }
+            // A dry run's warning (what a real eviction would meet): audit says nothing.
+            Verdict::Warn(_, message) if !warn => return Verdict::Allow(message),
+            other => return other,
+        };
+        Verdict::Would {
+            code,
+            message: format!(
+                "kubectl-raft gate ({} mode) would refuse this eviction: {message}",
+                self.as_str()
+            ),
+            warn,
+        }
+    }
 }
 
 impl Verdict {
     pub fn allowed(&self) -> bool {
-        matches!(self, Verdict::Allow(_) | Verdict::Warn(..))
+        !matches!(self, Verdict::Refuse(..))
     }
 
     pub fn message(&self) -> &str {
         match self {
             Verdict::Allow(m) | Verdict::Warn(_, m) | Verdict::Refuse(_, m) => m,
+            Verdict::Would { message, .. } => message,
         }
     }
 
@@ -199,7 +294,9 @@ impl Verdict {
     pub fn reason(&self) -> String {
         match self {
             Verdict::Allow(_) => "Allowed".into(),
-            Verdict::Warn(c, _) | Verdict::Refuse(c, _) => c.reason(),
+            Verdict::Warn(c, _) | Verdict::Refuse(c, _) | Verdict::Would { code: c, .. } => {
+                c.reason()
+            }
         }
     }
 }
@@ -310,6 +407,9 @@ pub trait GateOps {
     async fn member(&self, namespace: &str, pod: &str) -> Result<Option<Member>>;
     /// Who holds the cluster's lock now (a Lease renewed within its duration), if anyone.
     async fn lock_holder(&self, m: &Member) -> Result<Option<String>>;
+    /// The node as it is now (None: there is no such node any more), judged by
+    /// [`being_drained`].
+    async fn node(&self, name: &str) -> Result<Option<Node>>;
     /// The cluster now, planned as a drain of the member's node; None when it is gone.
     async fn look(&self, m: &Member, opts: &DrainOptions) -> Result<Option<Look>>;
     /// Why the members' controller makes an eviction unsafe now, on the StatefulSet read
@@ -348,6 +448,10 @@ pub struct Settings {
     /// How long an evicted member's replacement is waited for before the next eviction; after
     /// it, the planner's count of healthy voters alone decides.
     pub rejoin_within: Duration,
+    /// Enforce, or a trial mode (warn, audit) that acts on nothing.
+    pub mode: Mode,
+    /// Taint keys besides [`DRAINERS_TAINTS`] that say a node is being drained.
+    pub drain_taints: Vec<String>,
 }
 
 impl Default for Settings {
@@ -362,6 +466,8 @@ impl Default for Settings {
             decide_within: Duration::from_secs(8),
             transfer_backoff: Duration::from_secs(30),
             rejoin_within: Duration::from_secs(600),
+            mode: Mode::Enforce,
+            drain_taints: vec![],
         }
     }
 }
@@ -394,6 +500,11 @@ impl<O: GateOps> Gate<O> {
 
     /// The answer to one eviction, within `decide_within` (past it: refused, to be retried).
     pub async fn review(&self, req: &Request) -> Verdict {
+        let verdict = self.decided(req).await;
+        self.settings.mode.answer(verdict, req.dry_run)
+    }
+
+    async fn decided(&self, req: &Request) -> Verdict {
         match tokio::time::timeout(self.settings.decide_within, self.decide(req)).await {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => Verdict::Refuse(
@@ -425,6 +536,25 @@ impl<O: GateOps> Gate<O> {
             )));
         };
         let cluster = m.cluster();
+        // Only an eviction from a node being drained acts (starts a transfer, writes a record):
+        // a review posted by whoever reaches the gate's port, for a member on a node nobody
+        // drains, is answered here, before the cluster's decision slot and record: it changes
+        // nothing and does not make the cluster's real evictions wait (`Busy`). The lock
+        // holder's own evictions (they name it, and it holds the lock) are decided as such
+        // below, a restart drains no node; a dry run starts nothing (it does take the slot
+        // while it is decided).
+        if !req.dry_run {
+            // An eviction naming a holder is the holder's only while that holder has the lock.
+            let holders = match &req.lock_holder {
+                None => false,
+                Some(named) => self.ops.lock_holder(&m).await?.as_deref() == Some(named.as_str()),
+            };
+            if !holders {
+                if let Some(v) = self.not_draining(&m, false).await? {
+                    return Ok(v);
+                }
+            }
+        }
         let state = self
             .clusters
             .lock()
@@ -452,6 +582,8 @@ impl<O: GateOps> Gate<O> {
             }
             None => false,
         };
+        // What changes nothing: a dry run, and every decision of a trial mode.
+        let quiet = req.dry_run || self.settings.mode != Mode::Enforce;
         let mut opts = self.settings.opts.clone();
         opts.nodes = m.node.iter().cloned().collect();
         // The record first, then the look: an eviction admitted after this read makes the
@@ -462,6 +594,12 @@ impl<O: GateOps> Gate<O> {
                 "{cluster} is not a Raft cluster the gate recognises (or no longer exists)"
             )));
         };
+        // A holder that lost its lock between the two reads: as any other eviction.
+        if !by_holder && !req.dry_run && req.lock_holder.is_some() {
+            if let Some(v) = self.not_draining(&m, true).await? {
+                return Ok(v);
+            }
+        }
         let now = self.ops.now();
         let age = |key: String| self.age(&cluster, key);
         let rejoining = settle_admitted(&mut record, &mut look, &m.pod, &age, &self.settings);
@@ -501,7 +639,7 @@ impl<O: GateOps> Gate<O> {
         };
         if by_holder {
             return self
-                .holders(&m, &mut record, now, req.dry_run, &look, &opts)
+                .holders(&m, &mut record, now, quiet, &look, &opts)
                 .await;
         }
         // The owner's word counts for the gate's own decisions only: the lock holder's are
@@ -538,16 +676,16 @@ impl<O: GateOps> Gate<O> {
                     ));
                     let voter = crate::assess::voter::was_voter(&look.input.report, &m.pod);
                     match self
-                        .admit(&m, &mut record, now, req.dry_run, voter, allow)
+                        .admit(&m, &mut record, now, quiet, voter, allow)
                         .await?
                     {
                         // A dry run took nothing: no lock to look at again.
-                        Some(v) if req.dry_run => v,
+                        Some(v) if quiet => v,
                         Some(v) => self.still_unlocked(&m, v).await?,
                         None => conflict(),
                     }
                 }
-                Action::TransferThenEvict if req.dry_run => Verdict::Warn(
+                Action::TransferThenEvict if quiet => Verdict::Warn(
                     Code::WouldTransfer,
                     format!(
                         "{cluster}: {} leads; a real eviction would start a transfer to {} first",
@@ -612,6 +750,35 @@ impl<O: GateOps> Gate<O> {
             },
         };
         Ok(verdict)
+    }
+
+    /// The refusal of an eviction of `m` from a node nobody drains (not cordoned, no drainer's
+    /// taint), once its cluster is known to be a Raft cluster (`recognised`, or by a look
+    /// here). None when its node is being drained, it has no node, its node is gone (its pods
+    /// are going anyway), or no profile recognises its StatefulSet (then decided as any pod
+    /// of no Raft cluster, after the lock).
+    async fn not_draining(&self, m: &Member, recognised: bool) -> Result<Option<Verdict>> {
+        let Some(node) = &m.node else {
+            return Ok(None);
+        };
+        let Some(n) = self.ops.node(node).await? else {
+            return Ok(None);
+        };
+        if being_drained(&n, &self.settings.drain_taints).is_some() {
+            return Ok(None);
+        }
+        if !recognised {
+            let mut opts = self.settings.opts.clone();
+            opts.nodes = BTreeSet::from([node.clone()]);
+            // A look that fails refuses as much: nothing acts from this node either way.
+            if let Ok(None) = self.ops.look(m, &opts).await {
+                return Ok(None);
+            }
+        }
+        Ok(Some(Verdict::Refuse(
+            Code::NotDraining,
+            format!("{}: {}'s node {node} is not being drained (not cordoned, no drainer's taint): the gate admits a Raft member's eviction only from a node being drained (kubectl drain, a node upgrade, cluster-autoscaler, Karpenter) or from kubectl raft drain and restart; cordon the node first, or move leadership with kubectl raft yield", m.cluster(), m.pod),
+        )))
     }
 
     /// How long ago this replica first saw `key` of `cluster` (now, if never): ages by its own

@@ -166,6 +166,11 @@ impl GateOps for &Sim {
         Ok((*self.locked.lock().unwrap()).then(|| self.holder.clone()))
     }
 
+    async fn node(&self, name: &str) -> Result<Option<Node>> {
+        // Every evictor of the property drains the member's node.
+        Ok(Some(super::tests::a_node(name, true, &[])))
+    }
+
     async fn look(&self, _: &super::Member, _: &DrainOptions) -> Result<Option<Look>> {
         let mut w = self.world.lock().unwrap();
         let pods = (0..w.members.len())

@@ -133,14 +133,10 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
         );
         return Ok(Parsed::Other { uid, what });
     }
-    // Names the API server accepted (DNS-1123): anything else was never sent by it, and never
-    // reaches a URL the gate builds.
+    // Names the API server accepted (DNS-1123 subdomains): anything else was never sent by
+    // it, and never reaches a URL the gate builds.
     for (what, name) in [("namespace", &r.namespace), ("name", &r.name)] {
-        let ok = name.len() <= 253
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-        if !ok {
+        if !crate::model::text::is_object_name(name) {
             return Err(format!("request.{what} {name:?} is not a Kubernetes name"));
         }
     }
@@ -165,7 +161,13 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
 pub fn answer(uid: &str, verdict: &Verdict) -> Value {
     let response = match verdict {
         Verdict::Allow(_) => json!({"uid": uid, "allowed": true}),
-        Verdict::Warn(_, message) => json!({"uid": uid, "allowed": true, "warnings": [message]}),
+        Verdict::Warn(_, message)
+        | Verdict::Would {
+            message,
+            warn: true,
+            ..
+        } => json!({"uid": uid, "allowed": true, "warnings": [message]}),
+        Verdict::Would { warn: false, .. } => json!({"uid": uid, "allowed": true}),
         Verdict::Refuse(code, message) => json!({
             "uid": uid,
             "allowed": false,
@@ -311,7 +313,17 @@ mod tests {
 
     #[test]
     fn a_name_that_is_no_kubernetes_name_is_an_error() {
-        for bad in ["etcd-0/../../secrets", "etcd-0?x=1", "Etcd-0", "etcd 0"] {
+        for bad in [
+            "etcd-0/../../secrets",
+            "etcd-0?x=1",
+            "Etcd-0",
+            "etcd 0",
+            "..",
+            ".",
+            "etcd..0",
+            "-etcd-0",
+            "etcd-0.",
+        ] {
             let mut v: Value = serde_json::from_slice(&eviction(false, None)).unwrap();
             v["request"]["name"] = json!(bad);
             assert!(parse(&serde_json::to_vec(&v).unwrap()).is_err(), "{bad}");
@@ -354,5 +366,29 @@ mod tests {
         let v = answer("u-9", &Verdict::Allow("ok".into()));
         assert_eq!(v["response"], json!({"uid": "u-9", "allowed": true}));
         assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+    }
+
+    #[test]
+    fn a_warn_modes_would_be_refusal_is_allowed_with_it_as_a_warning() {
+        let v = Verdict::Would {
+            code: Code::Blocked(BlockReason::QuorumAtRisk),
+            message: "kubectl-raft gate (warn mode) would refuse this eviction: no".into(),
+            warn: true,
+        };
+        let r = &answer("u-1", &v)["response"];
+        assert_eq!(r["allowed"], true);
+        assert_eq!(r["warnings"][0], v.message());
+    }
+
+    #[test]
+    fn an_audit_modes_would_be_refusal_is_allowed_without_a_warning() {
+        let v = Verdict::Would {
+            code: Code::Blocked(BlockReason::QuorumAtRisk),
+            message: "kubectl-raft gate (audit mode) would refuse this eviction: no".into(),
+            warn: false,
+        };
+        let r = &answer("u-1", &v)["response"];
+        assert_eq!(r["allowed"], true);
+        assert!(r.get("warnings").is_none(), "{r}");
     }
 }

@@ -37,6 +37,12 @@ struct Scripted {
     /// The shared record as the API keeps it, its version counted up on each write.
     record: Mutex<Record>,
     clock: Mutex<f64>,
+    /// Nodes nobody drains (every other node is cordoned, as `kubectl drain` leaves it).
+    undrained: Mutex<BTreeSet<String>>,
+    /// The StatefulSet is one no profile recognises (a database, a cache).
+    not_raft: bool,
+    /// Nodes deleted from the API.
+    gone: Mutex<BTreeSet<String>>,
 }
 
 fn etcd(n: usize) -> ClusterReport {
@@ -76,6 +82,9 @@ impl Scripted {
             after_look: Mutex::new(None),
             record: Mutex::new(Record::default()),
             clock: Mutex::new(1_000_000.0),
+            undrained: Mutex::new(BTreeSet::new()),
+            not_raft: false,
+            gone: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -171,10 +180,21 @@ impl GateOps for &Scripted {
         Ok(self.lock.lock().unwrap().clone())
     }
 
+    async fn node(&self, name: &str) -> Result<Option<Node>> {
+        if self.gone.lock().unwrap().contains(name) {
+            return Ok(None);
+        }
+        let cordoned = !self.undrained.lock().unwrap().contains(name);
+        Ok(Some(a_node(name, cordoned, &[])))
+    }
+
     async fn look(&self, _: &Member, _: &DrainOptions) -> Result<Option<Look>> {
         tokio::time::sleep(self.look_takes).await;
         if self.look_fails {
             return Err(anyhow!("replica etcd-2 did not answer: connection refused"));
+        }
+        if self.not_raft {
+            return Ok(None);
         }
         let report = self.report.lock().unwrap().clone();
         let uids = self.uids.lock().unwrap().clone();
@@ -216,6 +236,32 @@ impl GateOps for &Scripted {
 
     fn now(&self) -> f64 {
         *self.clock.lock().unwrap()
+    }
+}
+
+/// Node `name`, cordoned or not, with taints of these keys (NoSchedule).
+pub(super) fn a_node(name: &str, cordoned: bool, taints: &[&str]) -> Node {
+    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
+    Node {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            unschedulable: cordoned.then_some(true),
+            taints: Some(
+                taints
+                    .iter()
+                    .map(|k| Taint {
+                        key: k.to_string(),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        status: None,
     }
 }
 
@@ -1059,4 +1105,241 @@ async fn a_review_of_a_namespace_that_never_opted_in_does_nothing() {
     assert!(v.allowed(), "{v:?}");
     assert!(s.transfers.lock().unwrap().is_empty(), "no transfer");
     assert!(s.record.lock().unwrap().version.is_none(), "no record");
+}
+
+/// A review of the leader's eviction, posted by whoever reaches the gate's port, for a member
+/// whose node nobody drains: refused, no transfer started, nothing recorded. (Before, any such
+/// review moved the leader of any recognised cluster of an opted-in namespace.)
+#[tokio::test(start_paused = true)]
+async fn a_leaders_eviction_from_a_node_not_being_drained_starts_no_transfer() {
+    let s = Scripted::new();
+    s.undrained.lock().unwrap().insert("n2".into());
+    let v = gate(&s).review(&evict("etcd-1")).await;
+    assert_eq!(v.reason(), "NotDraining", "{v:?}");
+    assert!(
+        v.message().contains("node n2 is not being drained"),
+        "{v:?}"
+    );
+    assert!(s.transfers.lock().unwrap().is_empty(), "no transfer");
+    assert!(s.record.lock().unwrap().version.is_none(), "no record");
+}
+
+/// The same for a follower: refused and not recorded, so a posted review cannot hold the
+/// cluster's other evictions back for the 30 s an admitted one counts as terminating.
+#[tokio::test(start_paused = true)]
+async fn a_followers_eviction_from_a_node_not_being_drained_writes_no_record() {
+    let s = Scripted::new();
+    s.undrained.lock().unwrap().insert("n1".into());
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "NotDraining", "{v:?}");
+    assert!(s.record.lock().unwrap().version.is_none(), "no record");
+}
+
+/// Positive control of the two above: the same follower's node cordoned, its eviction is
+/// admitted and recorded.
+#[tokio::test(start_paused = true)]
+async fn a_followers_eviction_from_a_cordoned_node_is_admitted_and_recorded() {
+    let s = Scripted::new();
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+    assert_eq!(s.record.lock().unwrap().admitted.len(), 1);
+}
+
+/// A pod of a StatefulSet no profile recognises (a database beside the Raft clusters of an
+/// opted-in namespace) is not the gate's: its eviction is allowed from any node (the
+/// descheduler's, say). (Found by a reviewer: the first version of the node check came before
+/// the look, and refused it.)
+#[tokio::test(start_paused = true)]
+async fn a_pod_of_no_raft_cluster_is_allowed_from_a_node_not_being_drained() {
+    let mut s = Scripted::new();
+    s.not_raft = true;
+    s.undrained.lock().unwrap().insert("n1".into());
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "Allowed", "{v:?}");
+}
+
+/// `kubectl raft restart` drains no node: its evictions, sent as the lock's holder, are
+/// decided as before.
+#[tokio::test(start_paused = true)]
+async fn the_lock_holders_eviction_needs_no_node_being_drained() {
+    let s = Scripted::new();
+    s.undrained.lock().unwrap().insert("n1".into());
+    let req = holding(&s, "etcd-0");
+    let v = gate(&s).review(&req).await;
+    assert!(v.allowed(), "{v:?}");
+}
+
+/// `kubectl drain --dry-run=server` cordons nothing: its dry runs are answered as before (the
+/// leader's with the warning of the transfer a real eviction would start).
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_needs_no_node_being_drained() {
+    let s = Scripted::new();
+    s.undrained.lock().unwrap().insert("n2".into());
+    let mut req = evict("etcd-1");
+    req.dry_run = true;
+    let v = gate(&s).review(&req).await;
+    assert_eq!(v.reason(), "WouldTransfer", "{v:?}");
+    assert!(s.transfers.lock().unwrap().is_empty(), "no transfer");
+}
+
+#[test]
+fn a_cordoned_node_is_being_drained() {
+    assert_eq!(
+        being_drained(&a_node("n1", true, &[]), &[]).as_deref(),
+        Some("cordoned")
+    );
+}
+
+#[test]
+fn a_node_tainted_by_a_known_drainer_is_being_drained() {
+    for key in DRAINERS_TAINTS {
+        let n = a_node("n1", false, &["example.com/dedicated", key]);
+        assert_eq!(
+            being_drained(&n, &[]),
+            Some(format!("tainted {key}")),
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn a_schedulable_node_with_other_taints_is_not_being_drained() {
+    let n = a_node(
+        "n1",
+        false,
+        &["example.com/dedicated", "node.kubernetes.io/not-ready"],
+    );
+    assert_eq!(being_drained(&n, &[]), None);
+}
+
+/// `--drain-taint`: a drainer the gate does not know, named by its taint.
+#[test]
+fn a_taint_named_by_the_admin_says_the_node_is_being_drained() {
+    let n = a_node("n1", false, &["example.com/draining"]);
+    assert_eq!(being_drained(&n, &[]), None);
+    assert_eq!(
+        being_drained(&n, &["example.com/draining".to_string()]).as_deref(),
+        Some("tainted example.com/draining")
+    );
+}
+
+/// A member whose Node is gone (deleted under it) is going anyway: decided as before.
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_node_is_gone_is_decided_as_before() {
+    let s = Scripted::new();
+    s.undrained.lock().unwrap().insert("n1".into());
+    s.gone.lock().unwrap().insert("n1".into());
+    let v = gate(&s).review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+}
+
+/// Warn mode: an eviction from a node nobody drains is allowed, saying that enforce would
+/// refuse it, and nothing acts.
+#[tokio::test(start_paused = true)]
+async fn warn_mode_says_it_would_refuse_an_eviction_from_a_node_not_being_drained() {
+    let s = Scripted::new();
+    s.undrained.lock().unwrap().insert("n2".into());
+    let v = gate_in(&s, Mode::Warn).review(&evict("etcd-1")).await;
+    assert!(v.allowed(), "{v:?}");
+    assert_eq!(v.reason(), "NotDraining", "{v:?}");
+    assert!(s.transfers.lock().unwrap().is_empty(), "no transfer");
+}
+
+/// A review for a member on a node nobody drains is answered before the cluster's decision
+/// slot is taken: a real eviction decided meanwhile is not refused `Busy` because of it.
+#[tokio::test(start_paused = true)]
+async fn a_review_from_a_node_not_being_drained_does_not_hold_the_clusters_decision() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_secs(1);
+    s.undrained.lock().unwrap().insert("n2".into());
+    let g = gate(&s);
+    let (forged, real) = (evict("etcd-1"), evict("etcd-0"));
+    let (forged, real) = tokio::join!(g.review(&forged), g.review(&real));
+    assert_eq!(forged.reason(), "NotDraining", "{forged:?}");
+    assert!(real.allowed(), "{real:?}");
+}
+
+fn gate_in(s: &Scripted, mode: Mode) -> Gate<&Scripted> {
+    let mut g = gate(s);
+    g.settings.mode = mode;
+    g
+}
+
+/// Warn mode, a trial: what enforce refuses (a hung member: the quorum at risk) is allowed,
+/// with the refusal as its warning, and nothing is recorded.
+#[tokio::test(start_paused = true)]
+async fn warn_mode_allows_what_enforce_refuses_and_says_the_refusal() {
+    let s = Scripted::new();
+    s.hang("etcd-2");
+    let v = gate_in(&s, Mode::Warn).review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+    let Verdict::Would {
+        code,
+        message,
+        warn,
+    } = &v
+    else {
+        panic!("{v:?}")
+    };
+    assert_eq!(*code, Code::Blocked(BlockReason::QuorumAtRisk));
+    assert!(*warn);
+    assert!(
+        message.starts_with("kubectl-raft gate (warn mode) would refuse this eviction: "),
+        "{message}"
+    );
+    assert!(
+        s.record.lock().unwrap().version.is_none(),
+        "nothing recorded"
+    );
+}
+
+/// Positive control of the trial: the same eviction in enforce mode is refused.
+#[tokio::test(start_paused = true)]
+async fn enforce_mode_refuses_what_warn_mode_lets_through() {
+    let s = Scripted::new();
+    s.hang("etcd-2");
+    let v = gate_in(&s, Mode::Enforce).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "QuorumAtRisk", "{v:?}");
+    assert!(!v.allowed());
+}
+
+/// Warn mode starts no transfer: the leader's eviction is allowed, saying the transfer
+/// enforce would start first.
+#[tokio::test(start_paused = true)]
+async fn warn_mode_starts_no_transfer() {
+    let s = Scripted::new();
+    let v = gate_in(&s, Mode::Warn).review(&evict("etcd-1")).await;
+    assert!(v.allowed(), "{v:?}");
+    assert_eq!(v.reason(), "WouldTransfer", "{v:?}");
+    assert!(v.message().contains("would start a transfer to"), "{v:?}");
+    assert!(s.transfers.lock().unwrap().is_empty(), "no transfer");
+    assert!(
+        s.record.lock().unwrap().version.is_none(),
+        "nothing recorded"
+    );
+}
+
+/// Audit mode: the same, without the admission warning.
+#[tokio::test(start_paused = true)]
+async fn audit_mode_allows_without_a_warning() {
+    let s = Scripted::new();
+    s.hang("etcd-2");
+    let v = gate_in(&s, Mode::Audit).review(&evict("etcd-0")).await;
+    assert!(
+        matches!(&v, Verdict::Would { warn: false, message, .. } if message.contains("(audit mode)")),
+        "{v:?}"
+    );
+}
+
+/// A trial mode admits a follower's eviction as enforce would, and records nothing: a trial
+/// never holds the next eviction back.
+#[tokio::test(start_paused = true)]
+async fn a_trial_records_no_admission() {
+    let s = Scripted::new();
+    let v = gate_in(&s, Mode::Audit).review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "Allowed", "{v:?}");
+    assert!(
+        s.record.lock().unwrap().version.is_none(),
+        "nothing recorded"
+    );
 }

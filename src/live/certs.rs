@@ -275,8 +275,9 @@ pub async fn ensure(client: &Client, c: &CertSettings) -> Result<Pems> {
     ))
 }
 
-/// Puts the CA into every webhook of the gate's ValidatingWebhookConfiguration that lacks it.
-pub async fn inject_ca(client: &Client, webhook: &str, ca_pem: &str) -> Result<bool> {
+/// Puts the CA into every webhook of the gate's ValidatingWebhookConfiguration that lacks it,
+/// and the mode the gate runs in into its annotation (`model::GATE_MODE_ANNOTATION`).
+pub async fn inject_ca(client: &Client, webhook: &str, ca_pem: &str, mode: &str) -> Result<bool> {
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let vwc = |e, verb| {
         api_context(
@@ -289,7 +290,15 @@ pub async fn inject_ca(client: &Client, webhook: &str, ca_pem: &str) -> Result<b
     for _ in 0..3 {
         let mut cfg = api.get(webhook).await.map_err(|e| vwc(e, "get"))?;
         let want = ByteString(ca_pem.as_bytes().to_vec());
-        let mut changed = false;
+        let annotations = cfg
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        let mut changed = annotations
+            .get(crate::model::GATE_MODE_ANNOTATION)
+            .map(String::as_str)
+            != Some(mode);
+        annotations.insert(crate::model::GATE_MODE_ANNOTATION.into(), mode.into());
         for w in cfg.webhooks.iter_mut().flatten() {
             if w.client_config.ca_bundle.as_ref() != Some(&want) {
                 w.client_config.ca_bundle = Some(want.clone());

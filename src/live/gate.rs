@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, PostParams};
 use kube::ResourceExt;
@@ -38,8 +38,12 @@ pub type Watched = (Option<String>, Instant);
 #[derive(Clone)]
 pub struct KubeGate {
     pub surveyor: Arc<Surveyor>,
-    /// Where `kubectl raft drain` and `restart` keep their Leases.
+    /// Where `kubectl raft drain` and `restart` keep their Leases (read, never written).
     pub lock_namespace: String,
+    /// Where the gate keeps its records (its own namespace): apart from the locks, so that
+    /// whoever may take a lock (every operator who drains, restarts or yields) cannot erase,
+    /// corrupt or plant a record, and the gate needs no right to write a lock.
+    pub records_namespace: String,
     /// The longest a transfer is waited for.
     pub transfer_timeout: Duration,
     /// Each lock Lease seen: its version, and when this process saw it change.
@@ -86,6 +90,7 @@ impl GateOps for KubeGate {
             webhooks: Ok(vec![config]),
             namespaces: [(namespace.to_string(), Ok(ns.labels().clone()))].into(),
             refusals: Default::default(),
+            ready_endpoints: Default::default(),
         };
         Ok(match crate::assess::gated::sends_evictions_of(namespace, &view) {
             Ok(false) => Some(format!(
@@ -144,6 +149,16 @@ impl GateOps for KubeGate {
             .or_insert((seen.version.clone(), now))
             .1;
         Ok((now.duration_since(since) <= seen.duration).then_some(seen.holder))
+    }
+
+    async fn node(&self, name: &str) -> Result<Option<Node>> {
+        // Listed by name, not fetched: the gate's role lists nodes (its looks do) and gets none.
+        let lp = ListParams::default().fields(&format!("metadata.name={name}"));
+        let nodes = Api::<Node>::all(self.surveyor.conn.client.clone())
+            .list(&lp)
+            .await
+            .map_err(|e| api_context(e, "list", "nodes", ""))?;
+        Ok(nodes.items.into_iter().next())
     }
 
     async fn look(&self, m: &Member, opts: &DrainOptions) -> Result<Option<Look>> {
@@ -230,7 +245,12 @@ impl GateOps for KubeGate {
         let api = self.leases();
         let name = lock::gate_record_name(&m.namespace, &m.name);
         let lease = api.get_opt(&name).await.map_err(|e| {
-            api_context(e, "get", "leases.coordination.k8s.io", &self.lock_namespace)
+            api_context(
+                e,
+                "get",
+                "leases.coordination.k8s.io",
+                &self.records_namespace,
+            )
         })?;
         let Some(lease) = lease else {
             return Ok(Record::default());
@@ -247,7 +267,7 @@ impl GateOps for KubeGate {
                 anyhow::anyhow!(
                     "the gate's record of {} (Lease {}/{name}) cannot be read ({e}): a gate of another version wrote it? Run one version of the gate; deleting the Lease forgets what it held back",
                     m.cluster(),
-                    self.lock_namespace
+                    self.records_namespace
                 )
             })?,
             None => Record::default(),
@@ -294,10 +314,10 @@ impl GateOps for KubeGate {
                 Ok(Written::Conflict)
             }
             Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => Err(anyhow::anyhow!(
-                "the namespace {:?} does not exist: the gate keeps its record of each cluster there (docs/gate.yaml creates it)",
-                self.lock_namespace
+                "the namespace {:?} does not exist: the gate keeps its record of each cluster in its own namespace (-n; docs/gate.yaml creates kubectl-raft-gate)",
+                self.records_namespace
             )),
-            Err(e) => Err(api_context(e, "write", "leases.coordination.k8s.io", &self.lock_namespace)),
+            Err(e) => Err(api_context(e, "write", "leases.coordination.k8s.io", &self.records_namespace)),
         }
     }
 
@@ -311,6 +331,6 @@ impl GateOps for KubeGate {
 
 impl KubeGate {
     fn leases(&self) -> Api<Lease> {
-        Api::namespaced(self.surveyor.conn.client.clone(), &self.lock_namespace)
+        Api::namespaced(self.surveyor.conn.client.clone(), &self.records_namespace)
     }
 }

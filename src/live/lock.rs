@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
@@ -152,24 +153,49 @@ pub struct Seen {
 /// `acquire` judges a Lease it waits for; never its renewTime against this clock).
 pub async fn seen(client: &Client, lock_ns: &str, ns: &str, sts: &str) -> Result<Option<Seen>> {
     let api: Api<Lease> = Api::namespaced(client.clone(), lock_ns);
+    let fail = |e| {
+        api_context(e, "get", "leases.coordination.k8s.io", lock_ns)
+            .context(format!("reading the lock of {ns}/{sts}"))
+    };
     let lease = match api.get_opt(&lease_name(ns, sts)).await {
         Ok(l) => l,
         // No lock namespace: nobody can hold a lock.
         Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => None,
-        Err(e) => {
-            return Err(api_context(e, "get", "leases.coordination.k8s.io", lock_ns)
-                .context(format!("reading the lock of {ns}/{sts}")))
+        // A reader granted only in the lock namespace (docs/rbac.yaml's
+        // kubectl-raft-gate-reads-locks) is refused there too when it does not exist (the gate
+        // installed without docs/rbac.yaml): nobody can hold a lock then either.
+        Err(e) if status_of(&e).is_some_and(|s| s.code == 403) => {
+            let namespaces = Api::<Namespace>::all(client.clone());
+            match namespaces.get_opt(lock_ns).await {
+                Ok(None) => None,
+                _ => return Err(fail(e)),
+            }
         }
+        Err(e) => return Err(fail(e)),
     };
-    let Some(l) = lease else { return Ok(None) };
-    let version = l.metadata.resource_version.clone();
-    let Some(s) = l.spec else { return Ok(None) };
-    let seconds = s.lease_duration_seconds.unwrap_or(LEASE_SECONDS).max(1);
-    Ok(s.holder_identity.map(|holder| Seen {
-        holder,
-        version,
-        duration: Duration::from_secs(seconds as u64),
-    }))
+    Ok(lease.and_then(|l| seen_in(&l)))
+}
+
+/// The holder, version and period of a lock Lease, if it has a holder.
+fn seen_in(l: &Lease) -> Option<Seen> {
+    let s = l.spec.as_ref()?;
+    Some(Seen {
+        holder: s.holder_identity.clone()?,
+        version: l.metadata.resource_version.clone(),
+        duration: period(s),
+    })
+}
+
+/// How long a lock Lease counts as held after its last change: its own duration, but never
+/// longer than the period kubectl raft writes ([`LEASE_SECONDS`]). Every holder renews well
+/// within it; a Lease planted with a day's duration by whoever may write locks would otherwise
+/// hold a cluster's drains, restarts and gated evictions for that day after its last change.
+fn period(s: &LeaseSpec) -> Duration {
+    let seconds = s
+        .lease_duration_seconds
+        .unwrap_or(LEASE_SECONDS)
+        .clamp(1, LEASE_SECONDS);
+    Duration::from_secs(seconds as u64)
 }
 
 fn spec(holder: &str, transitions: i32) -> LeaseSpec {
@@ -260,7 +286,7 @@ pub async fn acquire(
                 .holder_identity
                 .clone()
                 .unwrap_or_else(|| "unknown".into());
-            let limit = s.lease_duration_seconds.unwrap_or(LEASE_SECONDS).max(1);
+            let limit = period(&s).as_secs();
             let age = s
                 .renew_time
                 .as_ref()
@@ -273,7 +299,7 @@ pub async fn acquire(
             };
             // Recent by its own clock: refuse now (a skewed clock can only make this refuse,
             // never take over).
-            if let Some(a) = age.filter(|a| *a <= f64::from(limit)) {
+            if let Some(a) = age.filter(|a| *a <= limit as f64) {
                 return Err(busy(format!("{a:.0}s ago")));
             }
             // Otherwise watch it: a live holder renews it within its duration.
@@ -283,7 +309,7 @@ pub async fn acquire(
             let seen = fingerprint(&current);
             let since = Instant::now();
             let mut last = current;
-            while since.elapsed() < Duration::from_secs(limit as u64) {
+            while since.elapsed() < Duration::from_secs(limit) {
                 // Ctrl-C while watching: nothing of this process's is in the Lease yet.
                 tokio::select! {
                     _ = cancel.cancelled() => return Err(interrupted()),
@@ -874,5 +900,49 @@ mod name_tests {
         assert!(a.len() <= 253 && b.len() <= 253, "{a} {b}");
         assert_ne!(a, b);
         assert!(a.starts_with("kubectl-raft.db.sss"), "{a}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: Option<&str>, seconds: Option<i32>) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                resource_version: Some("7".into()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_string),
+                lease_duration_seconds: seconds,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_lock_planted_with_a_days_duration_counts_for_kubectl_raft_s_period_only() {
+        let seen = seen_in(&lease(Some("mallory"), Some(86_400))).expect("held");
+        assert_eq!(seen.duration, Duration::from_secs(LEASE_SECONDS as u64));
+    }
+
+    #[test]
+    fn a_lock_with_a_shorter_duration_counts_for_its_own() {
+        let seen = seen_in(&lease(Some("alice@laptop"), Some(10))).expect("held");
+        assert_eq!(seen.duration, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_lock_with_a_zero_or_negative_duration_counts_for_a_second() {
+        for seconds in [0, -5] {
+            let seen = seen_in(&lease(Some("bob"), Some(seconds))).expect("held");
+            assert_eq!(seen.duration, Duration::from_secs(1), "{seconds}");
+        }
+    }
+
+    #[test]
+    fn a_released_lock_has_no_holder_to_wait_for() {
+        assert!(seen_in(&lease(None, Some(30))).is_none());
     }
 }

@@ -209,17 +209,20 @@ impl Server {
         self.metrics
             .decisions
             .get_or_create(&DecisionLabels {
-                verdict: if verdict.allowed() {
-                    "allowed"
-                } else {
-                    "refused"
+                verdict: match &verdict {
+                    Verdict::Would { .. } => "would-refuse",
+                    v if v.allowed() => "allowed",
+                    _ => "refused",
                 }
                 .into(),
                 reason: verdict.reason(),
             })
             .inc();
         tracing::info!(pod = %key, user = %user, dry_run = request.dry_run, verdict = %verdict.reason(), "{}", verdict.message());
-        if !request.dry_run {
+        // A refusal anyone could provoke for any pod (its node not being drained) writes
+        // nothing, not even an Event on the pod (which status would show as its last refusal),
+        // nor starts a clock of how long a real eviction of it was held: logged and counted.
+        if !request.dry_run && verdict.reason() != Code::NotDraining.reason() {
             self.remember(&key, &verdict);
             // After the answer, never before it: a slow API server must not make the answer
             // miss the webhook's timeout (a 500, which makes kubectl drain give up).
@@ -232,7 +235,7 @@ impl Server {
     fn remember(&self, key: &str, verdict: &Verdict) {
         let mut first = self.first_refused.lock().expect("not poisoned");
         match verdict {
-            Verdict::Allow(_) | Verdict::Warn(..) => {
+            Verdict::Allow(_) | Verdict::Warn(..) | Verdict::Would { .. } => {
                 if let Some(since) = first.remove(key) {
                     self.metrics.held.observe(since.elapsed().as_secs_f64());
                 }
@@ -253,8 +256,11 @@ impl Server {
     /// An Event on the pod for a refusal or a transfer (kube's recorder folds repeats of the
     /// same reason into a series, so a drain retrying every 5 s makes one Event, counted).
     async fn event(&self, req: &crate::gate::Request, verdict: &Verdict) {
-        let Verdict::Refuse(code, message) = verdict else {
-            return;
+        let (code, message) = match verdict {
+            Verdict::Refuse(code, message) | Verdict::Would { code, message, .. } => {
+                (code, message)
+            }
+            _ => return,
         };
         let reference = ObjectReference {
             api_version: Some("v1".into()),
@@ -264,7 +270,9 @@ impl Server {
             ..Default::default()
         };
         let ev = Event {
-            type_: if *code == Code::TransferStarted {
+            // A transfer started is news; a refusal, or one a trial mode would have made, a
+            // warning.
+            type_: if *code == Code::TransferStarted && matches!(verdict, Verdict::Refuse(..)) {
                 EventType::Normal
             } else {
                 EventType::Warning
@@ -321,9 +329,12 @@ impl Server {
 /// Runs the gate until it fails or the process is told to stop.
 pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Result<()> {
     let pems = certs::ensure(&client, &s.certs).await?;
+    let mode = gate.settings.mode.as_str();
     if let Some(w) = &s.certs.webhook {
-        if certs::inject_ca(&client, w, &pems.ca_cert).await? {
-            tracing::info!("put the gate's CA into ValidatingWebhookConfiguration {w}");
+        if certs::inject_ca(&client, w, &pems.ca_cert, mode).await? {
+            tracing::info!(
+                "put the gate's CA and its mode ({mode}) into ValidatingWebhookConfiguration {w}"
+            );
         }
     }
     let current = Arc::new(Current(RwLock::new(certs::certified_key(&pems)?)));
@@ -369,7 +380,7 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
                     Ok((p, k)) => {
                         *current.0.write().expect("not poisoned") = k;
                         if let Some(w) = &c.webhook {
-                            if let Err(e) = certs::inject_ca(&client, w, &p.ca_cert).await {
+                            if let Err(e) = certs::inject_ca(&client, w, &p.ca_cert, mode).await {
                                 tracing::warn!("could not check the CA in {w}: {e:#}");
                             }
                         }
@@ -379,8 +390,14 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
             }
         });
     }
-    tracing::info!("kubectl-raft gate serving on https://{}", s.listen);
-    eprintln!("kubectl-raft gate: serving on https://{}", s.listen);
+    tracing::info!(
+        "kubectl-raft gate serving on https://{} ({mode} mode)",
+        s.listen
+    );
+    eprintln!(
+        "kubectl-raft gate: serving on https://{} ({mode} mode)",
+        s.listen
+    );
     {
         let stopping = stopping.clone();
         tokio::spawn(async move {

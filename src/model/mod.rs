@@ -34,6 +34,10 @@ pub struct Snapshot {
     pub nodes: Option<Vec<Node>>,
 }
 
+/// The annotation of its ValidatingWebhookConfiguration in which the gate says the mode it
+/// runs in (`enforce`, `warn`, `audit`: `gate serve --mode`), for `status` to show.
+pub const GATE_MODE_ANNOTATION: &str = "kubectl-raft.io/gate-mode";
+
 /// The name the gate reports its Events under (their `reportingController`).
 pub const GATE_COMPONENT: &str = "kubectl-raft-gate";
 
@@ -50,6 +54,8 @@ pub struct GateView {
     pub namespaces: BTreeMap<String, Result<BTreeMap<String, String>, String>>,
     /// The gate's Warning Events (its refusals) in each namespace.
     pub refusals: BTreeMap<String, Result<Vec<Event>, String>>,
+    /// The ready endpoints of each Service a gate webhook calls, by NAMESPACE/NAME.
+    pub ready_endpoints: BTreeMap<String, Result<u32, String>>,
 }
 
 /// What the user asked for.

@@ -79,6 +79,20 @@ pub fn plain_id(s: &str) -> Result<&str, String> {
     Ok(s)
 }
 
+/// A Kubernetes object name (a DNS subdomain, RFC 1123): what a Secret's, a pod's or a
+/// namespace's name must be. No '/', no `..`, so a name from an annotation or a review cannot
+/// reach another path of the API.
+pub fn is_object_name(s: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    !s.is_empty()
+        && s.len() <= 253
+        && s.chars().all(ok_char)
+        && alnum(s.chars().next())
+        && alnum(s.chars().last())
+        && !s.contains("..")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

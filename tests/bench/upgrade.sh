@@ -236,7 +236,7 @@ cleanup() {
   kill $(jobs -p) 2>/dev/null || true
   [ -s "$tmp/cordoned" ] && "$k" uncordon $(cat "$tmp/cordoned") >/dev/null 2>&1 || true
   for s in $systems; do
-    "$k" delete lease -n kubectl-raft "kubectl-raft-gate.${ns[$s]}.${sts[$s]}" --ignore-not-found >/dev/null 2>&1 || true
+    "$k" delete lease -n "$gate_ns" "kubectl-raft-gate.${ns[$s]}.${sts[$s]}" --ignore-not-found >/dev/null 2>&1 || true
   done
   [ "${KEEP:-0}" = 1 ] || "$k" delete namespace "${ns[@]}" "$gate_ns" --ignore-not-found --wait=false >/dev/null 2>&1 || true
   rm -rf "$tmp"

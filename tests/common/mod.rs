@@ -914,6 +914,12 @@ pub fn cluster<'a>(report: &'a Value, ns: &str) -> &'a Value {
 /// Uncordons the nodes when the test ends, however it ends.
 pub struct Cordoned(pub Vec<String>);
 
+/// `node` cordoned (as every drainer leaves a node it drains) until the guard goes.
+pub fn cordon(node: &str) -> Cordoned {
+    kubectl_ok(&["cordon", node]);
+    Cordoned(vec![node.to_string()])
+}
+
 impl Drop for Cordoned {
     fn drop(&mut self) {
         for n in &self.0 {

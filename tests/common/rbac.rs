@@ -47,6 +47,9 @@ impl Bound {
 /// The namespace of drain's and restart's locks (docs/rbac.yaml).
 pub const LOCK_NS: &str = "kubectl-raft";
 
+/// The eviction gate's own namespace (docs/gate.yaml): its Secret and its records.
+pub const GATE_NS: &str = "kubectl-raft-gate";
+
 /// The Lease that locks StatefulSet `sts` of namespace `ns` (in LOCK_NS).
 pub fn lock_lease(ns: &str, sts: &str) -> String {
     format!("kubectl-raft.{ns}.{sts}")
@@ -310,6 +313,19 @@ impl RbacSubject {
     pub fn raft(&self, args: &[&str]) -> (Option<i32>, String, String) {
         let out = raft_with(&self.kubeconfig, args);
         (out.status.code(), stdout(&out), stderr(&out))
+    }
+
+    /// kubectl as the ServiceAccount: Ok(stdout), or Err(stderr) when refused.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String, String> {
+        let kc = self.kubeconfig.to_str().unwrap();
+        let mut all = vec!["--kubeconfig", kc];
+        all.extend_from_slice(args);
+        let out = kubectl(&all);
+        if out.status.success() {
+            Ok(stdout(&out))
+        } else {
+            Err(stderr(&out))
+        }
     }
 }
 

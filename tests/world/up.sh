@@ -9,4 +9,8 @@ kubeconfig=$("$KWORLD_DIR/bin/kworld" up "$@")
 # What an admin sets up once per Kubernetes cluster (docs/rbac.yaml): the plugin's roles and
 # the namespace its drain and restart locks live in.
 KUBECONFIG=$kubeconfig "$KWORLD_DIR/bin/kubectl" apply -f "$here/../../docs/rbac.yaml" >&2
+# And the gate's own namespace, as docs/gate.yaml declares it (its first document), where
+# the tests that run the gate in the cluster keep its Secret and records.
+awk '/^---$/{exit} {print}' "$here/../../docs/gate.yaml" \
+  | KUBECONFIG=$kubeconfig "$KWORLD_DIR/bin/kubectl" apply -f - >&2
 echo "$kubeconfig"

@@ -13,15 +13,18 @@ cleanup() {
   rc=$?
   if [ -s "$KWORLD_DIR/timings.tsv" ]; then
     step "the 20 slowest tests (seconds from their namespace's creation to its drop; binary; test)"
-    sort -rn "$KWORLD_DIR/timings.tsv" | head -20 | sed 's/^/  /' >&2
+    # sed reads all of sort's output (head would close the pipe early: sort's SIGPIPE, 141,
+    # then ended a green run under pipefail).
+    sort -rn "$KWORLD_DIR/timings.tsv" | sed -n '1,20s/^/  /p' >&2 || true
     awk -F'\t' '{t[$2]+=$1; n[$2]++} END {for (b in t) printf "  %8.1f s  %3d namespace(s)  %s\n", t[b], n[b], b}' \
-      "$KWORLD_DIR/timings.tsv" | sort -rn >&2
+      "$KWORLD_DIR/timings.tsv" | sort -rn >&2 || true
   fi
   if [ "$rc" -ne 0 ]; then
     step "the run failed ($rc): the machine and the world as they are now"
     [ -x "$KWORLD_DIR/bin/kworld" ] && "$KWORLD_DIR/bin/kworld" doctor >&2 || disk
   fi
   tests/world/down.sh >/dev/null 2>&1 || true
+  exit "$rc"
 }
 trap cleanup EXIT
 

@@ -235,6 +235,24 @@ pub struct GateServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = parse_duration, help_heading = "Certificates")]
     pub cert_check_every: Duration,
 
+    /// Take reviews only from callers with a client certificate this CA (PEM) signed: the API
+    /// server, given one through its AdmissionConfiguration's kubeConfigFile (docs/gate.md,
+    /// "Only the API server"). Without it, whoever reaches the gate's port may post reviews.
+    /// /healthz, /readyz and /metrics need no certificate.
+    #[arg(long, value_name = "FILE", help_heading = "Callers")]
+    pub client_ca: Option<PathBuf>,
+
+    /// A name the caller's certificate must carry (its common name, or a DNS name); repeatable.
+    /// Without it, any certificate --client-ca signed is taken: give it whenever that CA also
+    /// signs users' certificates (a cluster's own CA does).
+    #[arg(
+        long = "client-name",
+        value_name = "NAME",
+        requires = "client_ca",
+        help_heading = "Callers"
+    )]
+    pub client_names: Vec<String>,
+
     /// The longest a leadership transfer the gate started is waited for.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub transfer_timeout: Duration,

@@ -234,6 +234,54 @@ fn a_posted_review_for_a_member_on_a_node_not_being_drained_moves_no_leader() {
     a_posted_review_moves_the_leader(g.port, &ns.name, &leader, term, &ns.name);
 }
 
+/// With `--client-ca` and `--client-name`, only the API server makes the gate act. A review of
+/// the leader's eviction posted to the gate's port, its node cordoned (the case in which the
+/// positive control of `a_posted_review_for_a_member_on_a_node_not_being_drained_moves_no_leader`
+/// moves the leader), is answered 403 both without a certificate and with the admin's (signed
+/// by the same CA, another name), and nothing moves or is recorded. The same eviction sent
+/// through the API server, which presents its webhook client certificate (the world's
+/// AdmissionConfiguration), is decided: a transfer starts and etcd's term moves.
+#[test]
+fn with_a_client_ca_only_the_api_server_makes_the_gate_act() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-callers");
+    deploy_etcd(&ns.name, 3);
+    let ca = world_dir().join("run/pki/ca.crt").display().to_string();
+    let g = Gated::start_with(
+        &ns.name,
+        &[
+            "--client-ca",
+            &ca,
+            "--client-name",
+            "kube-apiserver-webhook-client",
+        ],
+    );
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let _cordoned = cordon(&node_of(&ns.name, &leader));
+    let term = etcd_term(&ns.name, &leader).expect("a term");
+    for cert in [None, Some("admin")] {
+        let (code, body) = post_review_as(g.port, &ns.name, &leader, cert);
+        assert_eq!(code, "403", "presenting {cert:?}: {body}");
+    }
+    nothing_moved_nor_recorded(&ns.name, &leader, term, &ns.name);
+
+    let (admitted, said) = evict(&ns.name, &leader);
+    assert!(!admitted, "{said}");
+    assert!(
+        said.contains("denied the request") && !said.contains("failed calling webhook"),
+        "the gate decided the API server's review: {said}"
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "the term to move (a transfer)",
+        || {
+            etcd_leader(&ns.name)
+                .and_then(|(l, _)| etcd_term(&ns.name, &l))
+                .is_some_and(|t| t > term)
+        },
+    );
+}
+
 /// Every node upgrade drains the gate's own nodes. Both of the installed gate's replicas are
 /// placed on nodes that hold an etcd member, then each of those nodes is drained in turn by
 /// plain `kubectl drain`, the gate's replica and the member together: the drain ends, and no

@@ -8,6 +8,7 @@ use anyhow::Result;
 
 use crate::cli::{GateArgs, GateCommand, GlobalArgs};
 use crate::gate::Gate;
+use crate::live::callers::CallerSettings;
 use crate::live::certs::{CertSettings, Lifetimes};
 use crate::live::gate::KubeGate;
 use crate::live::webhook::{serve, Limits, ServeSettings, Shutdown};
@@ -35,6 +36,24 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
         );
         tracing::warn!("{warning}");
         eprintln!("{warning}");
+    }
+    let callers = a.client_ca.as_ref().map(|ca| CallerSettings {
+        ca: ca.clone(),
+        names: a.client_names.clone(),
+    });
+    match &callers {
+        None => tracing::info!(
+            "no --client-ca: whoever reaches the gate's port may post reviews (docs/gate.md, \"Only the API server\")"
+        ),
+        Some(c) if c.names.is_empty() => {
+            let warning = format!(
+                "warning: every client certificate {} signed is taken as the API server's; if that CA signs users' certificates too, name the API server's with --client-name",
+                c.ca.display()
+            );
+            tracing::warn!("{warning}");
+            eprintln!("{warning}");
+        }
+        Some(_) => {}
     }
     let mut names = vec![
         format!("{}.{namespace}.svc", a.service),
@@ -70,6 +89,7 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
             drain_within: settings.decide_within + Duration::from_secs(2),
         },
         limits: Limits::default(),
+        callers,
     };
     serve(Gate::new(ops, settings), client, serve_settings).await
 }

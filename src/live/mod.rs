@@ -11,6 +11,7 @@
 //! of a preStop hook, both judged by the one handover verdict. The executors never import
 //! these; the verbs wire them together.
 
+pub mod callers;
 pub mod certs;
 pub mod cluster;
 pub mod evict;

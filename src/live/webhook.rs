@@ -25,6 +25,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio_util::sync::CancellationToken;
 
+use super::callers::{self, Caller, CallerSettings};
 use super::certs::{self, CertSettings};
 use super::gate::KubeGate;
 use crate::gate::review::{self, Parsed};
@@ -40,6 +41,8 @@ pub struct ServeSettings {
     pub cert_check_every: Duration,
     pub shutdown: Shutdown,
     pub limits: Limits,
+    /// Who may post reviews (`--client-ca`); `None`: whoever reaches the port.
+    pub callers: Option<CallerSettings>,
 }
 
 /// How the gate stops on SIGTERM (its own eviction, a rollout) or Ctrl-C: `/readyz` fails at
@@ -115,6 +118,7 @@ struct Metrics {
     latency: Histogram,
     transfers: Counter,
     held: Histogram,
+    unauthenticated: Counter,
 }
 
 impl Metrics {
@@ -147,12 +151,19 @@ impl Metrics {
             "How long a member's eviction was refused before it was allowed",
             held.clone(),
         );
+        let unauthenticated = Counter::default();
+        registry.register(
+            "unauthenticated_reviews",
+            "Reviews refused (403) because their caller did not prove itself with a certificate --client-ca signed and --client-name names",
+            unauthenticated.clone(),
+        );
         Metrics {
             registry,
             decisions,
             latency,
             transfers,
             held,
+            unauthenticated,
         }
     }
 
@@ -185,6 +196,9 @@ struct Server {
     recorder: Recorder,
     /// When a pod's eviction was first refused (for `held_seconds`).
     first_refused: Mutex<HashMap<String, Instant>>,
+    /// The names a caller's client certificate must carry (`--client-ca`: `Some`, empty for
+    /// any); `None`: every caller may post reviews.
+    callers: Option<Vec<String>>,
 }
 
 impl Server {
@@ -313,6 +327,18 @@ impl Server {
                 self.metrics.render(),
             ),
             (&Method::POST, "/validate") => {
+                let caller = req
+                    .extensions()
+                    .get::<Caller>()
+                    .cloned()
+                    .unwrap_or_default();
+                if let Err(why) = callers::admit(self.callers.as_deref(), &caller) {
+                    // Before the body is read: a caller that is not the API server costs a
+                    // handshake and its headers, never a decision.
+                    self.metrics.unauthenticated.inc();
+                    tracing::warn!("a review refused 403: {why}");
+                    return reply(StatusCode::FORBIDDEN, "text/plain", format!("{why}\n"));
+                }
                 let limits = self.limits;
                 let body = match read_body(req, &limits, &self.bodies).await {
                     Ok(b) => b,
@@ -342,8 +368,11 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .context("TLS versions")?
-    .with_no_client_auth()
+    .context("TLS versions")?;
+    let tls = match &s.callers {
+        Some(c) => tls.with_client_cert_verifier(callers::verifier(c)?),
+        None => tls.with_no_client_auth(),
+    }
     .with_cert_resolver(current.clone());
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let listener = tokio::net::TcpListener::bind(s.listen)
@@ -364,6 +393,7 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
             },
         ),
         first_refused: Mutex::new(HashMap::new()),
+        callers: s.callers.as_ref().map(|c| c.names.clone()),
     });
     // The certificate: looked at every minute, re-issued from the same CA when due; the CA
     // put back into the webhook when something blanked it.
@@ -591,10 +621,14 @@ pub(crate) async fn serve_connections<S, F>(
         tokio::spawn(async move {
             let _held = (slot, permit);
             let served = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            // Who the connection's handshake showed its caller to be, on each of its requests.
+            let caller: Arc<std::sync::OnceLock<Caller>> = Arc::default();
             let svc = {
-                let served = served.clone();
-                hyper::service::service_fn(move |req| {
+                let (served, caller) = (served.clone(), caller.clone());
+                hyper::service::service_fn(move |mut req: Request<Incoming>| {
                     served.store(true, std::sync::atomic::Ordering::Relaxed);
+                    req.extensions_mut()
+                        .insert(caller.get().cloned().unwrap_or_default());
                     service(req)
                 })
             };
@@ -638,6 +672,7 @@ pub(crate) async fn serve_connections<S, F>(
                                 return Ok(());
                             }
                         };
+                        let _ = caller.set(Caller::of(stream.get_ref().1));
                         watcher
                             .watch(http.serve_connection(TokioIo::new(stream), svc))
                             .await

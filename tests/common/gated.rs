@@ -156,6 +156,44 @@ pub fn deploy_web(ns: &str) {
     );
 }
 
+/// One AdmissionReview of `pod`'s eviction posted straight to the gate on `port`, presenting the
+/// world's client certificate `cert` (a file stem in its PKI: "admin" is the admin's) or none:
+/// the HTTP status and the body.
+pub fn post_review_as(port: u16, ns: &str, pod: &str, cert: Option<&str>) -> (String, String) {
+    let body = format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"posted","operation":"CREATE","resource":{{"group":"","version":"v1","resource":"pods"}},"subResource":"eviction","name":"{pod}","namespace":"{ns}","dryRun":false,"userInfo":{{"username":"someone"}}}}}}"#
+    );
+    let pki = world_dir().join("run/pki");
+    let mut args: Vec<String> = [
+        "-sk",
+        "--max-time",
+        "15",
+        "-w",
+        "\n%{http_code}",
+        "-H",
+        "content-type: application/json",
+        "--data",
+        &body,
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    if let Some(c) = cert {
+        for (flag, ext) in [("--cert", "crt"), ("--key", "key")] {
+            args.push(flag.into());
+            args.push(pki.join(format!("{c}.{ext}")).display().to_string());
+        }
+    }
+    args.push(format!("https://127.0.0.1:{port}/validate"));
+    let out = std::process::Command::new("curl")
+        .args(&args)
+        .output()
+        .expect("curl");
+    let text = stdout(&out);
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().to_string(), body.to_string())
+}
+
 /// One AdmissionReview of `pod`'s eviction posted straight to the gate on `port`, as anyone who
 /// reaches its port can (the API server's reviews look the same): its answer's `response`.
 pub fn review(port: u16, ns: &str, pod: &str, dry_run: bool) -> serde_json::Value {

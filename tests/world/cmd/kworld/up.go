@@ -151,6 +151,7 @@ func cmdUp(args []string) error {
 			// Webhooks (and aggregated APIs) given as a Service are reached at an endpoint
 			// of it: the world has no kube-proxy to make a ClusterIP work.
 			"--enable-aggregator-routing=true",
+			"--admission-control-config-file=" + l.run("admission.yaml"),
 			"--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,StorageObjectInUseProtection,DefaultTolerationSeconds,PersistentVolumeClaimResize"}},
 		{"kube-controller-manager", "kube-controller-manager", []string{
 			"--kubeconfig=" + l.run("controller-manager.kubeconfig"),
@@ -243,6 +244,15 @@ func writePKI(l layout, kubelets int) error {
 	if err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"}, nil, nil, false); err != nil {
 		return err
 	}
+	// The API server's client certificate for admission webhooks (presented to every webhook:
+	// the gate's --client-ca/--client-name are proven with it), and the admission
+	// configuration that gives it (docs/gate.md, "Only the API server").
+	if err := p.issue("apiserver-webhook-client", "kube-apiserver-webhook-client", nil, nil, nil, false); err != nil {
+		return err
+	}
+	if err := writeAdmissionConfig(l); err != nil {
+		return err
+	}
 	users := []struct{ file, cn, org string }{
 		{"admin", "kworld-admin", "system:masters"},
 		{"controller-manager", "system:kube-controller-manager", ""},
@@ -265,6 +275,32 @@ func writePKI(l layout, kubelets int) error {
 		}
 	}
 	return p.serviceAccountKey()
+}
+
+// writeAdmissionConfig writes the API server's AdmissionConfiguration: both webhook plugins
+// present the webhook client certificate to every webhook ("*" matches any).
+func writeAdmissionConfig(l layout) error {
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: %s
+    client-key: %s
+`, l.pki("apiserver-webhook-client.crt"), l.pki("apiserver-webhook-client.key"))
+	if err := os.WriteFile(l.run("webhook-client.kubeconfig"), []byte(kubeconfig), 0o600); err != nil {
+		return err
+	}
+	config := "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n"
+	for _, plugin := range []string{"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"} {
+		config += fmt.Sprintf(`- name: %s
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: %s
+`, plugin, l.run("webhook-client.kubeconfig"))
+	}
+	return os.WriteFile(l.run("admission.yaml"), []byte(config), 0o600)
 }
 
 func setupBridge() error {

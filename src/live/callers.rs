@@ -229,10 +229,12 @@ mod tests {
         /// review 403 as the gate does, or 200 naming the caller.
         async fn start(names: &[&str]) -> World {
             let (server_ca, clients) = (Ca::new("gate CA"), Ca::new("webhook clients"));
+            // A directory of this server's own: the tests run at once.
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             let dir = std::env::temp_dir().join(format!(
                 "callers-tls-{}-{}",
                 std::process::id(),
-                names.len()
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             ));
             std::fs::create_dir_all(&dir).unwrap();
             let ca_file = dir.join("clients.pem");
@@ -349,9 +351,8 @@ mod tests {
             );
             let out = post(&w, Some(id)).await;
             assert!(
-                out.as_ref()
-                    .map_or(true, |o| !o.starts_with("HTTP/1.1 200")),
-                "{out:?}"
+                out.as_ref().map_or(true, |o| !o.starts_with("HTTP/")),
+                "no answer at all, the handshake failed: {out:?}"
             );
         }
 

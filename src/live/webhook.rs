@@ -354,6 +354,8 @@ impl Server {
 
 /// Runs the gate until it fails or the process is told to stop.
 pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Result<()> {
+    // A bad --client-ca stops the gate before it touches the cluster.
+    let verifier = s.callers.as_ref().map(callers::verifier).transpose()?;
     let pems = certs::ensure(&client, &s.certs).await?;
     let mode = gate.settings.mode.as_str();
     if let Some(w) = &s.certs.webhook {
@@ -369,8 +371,8 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
     ))
     .with_safe_default_protocol_versions()
     .context("TLS versions")?;
-    let tls = match &s.callers {
-        Some(c) => tls.with_client_cert_verifier(callers::verifier(c)?),
+    let tls = match verifier {
+        Some(v) => tls.with_client_cert_verifier(v),
         None => tls.with_no_client_auth(),
     }
     .with_cert_resolver(current.clone());
@@ -660,6 +662,12 @@ pub(crate) async fn serve_connections<S, F>(
                         .await
                         {
                             Ok(Ok(t)) => t,
+                            Ok(Err(e)) if e.to_string().contains("certificate") => {
+                                // A caller's certificate refused (--client-ca): an API server
+                                // whose certificate the gate does not take fails here.
+                                tracing::warn!("TLS handshake with {peer} failed: {e}");
+                                return Ok(());
+                            }
                             Ok(Err(e)) => {
                                 tracing::debug!("TLS handshake with {peer} failed: {e}");
                                 return Ok(());

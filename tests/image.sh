@@ -14,6 +14,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$root/tests/world/env.sh"
 out="$KWORLD_DIR/image"
 mkdir -p "$out"
+# One image step at a time, into one directory: every run holds $KWORLD_DIR/image.lock from
+# start to end; tests that use the image wait on it (tests/common: image_binary), so a test
+# never takes a half-written root filesystem while tests/run.sh builds it in the background.
+if [ -z "${KRAFT_IMAGE_LOCK_HELD:-}" ]; then
+  exec env KRAFT_IMAGE_LOCK_HELD=1 flock "$KWORLD_DIR/image.lock" bash "$0" "$@"
+fi
 
 missing=()
 command -v musl-gcc >/dev/null || missing+=(musl-tools)

@@ -23,6 +23,9 @@ cleanup() {
     step "the run failed ($rc): the machine and the world as they are now"
     [ -x "$KWORLD_DIR/bin/kworld" ] && "$KWORLD_DIR/bin/kworld" doctor >&2 || disk
   fi
+  if [ -n "${image_pid:-}" ] && kill -0 "$image_pid" 2>/dev/null; then
+    pkill -TERM -P "$image_pid" 2>/dev/null || true; kill "$image_pid" 2>/dev/null || true
+  fi
   tests/world/down.sh >/dev/null 2>&1 || true
   exit "$rc"
 }
@@ -53,11 +56,26 @@ cargo build --bins --examples
 step "krew: render the manifest, validate it with krew's validator, install through krew"
 bash tests/krew.sh target/debug/kubectl-raft
 
-step "image: the release step (a static build, the krew archive and the OCI image from one binary), unpacked and run"
-t0=$(date +%s)
-bash tests/image.sh
-echo "image built and checked in $(( $(date +%s) - t0 ))s" >&2
+step "image: the release step (a static build, the krew archive and the OCI image from one binary), in the background"
+# Off the critical path (#41): the release build is CPU work, the end-to-end tests mostly wait
+# on pods. It runs niced, under the image lock tests/image.sh takes; the tests that need the
+# image (tests/common: image_binary) wait on that lock. Its outcome is checked after the tests.
+mkdir -p "$KWORLD_DIR"
+t_image=$(date +%s)
+nice -n 19 bash tests/image.sh > "$KWORLD_DIR/image.log" 2>&1 &
+image_pid=$!
+echo "started (pid $image_pid, log $KWORLD_DIR/image.log)" >&2
 
 step "cargo test (unit tests, then end-to-end tests in the real world)"
-mkdir -p "$KWORLD_DIR" && : > "$KWORLD_DIR/timings.tsv"
-cargo test --lib --bins --tests --no-fail-fast
+: > "$KWORLD_DIR/timings.tsv"
+tests_rc=0
+cargo test --lib --bins --tests --no-fail-fast || tests_rc=$?
+
+step "image: the background release step's outcome"
+image_rc=0
+wait "$image_pid" || image_rc=$?
+sed 's/^/  /' "$KWORLD_DIR/image.log" | grep -v '^  *Compiling ' >&2 || true
+echo "image step ended $(( $(date +%s) - t_image ))s after it started, status $image_rc" >&2
+[ "$image_rc" -eq 0 ] || echo "the image step failed: its log is above" >&2
+[ "$tests_rc" -eq 0 ] || exit "$tests_rc"
+exit "$image_rc"

@@ -48,10 +48,22 @@ pub fn world_dir() -> PathBuf {
 
 static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 
-/// The release image's binary, unpacked (`tests/image.sh`, which CI runs before the tests and
-/// a test runs on first use when it is missing: a static build, some minutes cold).
+/// The release image's binary, unpacked (`tests/image.sh`, which CI runs in the background
+/// beside the tests and a test runs on first use when it is missing: a static build, some
+/// minutes cold). Waits first for an image step under way (it holds `image.lock`), so a test
+/// never takes the binary of the run before, or a half-written one.
 pub fn image_binary() -> PathBuf {
     let r = IMAGE.get_or_init(|| {
+        let lock = world_dir().join("image.lock");
+        let _ = std::fs::create_dir_all(world_dir());
+        let waited = Command::new("flock")
+            .arg(&lock)
+            .arg("true")
+            .status()
+            .map_err(|e| format!("cannot run flock to wait for tests/image.sh: {e}"))?;
+        if !waited.success() {
+            return Err(format!("flock {} true: {waited}", lock.display()));
+        }
         let bin = world_dir().join("image/rootfs/kubectl-raft");
         if !bin.exists() {
             let status = Command::new("bash")

@@ -60,6 +60,10 @@ impl Load {
     }
 
     fn spawn(args: &[&str], follower: Option<Follower>) -> Self {
+        Load::spawn_for(args, follower, Duration::from_secs(300))
+    }
+
+    fn spawn_for(args: &[&str], follower: Option<Follower>, duration: Duration) -> Self {
         let first = std::env::temp_dir().join(format!(
             "writeload-first-{}-{}",
             std::process::id(),
@@ -70,7 +74,7 @@ impl Load {
             .args(args)
             .args([
                 "--duration",
-                "300s",
+                &format!("{}s", duration.as_secs()),
                 "--first-ack-file",
                 first.to_str().unwrap(),
             ])
@@ -92,10 +96,16 @@ impl Load {
     /// Like `start`, but the writer follows members to their new addresses (a drain replaces
     /// pods): a thread rewrites its endpoints file from the live pods every 300 ms.
     pub fn start_following(ns: &str) -> Self {
+        Load::start_following_for(ns, Duration::from_secs(300))
+    }
+
+    /// `start_following` for a run longer than the usual 300 s (the nemesis' schedules).
+    pub fn start_following_for(ns: &str, duration: Duration) -> Self {
         let (file, follower) = follow(ns, "endpoints", live_etcd_endpoints);
-        Load::spawn(
+        Load::spawn_for(
             &["--endpoints-file", file.to_str().unwrap()],
             Some(follower),
+            duration,
         )
     }
 

@@ -56,6 +56,11 @@ impl Running {
         }
     }
 
+    /// Its exit status, if it has ended.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }

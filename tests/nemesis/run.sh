@@ -34,31 +34,48 @@ deadline=0
 [ "$minutes" -gt 0 ] && deadline=$(( $(date +%s) + minutes * 60 ))
 rc=0
 seed=$first
+logs="$(dirname "$results")/nemesis-logs"
+mkdir -p "$logs"
 while [ "$seed" -lt $(( first + schedules )) ]; do
   if [ "$deadline" -gt 0 ] && [ "$(date +%s)" -ge "$deadline" ]; then
     echo "run.sh: --minutes $minutes reached; next seed would be $seed" >&2
     break
   fi
-  NEMESIS_FIRST_SEED=$seed NEMESIS_SCHEDULES=1 NEMESIS_STEPS=$steps NEMESIS_RESULTS=$results \
-    cargo test -q --test nemesis campaign -- --ignored --exact --nocapture 2>&1 \
-    | grep '^nemesis:' || rc=1
+  # Each schedule's whole output in a log of its own; its nemesis lines on the terminal.
+  if ! NEMESIS_FIRST_SEED=$seed NEMESIS_SCHEDULES=1 NEMESIS_STEPS=$steps NEMESIS_RESULTS=$results \
+    cargo test -q --test nemesis campaign -- --ignored --exact --nocapture > "$logs/$seed.log" 2>&1; then
+    rc=1
+    echo "run.sh: seed $seed failed; the end of $logs/$seed.log:" >&2
+    tail -20 "$logs/$seed.log" | sed 's/^/  /' >&2
+  fi
+  grep '^nemesis:' "$logs/$seed.log" || true
   seed=$(( seed + 1 ))
 done
 echo
-echo "campaign: seeds $first..$(( seed - 1 )), results in $results"
-python3 - "$results" "$first" "$seed" <<'PY'
+echo "campaign: seeds $first..$(( seed - 1 )), results in $results, logs in $logs"
+python3 - "$results" "$first" "$seed" <<'PY' || rc=1
 import json, sys
 path, lo, hi = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rows = [json.loads(l) for l in open(path) if l.strip()]
-rows = [r for r in rows if lo <= r["seed"] < hi]
+last = {}
+for l in open(path):
+    if l.strip():
+        r = json.loads(l)
+        if lo <= r["seed"] < hi:
+            last[r["seed"]] = r          # a rerun of a seed replaces its row
+rows = [last[s] for s in sorted(last)]
+missing = [s for s in range(lo, hi) if s not in last]
 tot = lambda k: sum(r.get(k) or 0 for r in rows)
-print(f"| schedules | steps | actors | faults | takings | races | acknowledged writes | lost | violations | longest leaderless (ms) | hours |")
-print(f"|---|---|---|---|---|---|---|---|---|---|---|")
-print(f"| {len(rows)} | {tot('steps')} | {tot('actors')} | {tot('faults')} | {tot('takings')} | {tot('races')} "
-      f"| {tot('acknowledged')} | {tot('lost')} | {sum(len(r['violations']) for r in rows)} "
-      f"| {max([r['longestLeaderlessMs'] for r in rows] or [0])} | {tot('seconds')/3600:.2f} |")
+commits = sorted({r.get("commit", "?") for r in rows})
+print("| commit | seeds | schedules | steps | acted | refused | faults | takings | exposed | races | acknowledged writes | lost | violations | longest leaderless (ms) | hours |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print(f"| {', '.join(commits)} | {lo}–{hi-1} | {len(rows)} | {tot('steps')} | {tot('acted')} | {tot('refused')} | {tot('faults')} "
+      f"| {tot('takings')} | {tot('exposed')} | {tot('races')} | {tot('acknowledged')} | {tot('lost')} "
+      f"| {sum(len(r['violations']) for r in rows)} | {max([r.get('longestLeaderlessMs') or 0 for r in rows] or [0]):.0f} | {tot('seconds')/3600:.2f} |")
 for r in rows:
     for v in r["violations"]:
         print(f"- seed {r['seed']} ({r['schedule']}): {v}")
+if missing:
+    print(f"- seeds with no result (the run died before writing one): {missing}")
+    sys.exit(1)
 PY
 exit "$rc"

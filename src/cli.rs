@@ -105,7 +105,7 @@ pub enum Command {
         kubectl raft restart -l tier=raft -A --dry-run    # every matching StatefulSet, one after another\n\n\
         Each member is evicted (PodDisruptionBudgets are honoured) and recreated by its controller.\n\
         Before each step the others must form a quorum of healthy, caught-up voters; after it the\n\
-        replacement must be Ready and rejoined. A restart records its members on the StatefulSet\n\
+        replacement must be Ready and rejoined. A restart records its members on its lock's Lease\n\
         (raft.kubectl.io/restart-pending, their pod UIDs): running it again after it stopped\n\
         resumes, and the record is removed when it is done. An OnDelete StatefulSet with members at an older\n\
         revision is updated the same way; leadership never goes to a member still at the old one.\n\

@@ -13,18 +13,27 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "kubectl-raft",
     bin_name = "kubectl raft",
     version,
-    about = "Safe maintenance of Raft clusters (etcd, ClickHouse Keeper, ZooKeeper, spurctld, ...) running as StatefulSets",
-    long_about = "Safe maintenance of Raft clusters running as StatefulSets.\n\n\
+    about = "Safe maintenance of Raft clusters (etcd, ClickHouse Keeper, ZooKeeper, NATS JetStream, Consul, Nomad, Vault, rqlite, spurctld) running as StatefulSets",
+    long_about = "Safe maintenance of Raft clusters running as StatefulSets: etcd, ClickHouse Keeper, \
+        ZooKeeper, NATS JetStream, Consul, Nomad, Vault, rqlite, spurctld, and any system a \
+        profile describes (`kubectl raft systems`).\n\n\
         kubectl raft reads each replica's Raft state through the system's own health/HTTP port \
         (through the API server's pods/proxy by default, so it works wherever kubectl works) and \
         cross-checks it with what Kubernetes believes: pod readiness, probes, EndpointSlices, \
         PodDisruptionBudgets and nodes.",
-    after_help = "Examples:\n  \
-        kubectl raft status                      # every Raft cluster in the current namespace\n  \
-        kubectl raft status -A                   # in every namespace\n  \
+    after_help = "A maintenance, in order:\n  \
+        kubectl raft status -A                   # what every Raft cluster's members say, beside Kubernetes\n  \
+        kubectl raft yield etcd -n db            # hand leadership over, and wait until it moved\n  \
+        kubectl raft drain worker-3 --dry-run    # the plan: followers first, the leader last\n  \
+        kubectl raft drain worker-3              # cordon, then evict one member at a time\n  \
+        kubectl raft restart etcd -n db          # replace every member, one at a time\n  \
+        kubectl raft gate serve                  # the eviction webhook: every evictor gets drain's decision\n\n\
+Examples:\n  \
         kubectl raft status etcd -n db -o wide   # one StatefulSet, more columns\n  \
         kubectl raft status --node worker-3      # clusters with a replica on that node\n  \
-        kubectl raft status etcd -o json         # the documented JSON schema (docs/status-schema.md)"
+        kubectl raft status etcd -o json         # the documented JSON schema (docs/status-schema.md)\n\n\
+Connection flags (--kubeconfig, --context, -n) go after `raft`: kubectl passes a plugin only \
+what follows its name."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -51,6 +60,20 @@ pub struct GlobalArgs {
     /// How long to wait for one API server request, e.g. 10s, 1m (0 = no limit).
     #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+
+    /// Username to impersonate for the operation, as kubectl's --as (a user, or a service
+    /// account as system:serviceaccount:NAMESPACE:NAME). Replicas reached straight at their
+    /// pods (--via direct) see no user at all.
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+
+    /// Group to impersonate, as kubectl's --as-group; repeat it for several (needs --as).
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_group: Vec<String>,
+
+    /// UID to impersonate, as kubectl's --as-uid (needs --as).
+    #[arg(long = "as-uid", global = true, value_name = "UID")]
+    pub as_uid: Option<String>,
 
     /// Log level, as kubectl's -v: 6 and up show every request (to the API server and to the
     /// replicas: method, where, status, time) on stderr; never a header, body or credential.
@@ -782,6 +805,11 @@ impl GlobalArgs {
             context: self.context.clone(),
             namespace: self.namespace.clone(),
             request_timeout: self.request_timeout,
+            impersonate: crate::connect::Impersonate {
+                user: self.as_user.clone(),
+                groups: self.as_group.clone(),
+                uid: self.as_uid.clone(),
+            },
         }
     }
 }

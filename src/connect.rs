@@ -1,7 +1,7 @@
 //! Connecting to the cluster the way kubectl does: --kubeconfig, then $KUBECONFIG, then
 //! ~/.kube/config; --context; the context's namespace unless -n says otherwise.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -20,6 +20,16 @@ pub struct ConnectOptions {
     pub namespace: Option<String>,
     /// The limit on one API request; zero: none.
     pub request_timeout: Duration,
+    /// Whom to act as (kubectl's --as, --as-group, --as-uid).
+    pub impersonate: Impersonate,
+}
+
+/// Whom the API server is asked to act as: a user, with groups and a UID, or nobody else.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Impersonate {
+    pub user: Option<String>,
+    pub groups: Vec<String>,
+    pub uid: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -30,6 +40,7 @@ impl Default for ConnectOptions {
             context: None,
             namespace: None,
             request_timeout: Duration::from_secs(30),
+            impersonate: Impersonate::default(),
         }
     }
 }
@@ -92,6 +103,10 @@ fn without_userinfo(uri: &http::Uri) -> http::Uri {
 /// gets no terminal (kubeconfig `interactiveMode: Never`), so it cannot prompt, as a shell's
 /// TAB completion requires.
 pub async fn config(g: &ConnectOptions, interactive: bool) -> Result<Config> {
+    let Impersonate { user, groups, uid } = &g.impersonate;
+    if user.is_none() && (!groups.is_empty() || uid.is_some()) {
+        bail!("--as-group and --as-uid need --as USER, as kubectl's do: the groups and UID are those of the user impersonated");
+    }
     let options = KubeConfigOptions {
         context: g.context.clone(),
         ..Default::default()
@@ -121,6 +136,12 @@ pub async fn config(g: &ConnectOptions, interactive: bool) -> Result<Config> {
     // Connecting never waits longer than 10 s, even with --request-timeout 0 (no limit).
     let ten = std::time::Duration::from_secs(10);
     config.connect_timeout = Some(timeout.map_or(ten, |t| t.min(ten)));
+    if user.is_some() {
+        // kube sends them as Impersonate-User, -Group and -Uid headers with every request.
+        config.auth_info.impersonate = user.clone();
+        config.auth_info.impersonate_groups = (!groups.is_empty()).then(|| groups.clone());
+        config.auth_info.impersonate_uid = uid.clone();
+    }
     if !interactive {
         if let Some(exec) = config.auth_info.exec.as_mut() {
             exec.interactive_mode = Some(kube::config::ExecInteractiveMode::Never);

@@ -139,6 +139,71 @@ pub fn judge_reply(payload: &[u8]) -> Result<(), String> {
     }
 }
 
+/// Why no request can be sent as `who` with `vars`: neither a .creds file nor a user is
+/// given (an empty value is none). None when one is; whether the server takes it is asked by
+/// [`is_system_user`] or the request itself.
+pub fn missing_credentials(vars: &Vars, who: &Who) -> Option<String> {
+    let p = who.prefix();
+    if vars.get(&format!("{p}_CREDS")).is_some() || vars.get(&format!("{p}_USER")).is_some() {
+        return None;
+    }
+    Some(match who {
+        Who::System => "moving the NATS meta leader needs a system-account user: export NATS_USER and NATS_PASSWORD, or NATS_CREDS (the nats CLI's variables), or put them in a Secret named by --credentials-secret or the annotation kubectl-raft.io/credentials-secret".into(),
+        Who::Account(a) => format!(
+            "moving the leaders of account {a}'s streams and consumers needs a user of that account: {p}_USER and {p}_PASSWORD, or {p}_CREDS, in the environment or the credentials Secret or file"
+        ),
+    })
+}
+
+/// Whether the connection's user belongs to the system account, asked as the stepdown will
+/// be: every server answers `$SYS.REQ.SERVER.PING` to the system account's users; in any other
+/// account nothing listens on that subject (no responders). A timeout is said as such: a
+/// slow server, or a system user not allowed to publish it.
+pub async fn confirm_system_user(
+    client: &async_nats::Client,
+    limit: Duration,
+) -> Result<(), String> {
+    let subject = "$SYS.REQ.SERVER.PING";
+    let asked = tokio::time::timeout(limit, client.request(subject, Vec::new().into())).await;
+    match asked {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => Err(format!(
+            "it is not a user of the system account, which alone may move the meta leader (nothing answers {subject} in its account)"
+        )),
+        Ok(Err(e)) if e.kind() != async_nats::RequestErrorKind::TimedOut => {
+            Err(format!("{subject}: {e}"))
+        }
+        _ => Err(format!(
+            "no answer to {subject} within {limit:?}: only the system account's users get one, and only when they may publish to it"
+        )),
+    }
+}
+
+/// Whether the connection's user sees the stream `stream`, as a user of its account does: a
+/// user of another account is told the stream is not found.
+pub async fn confirm_stream(
+    client: &async_nats::Client,
+    stream: &str,
+    limit: Duration,
+) -> Result<(), String> {
+    let subject = format!("$JS.API.STREAM.INFO.{stream}");
+    let asked = tokio::time::timeout(limit, client.request(subject.clone(), Vec::new().into()))
+        .await
+        .map_err(|_| format!("no answer to {subject} within {limit:?}"))?
+        .map_err(|e| match e.kind() {
+            async_nats::RequestErrorKind::NoResponders => format!(
+                "no responders for {subject}: the user's account has no JetStream, so it is not the stream's account"
+            ),
+            _ => format!("{subject}: {e}"),
+        })?;
+    let v: Value = serde_json::from_slice(&asked.payload)
+        .map_err(|_| format!("the answer to {subject} is not JSON"))?;
+    match v.pointer("/error/description").and_then(Value::as_str) {
+        Some(d) => Err(format!("{subject}: {}", message(d))),
+        None => Ok(()),
+    }
+}
+
 async fn options(limit: Duration, vars: &Vars, who: &Who) -> Result<ConnectOptions, String> {
     let p = who.prefix();
     let creds_var = format!("{p}_CREDS");
@@ -171,12 +236,7 @@ async fn options(limit: Duration, vars: &Vars, who: &Who) -> Result<ConnectOptio
             vars.get(&format!("{p}_PASSWORD")).unwrap_or_default(),
         ),
         (None, None) => {
-            return Err(match who {
-                Who::System => "moving the NATS meta leader needs a system-account user: export NATS_USER and NATS_PASSWORD, or NATS_CREDS (the nats CLI's variables), or put them in a Secret named by --credentials-secret or the annotation kubectl-raft.io/credentials-secret".into(),
-                Who::Account(a) => format!(
-                    "moving the leaders of account {a}'s streams and consumers needs a user of that account: {p}_USER and {p}_PASSWORD, or {p}_CREDS, in the environment or the credentials Secret or file"
-                ),
-            })
+            return Err(missing_credentials(vars, who).unwrap_or_default());
         }
     };
     Ok(base
@@ -205,6 +265,39 @@ mod tests {
             Err("refused the transfer: preferred server \"nX\" not known (err_code 10005)".into())
         );
         assert!(judge_reply(b"garbage").unwrap_err().contains("not JSON"));
+    }
+
+    fn vars(pairs: &[(&str, &str)]) -> Vars {
+        Vars::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            "file ops.env",
+        )
+    }
+
+    #[test]
+    fn a_request_without_a_user_or_creds_is_missing_its_credentials() {
+        let none = vars(&[("NATS_USER", ""), ("NATS_APP_PASSWORD", "p")]);
+        assert!(missing_credentials(&none, &Who::System)
+            .unwrap()
+            .contains("NATS_USER and NATS_PASSWORD"));
+        assert!(missing_credentials(&none, &Who::Account("APP".into()))
+            .unwrap()
+            .contains("NATS_APP_USER"));
+    }
+
+    #[test]
+    fn a_user_or_a_creds_file_is_not_missing() {
+        let user = vars(&[("NATS_USER", "sys")]);
+        assert_eq!(missing_credentials(&user, &Who::System), None);
+        let creds = vars(&[("NATS_APP_CREDS", "/x.creds")]);
+        assert_eq!(
+            missing_credentials(&creds, &Who::Account("APP".into())),
+            None
+        );
+        assert!(missing_credentials(&creds, &Who::System).is_some());
     }
 
     #[test]

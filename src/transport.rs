@@ -205,6 +205,12 @@ impl Transport {
             || (matches!(self.via, Via::Proxy(_)) && !self.tls.needs_end_to_end())
     }
 
+    /// Whether a TCP connection (NATS, a four-letter word) to a replica goes through a
+    /// port-forward: every route but straight to the pods.
+    pub fn forwards_tcp(&self) -> bool {
+        !matches!(self.via, Via::Direct(_))
+    }
+
     /// The credentials requests are sent with.
     pub fn vars(&self) -> &Vars {
         &self.vars

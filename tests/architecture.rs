@@ -45,7 +45,8 @@ const FLOORS: &[(&str, &[&str])] = &[
             "golden",
         ],
     ),
-    ("the edge", &["cli", "commands", "main", "lib"]),
+    // build: the build script (src/build.rs), which asks git for the commit.
+    ("the edge", &["cli", "commands", "main", "lib", "build"]),
 ];
 
 /// Crates and paths whose mere use means I/O, and the floors that may use them.

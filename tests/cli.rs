@@ -161,6 +161,32 @@ fn version_names_the_kubernetes_api() {
 }
 
 #[test]
+fn a_group_to_impersonate_without_a_user_is_refused_before_connecting() {
+    let out = raft(&["status", "--as-group", "system:masters"]);
+    assert_eq!(out.status.code(), Some(1));
+    let (_, err) = text(&out);
+    assert!(err.contains("need --as USER"), "{err}");
+}
+
+#[test]
+fn version_names_the_commit_of_a_build_from_a_git_checkout() {
+    // As `cargo install --path .` from a clone builds it: the checkout's HEAD (a release
+    // build sets KUBECTL_RAFT_GIT_COMMIT instead).
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("git");
+    assert!(head.status.success(), "the tests run from a git checkout");
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let v: serde_json::Value =
+        serde_json::from_slice(&raft(&["version", "-o", "json"]).stdout).unwrap();
+    // Read from git now, not from the build's own variable (which the test shares).
+    let expected = std::env::var("KUBECTL_RAFT_GIT_COMMIT").unwrap_or(head);
+    assert_eq!(v["gitCommit"], expected.as_str());
+}
+
+#[test]
 fn every_verbs_help_groups_its_flags_under_headings() {
     for verb in ["status", "yield", "drain"] {
         let (out, _) = text(&raft(&[verb, "--help"]));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: bring up the local test world (a Kubernetes control plane built from source,
 # pods as processes), deploy a 3-member etcd StatefulSet, install kubectl-raft and run it the
-# way a user does, as `kubectl raft`: status, yield, drain, and restart under a watch; spurctld
+# way a user does, as `kubectl raft`: status, yield, drain, restart under a watch, and the gate
+# deciding for plain `kubectl drain` (a frozen member refused, then the leader handed over first); spurctld
 # (built from the Spur source) behind the seed's TCP probe; then a 3-server NATS JetStream
 # cluster with streams: the stream leaders per server, and yield --streams with credentials
 # from a Secret its StatefulSet names.
@@ -97,6 +98,61 @@ say "kubectl raft restart etcd -n $ns"
 kubectl raft restart etcd -n "$ns"
 sleep 3
 kill -INT "$watcher"; wait "$watcher" || true
+
+# The gate: plain `kubectl drain` (or any evictor) gets drain's decision. In a cluster it runs
+# as docs/gate.yaml installs it; here beside the API server, as the tests run it.
+until kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; s=json.load(sys.stdin)["clusters"][0]["summary"]; sys.exit(0 if s["healthyVoters"] == 3 and s["readyPods"] == 3 and s["leader"] else 1)'; do sleep 1; done
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+echo
+echo "== the gate: an eviction webhook for namespaces labelled kubectl-raft.io/gate=enabled" >&2
+cat <<EOF_HOOK | kubectl apply -f - >/dev/null
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: kubectl-raft-gate-demo}
+webhooks:
+- name: evictions.gate.kubectl-raft.io
+  admissionReviewVersions: [v1]
+  sideEffects: NoneOnDryRun
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  namespaceSelector: {matchLabels: {kubectl-raft.io/gate: enabled}}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods/eviction], scope: Namespaced}]
+  clientConfig: {url: "https://127.0.0.1:$port/validate"}
+EOF_HOOK
+kubectl raft gate serve -n "$ns" --listen "127.0.0.1:$port" --tls-name 127.0.0.1 --tls-secret gate-tls \
+  --webhook kubectl-raft-gate-demo 2> "$KWORLD_DIR/demo-gate.log" &
+gate=$!
+until grep -q "serving on" "$KWORLD_DIR/demo-gate.log"; do sleep 0.5; done
+say "kubectl label namespace $ns kubectl-raft.io/gate=enabled"
+kubectl label namespace "$ns" kubectl-raft.io/gate=enabled --overwrite
+say "kubectl raft status -n $ns"
+kubectl raft status -n "$ns"
+leader=$(kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusters"][0]["summary"]["leader"])')
+node=$(kubectl get pod "$leader" -n "$ns" -o jsonpath='{.spec.nodeName}')
+follower=$(kubectl get pods -n "$ns" -l app=etcd -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$" | head -1)
+pid=$(kubectl get pod "$follower" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+echo
+echo "== $follower frozen again; its PDB still allows one eviction (the pod is Ready)" >&2
+kill -STOP "$pid"
+say "kubectl drain $node --ignore-daemonsets --pod-selector=app=etcd --timeout=15s     # the leader's node"
+kubectl drain "$node" --ignore-daemonsets --pod-selector=app=etcd --timeout=15s || true
+kill -CONT "$pid"
+kubectl uncordon "$node" >/dev/null
+echo
+echo "== $follower resumed: the same plain drain now gets the leader handed over first" >&2
+until kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; s=json.load(sys.stdin)["clusters"][0]["summary"]; sys.exit(0 if s["healthyVoters"] == 3 and s["leader"] else 1)'; do sleep 1; done
+say "kubectl drain $node --ignore-daemonsets --pod-selector=app=etcd --timeout=120s"
+kubectl drain "$node" --ignore-daemonsets --pod-selector=app=etcd --timeout=120s
+say "kubectl uncordon $node"
+kubectl uncordon "$node"
+echo
+echo "== what the gate decided, from its log (each also an Event on the pod, and a metric):" >&2
+sed -n 's/.*INFO \(.*\) pod=.*verdict=\([A-Za-z]*\).*/  \2: \1/p' "$KWORLD_DIR/demo-gate.log" | uniq | tail -4
+say "kubectl raft status -n $ns"
+kubectl raft status -n "$ns"
+kubectl label namespace "$ns" kubectl-raft.io/gate- >/dev/null
+kubectl delete validatingwebhookconfiguration kubectl-raft-gate-demo >/dev/null
+kill "$gate"; wait "$gate" 2>/dev/null || true
 
 # spurctld (openraft), built from the Spur source by the world's build: the seed's TCP probe.
 if [ -x /usr/local/bin/spurctld ]; then

@@ -235,3 +235,63 @@ fn every_builtin_system_has_a_page() {
         );
     }
 }
+
+/// The built-in systems' names (src/profile/builtin.yaml), as prose writes them: lower case,
+/// a dash as a space (clickhouse-keeper → "clickhouse keeper").
+fn builtin_systems() -> Vec<String> {
+    let builtin = std::fs::read_to_string(repo().join("src/profile/builtin.yaml")).unwrap();
+    let names: Vec<String> = builtin
+        .lines()
+        .filter_map(|l| l.strip_prefix("- name: "))
+        .map(|n| n.trim().replace('-', " "))
+        .collect();
+    assert!(names.len() >= 9, "{names:?}");
+    names
+}
+
+/// The built-in systems `text` does not name.
+fn unnamed_systems(text: &str) -> Vec<String> {
+    let text = text.to_lowercase();
+    builtin_systems()
+        .into_iter()
+        .filter(|n| !text.contains(n.as_str()))
+        .collect()
+}
+
+#[test]
+fn the_readme_names_every_builtin_system() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    // In its opening, before the first section: what a reader sees first.
+    let opening = readme.split("\n## ").next().unwrap();
+    assert_eq!(
+        unnamed_systems(opening),
+        Vec::<String>::new(),
+        "README.md's opening"
+    );
+}
+
+#[test]
+fn the_krew_manifest_names_every_builtin_system() {
+    let manifest = std::fs::read_to_string(repo().join("krew/raft.yaml")).unwrap();
+    assert_eq!(
+        unnamed_systems(&manifest),
+        Vec::<String>::new(),
+        "krew/raft.yaml"
+    );
+}
+
+#[test]
+fn the_top_level_help_names_every_builtin_system_and_verb() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-raft"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(unnamed_systems(&help), Vec::<String>::new(), "{help}");
+    for verb in ["status", "yield", "drain", "restart", "gate serve"] {
+        assert!(
+            help.contains(&format!("kubectl raft {verb}")),
+            "--help shows no `kubectl raft {verb}`:\n{help}"
+        );
+    }
+}

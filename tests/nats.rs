@@ -191,7 +191,7 @@ fn drain_of_the_meta_leaders_node(nodes: Nodes) {
 
 /// No NATS credentials in the environment (empty is unset), so only a Secret or file can
 /// supply them.
-const NO_ENV: [(&str, &str); 2] = [("NATS_USER", ""), ("NATS_PASSWORD", "")];
+const NO_ENV: [(&str, &str); 3] = [("NATS_USER", ""), ("NATS_PASSWORD", ""), ("NATS_CREDS", "")];
 
 /// A Secret whose keys are the nats CLI's variables, as an operator makes one.
 fn ops_secret(ns: &str, name: &str) {
@@ -440,11 +440,14 @@ fn streams_led_by(ns: &str, onto: &str, names: &[&str]) {
 }
 
 /// The system user and the account APP's user.
-const SYS_AND_APP: [(&str, &str); 4] = [
+const SYS_AND_APP: [(&str, &str); 6] = [
     ("NATS_USER", "sys"),
     ("NATS_PASSWORD", "sys-secret"),
     ("NATS_APP_USER", "app"),
     ("NATS_APP_PASSWORD", "app"),
+    // Not the runner's own .creds: they would be preferred to the users above.
+    ("NATS_CREDS", ""),
+    ("NATS_APP_CREDS", ""),
 ];
 
 #[test]
@@ -537,7 +540,12 @@ fn a_drain_dry_run_names_the_stream_leaders_it_would_move_first() {
     let node = node_of(&ns.name, &server);
     // Alone on its node, so no other test's pods change the plan.
     wait_node_alone(&node, &ns.name);
-    let (code, report, err) = verb(&NO_ENV, "drain", &[&node, "--dry-run"]);
+    // The users its stepdowns need (a dry run without them says the drain would stop).
+    let (code, report, err) = verb(
+        &SYS_AND_APP,
+        "drain",
+        &[&node, "--dry-run", "--credentials-from-env"],
+    );
     assert_eq!(code, Some(0), "{err}\n{report:#}");
     let c = cluster(&report, &ns.name);
     let planned = c["groupsToMove"][&server].to_string();
@@ -545,7 +553,10 @@ fn a_drain_dry_run_names_the_stream_leaders_it_would_move_first() {
         planned.contains("streams APP/ORDERS") && planned.contains("consumers APP/ORDERS/work"),
         "{c:#}"
     );
-    let table = stdout(&raft(&["drain", &node, "--dry-run"]));
+    let table = stdout(&raft_env(
+        &SYS_AND_APP,
+        &["drain", &node, "--dry-run", "--credentials-from-env"],
+    ));
     assert!(
         table.contains("first, the leaders it holds move off it: consumers APP/ORDERS/work"),
         "{table}"
@@ -586,5 +597,138 @@ fn restart_goes_server_by_server_and_moves_the_meta_leader_once() {
     assert!(
         meta_leader(&ns.name, "nats-0").is_some(),
         "a meta leader after it"
+    );
+}
+
+/// The NATS user the app account has, given as if it were the system user.
+const APP_AS_SYSTEM: [(&str, &str); 3] = [
+    ("NATS_USER", "app"),
+    ("NATS_PASSWORD", "app"),
+    ("NATS_CREDS", ""),
+];
+
+/// A restart of a 3-server cluster with `env` stops before its first eviction, saying
+/// `says`: no server is replaced and the meta leader has not moved (read from the pods' UIDs
+/// and from NATS itself).
+fn restart_stops_before_its_first_eviction(prefix: &str, env: &[(&str, &str)], says: &str) {
+    let _nodes = shared_nodes();
+    let (ns, leader) = nats_cluster(prefix, 3);
+    let before = uids(&ns.name);
+    let (code, report, err) = verb(
+        env,
+        "restart",
+        &["nats", "-n", &ns.name, "--timeout", "120s"],
+    );
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    assert!(
+        err.contains(says) && err.contains("before changing anything"),
+        "{err}"
+    );
+    assert_eq!(uids(&ns.name), before, "no server was replaced");
+    assert_eq!(
+        meta_leader(&ns.name, "nats-0"),
+        Some(leader),
+        "nothing moved"
+    );
+}
+
+#[test]
+fn restart_without_a_system_user_stops_before_its_first_eviction() {
+    restart_stops_before_its_first_eviction("nats-restart-nouser", &NO_ENV, "system-account user");
+}
+
+#[test]
+fn restart_as_a_user_outside_the_system_account_stops_before_its_first_eviction() {
+    restart_stops_before_its_first_eviction(
+        "nats-restart-app",
+        &APP_AS_SYSTEM,
+        // NATS answers it nothing: no responders, or (a slow server) no answer in time.
+        "system account",
+    );
+}
+
+#[test]
+fn a_restart_dry_run_without_a_system_user_names_what_is_missing() {
+    let _nodes = shared_nodes();
+    let (ns, _) = nats_cluster("nats-restart-plan", 3);
+    let (code, report, err) = verb(&NO_ENV, "restart", &["nats", "-n", &ns.name, "--dry-run"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    let r = &report;
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("would stop before changing anything")
+            && message.contains("system-account user"),
+        "{r:#}"
+    );
+    assert_eq!(
+        r["cluster"]["plan"]["steps"].as_array().map(Vec::len),
+        Some(3),
+        "the plan is shown too: {r:#}"
+    );
+}
+
+#[test]
+fn drain_of_the_meta_leaders_node_without_a_system_user_stops_before_the_cordon() {
+    let _nodes = exclusive_nodes();
+    let (ns, leader) = nats_cluster("nats-drain-nouser", 3);
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    // The meta leader may have moved while the node emptied: this test drains its node only.
+    assert_eq!(
+        meta_leader(&ns.name, "nats-0").as_deref(),
+        Some(leader.as_str())
+    );
+    drain_stops_before_the_cordon(&ns.name, &node, &NO_ENV, "system-account user");
+    assert_eq!(
+        meta_leader(&ns.name, "nats-0"),
+        Some(leader),
+        "nothing moved"
+    );
+}
+
+/// `kubectl raft drain` of `node` with `env` exits 1 saying `says` and that it stopped
+/// before changing anything; the Node is not cordoned (read from the API server) and no pod
+/// of `ns` was replaced.
+fn drain_stops_before_the_cordon(ns: &str, node: &str, env: &[(&str, &str)], says: &str) {
+    let before = uids(ns);
+    // Uncordoned afterwards whatever happens, so the next test finds the node usable.
+    let _uncordon = Cordoned(vec![node.to_string()]);
+    let (code, report, err) = verb(
+        env,
+        "drain",
+        &[node, "--via", "direct", "--credentials-from-env"],
+    );
+    let cordoned = kubectl_json(&["get", "node", node])["spec"]["unschedulable"]
+        .as_bool()
+        .unwrap_or(false);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    assert!(
+        err.contains(says) && err.contains("before changing anything"),
+        "{err}"
+    );
+    assert!(!cordoned, "{node} was cordoned");
+    assert_eq!(uids(ns), before, "no server was replaced");
+}
+
+#[test]
+fn drain_of_a_server_with_an_accounts_streams_without_its_user_stops_before_the_cordon() {
+    let _nodes = exclusive_nodes();
+    let (ns, leader) = nats_cluster("nats-drain-noapp", 3);
+    let server = followers_of(&leader, 3).pop().unwrap();
+    streams_led_by(&ns.name, &server, &["ORDERS"]);
+    let node = node_of(&ns.name, &server);
+    wait_node_alone(&node, &ns.name);
+    let sys_only = [
+        ("NATS_USER", "sys"),
+        ("NATS_PASSWORD", "sys-secret"),
+        ("NATS_CREDS", ""),
+        ("NATS_APP_USER", ""),
+        ("NATS_APP_CREDS", ""),
+    ];
+    drain_stops_before_the_cordon(&ns.name, &node, &sys_only, "NATS_APP_USER");
+    assert!(
+        leads(&ns.name, &server, "streams") > 0,
+        "its stream leaders stayed: {:?}",
+        groups_of(&ns.name, &server)
     );
 }

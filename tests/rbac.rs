@@ -74,6 +74,30 @@ fn status_runs_with_exactly_its_role() {
     assert_eq!(c["summary"]["faultTolerance"], 1, "{c:#}");
 }
 
+/// `--as` acts as another user, as kubectl's does: the admin, as the ServiceAccount bound to
+/// the status role, reads the cluster; as one bound to nothing, the API server refuses it,
+/// naming that account (its own words: the headers were sent).
+#[test]
+fn status_as_another_user_has_exactly_that_users_rights() {
+    let _nodes = shared_nodes();
+    let ns = etcd_namespace("rbac-as");
+    let _who =
+        RbacSubject::bound_to("kubectl-raft-status", &ns.name).and("kubectl-raft-proxy-post");
+    let operator = format!("system:serviceaccount:{}:operator", ns.name);
+    let out = raft(&["status", "-n", &ns.name, "-o", "json", "--as", &operator]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        cluster(&report, &ns.name)["summary"]["leader"].is_string(),
+        "{report:#}"
+    );
+    let nobody = format!("system:serviceaccount:{}:nobody", ns.name);
+    let out = raft(&["status", "-n", &ns.name, "--as", &nobody]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(err.contains("forbidden") && err.contains(&nobody), "{err}");
+}
+
 /// A system asked with GETs only (ZooKeeper's AdminServer) needs the status role alone: no
 /// POST through pods/proxy, so no right to reach any port of any pod with one.
 #[test]

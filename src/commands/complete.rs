@@ -103,6 +103,9 @@ fn connection_of(typed: &[OsString]) -> GlobalArgs {
             context: None,
             namespace: None,
             request_timeout: CLUSTER_TIMEOUT,
+            as_user: None,
+            as_group: vec![],
+            as_uid: None,
             verbosity: 0,
         })
 }

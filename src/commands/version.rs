@@ -15,7 +15,8 @@ pub const KUBERNETES_API: &str = "v1.34";
 #[serde(rename_all = "camelCase")]
 pub struct Version {
     pub version: &'static str,
-    /// `KUBECTL_RAFT_GIT_COMMIT` at build time (the release script sets it), else "unknown".
+    /// `KUBECTL_RAFT_GIT_COMMIT` at build time (the release script sets it; src/build.rs sets
+    /// it to the checkout's HEAD), else "unknown".
     pub git_commit: &'static str,
     pub kubernetes_api: &'static str,
 }

@@ -67,6 +67,11 @@ pub trait NodeOps {
     /// Every right the drain needs, before its first change; `members`: it has Raft
     /// members to move (leases, the replicas' ports, placement).
     async fn check_rights(&self, members: bool) -> Result<()>;
+    /// What would stop the drain before its first change, beyond the rights: requests it
+    /// would send (NATS's stepdowns) without the credentials they need, for each cluster and
+    /// the members it takes off the nodes. Empty: nothing. The rights those requests need are
+    /// checked with the others by `check_rights`.
+    async fn requests_stop(&self, taking: &[(&Look, BTreeSet<String>)]) -> Result<Vec<String>>;
     /// Takes one cluster's drain lock; with the former holder when a stale one was taken over.
     async fn lock(&self, ns: &str, name: &str) -> Result<(Self::Lock, Option<String>)>;
     /// Gives a lock back (only if it is still this drain's).
@@ -130,9 +135,45 @@ pub async fn drain_nodes<O: NodeOps, S: Sink>(
         .iter()
         .filter(|l| l.obs.target.pods.iter().any(|p| selected.contains(&key(p))))
         .collect();
+    // The members each cluster gives up: its replicas on the nodes, as its planner sees them.
+    let taking: Vec<(&Look, BTreeSet<String>)> = clusters
+        .iter()
+        .map(|l| {
+            let on: BTreeSet<String> = l
+                .input
+                .report
+                .replicas
+                .iter()
+                .filter(|x| x.node.as_ref().is_some_and(|n| d.opts.nodes.contains(n)))
+                .map(|x| x.pod.clone())
+                .collect();
+            (*l, on)
+        })
+        .collect();
+    let stops = ops.requests_stop(&taking).await?;
     if d.dry_run {
         let ordinary = decide_ordinary(sink, d, &on_nodes, &raft_pods);
-        return Ok(dry_run(ops, d, &ordinary, &clusters).await);
+        let mut report = dry_run(ops, d, &ordinary, &clusters).await;
+        if !stops.is_empty() {
+            // Said beside the blockers, never instead of them.
+            let before = if report.succeeded {
+                "dry run".to_string()
+            } else {
+                format!("{}; and", report.message)
+            };
+            report.succeeded = false;
+            report.message = format!(
+                "{before}: the drain would stop before changing anything: {}",
+                stops.join("; ")
+            );
+        }
+        return Ok(report);
+    }
+    if !stops.is_empty() {
+        bail!(
+            "the drain stopped before changing anything: {}",
+            stops.join("; ")
+        );
     }
     ops.check_rights(!clusters.is_empty()).await?;
 

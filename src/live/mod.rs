@@ -18,6 +18,7 @@ pub mod evict;
 pub mod gate;
 pub mod hook;
 pub mod lock;
+pub mod needs;
 pub mod nodes;
 pub mod progress;
 pub mod restart;

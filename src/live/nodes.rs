@@ -12,7 +12,7 @@ use kube::api::{Api, ListParams};
 
 use super::cluster::{cluster_input, KubeCluster};
 use super::evict::{sleep_or_cancel, Evictor};
-use super::lock;
+use super::{lock, needs};
 use crate::drain::nodes::{FirstLook, NodeOps, Sink};
 use crate::drain::{Attempt, Look};
 use crate::errors::{api_context, is_forbidden};
@@ -39,6 +39,9 @@ pub struct KubeNodes {
     pub probe_limit: Duration,
     /// Every PersistentVolume, listed at the first look (None: no right to list them).
     pvs: OnceLock<Option<Vec<PersistentVolume>>>,
+    /// The rights the drain's NATS requests need (a port-forward off the direct route), found
+    /// when their credentials were checked.
+    request_rights: OnceLock<Vec<Need>>,
 }
 
 impl KubeNodes {
@@ -70,6 +73,7 @@ impl KubeNodes {
             opts,
             probe_limit,
             pvs: OnceLock::new(),
+            request_rights: OnceLock::new(),
         }
     }
 
@@ -167,6 +171,7 @@ impl NodeOps for KubeNodes {
                 ));
             }
         }
+        needs.extend(self.request_rights.get().cloned().unwrap_or_default());
         if !members {
             // Only ordinary pods: no member to ask, no cluster to lock, no placement to check.
             let for_members = |n: &Need| {
@@ -177,6 +182,28 @@ impl NodeOps for KubeNodes {
         }
         let say = |m: &str| eprintln!("Warning: {}", crate::render::clean(m));
         preflight::check(self.client(), "the drain", &needs, &say).await
+    }
+
+    async fn requests_stop(&self, taking: &[(&Look, BTreeSet<String>)]) -> Result<Vec<String>> {
+        // Every cluster at once: each may wait seconds for a server's answer.
+        let asked = futures::future::join_all(
+            taking
+                .iter()
+                .map(|(look, pods)| needs::nats_requests(&self.surveyor, &look.obs, pods)),
+        )
+        .await;
+        let mut stops = vec![];
+        let mut rights = vec![];
+        for ((look, _), nats) in taking.iter().zip(asked) {
+            let nats = nats?;
+            let t = &look.obs.target;
+            if let Some(stop) = nats.stop("the drain", &format!("{}/{}", t.namespace, t.name)) {
+                stops.push(stop);
+            }
+            rights.extend(nats.rights);
+        }
+        let _ = self.request_rights.set(rights);
+        Ok(stops)
     }
 
     async fn lock(&self, ns: &str, name: &str) -> Result<(lock::Held, Option<String>)> {

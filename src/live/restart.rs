@@ -26,8 +26,8 @@ use crate::drain::Settings;
 use crate::errors::api_context;
 use crate::live::cluster::{cluster_input, Following, KubeCluster};
 use crate::live::evict::Evictor;
-use crate::live::lock;
 use crate::live::statefulset::{once_observed, restore_strategy, Interrupted, KubeRollout};
+use crate::live::{lock, needs};
 use crate::model::Selection;
 use crate::plan::drain::DrainOptions;
 use crate::plan::restart::{decide, describe_strategy, pending, Decision, RESTART_PENDING};
@@ -145,6 +145,8 @@ struct Planned {
     rollout: Rollout,
     /// The restart record the decision read on the lock (it must still be there).
     on_lock: Option<String>,
+    /// The rights its NATS requests need (a port-forward off the direct route).
+    nats_rights: Vec<Need>,
 }
 
 /// Reads the StatefulSet (once its controller has acted on its latest change), surveys its
@@ -220,6 +222,10 @@ async fn look<S: Sink + Sync>(
         settings: r.settings.clone(),
     };
     let replace = pending(&pods, &restart);
+    // The NATS requests the run will send (the meta leader's stepdown, its streams'), each
+    // checked to have a user before the first eviction: found missing at the leader, a
+    // restart would stop with the followers already replaced.
+    let nats = needs::nats_requests(surveyor, &obs, &replace).await?;
     if r.dry_run {
         let input = cluster_input(
             &obs,
@@ -229,7 +235,19 @@ async fn look<S: Sink + Sync>(
             &BTreeSet::new(),
             replace,
         );
-        let plan = rollout::dry_run(&rollout, restart, &input);
+        let mut plan = rollout::dry_run(&rollout, restart, &input);
+        if let Some(stop) = nats.stop("the restart", &cluster) {
+            // Said beside what else would stop it, never instead of it.
+            let before = if plan.succeeded {
+                "dry run".to_string()
+            } else {
+                format!("{}; and", plan.message)
+            };
+            plan.succeeded = false;
+            plan.message =
+                format!("{before}: the restart would stop before changing anything: {stop}");
+            plan.cluster.message = plan.message.clone();
+        }
         return Ok(Looked::Done(Done::Report(Box::new(plan))));
     }
     if replace.is_empty() {
@@ -237,11 +255,15 @@ async fn look<S: Sink + Sync>(
             "{cluster}: every member is already restarted; nothing to do"
         ))));
     }
+    if let Some(stop) = nats.stop("the restart", &cluster) {
+        bail!("{stop}. The restart stopped before changing anything");
+    }
     Ok(Looked::Run(Box::new(Planned {
         started_at: sts.status.as_ref().and_then(|s| s.update_revision.clone()),
         restart,
         rollout,
         on_lock,
+        nats_rights: nats.rights,
     })))
 }
 
@@ -259,6 +281,7 @@ async fn run<S: Sink + Sync>(
         restart,
         rollout,
         on_lock,
+        nats_rights,
     } = p;
     let (ns, name) = (&rollout.namespace, &rollout.name);
     let cluster = format!("{ns}/{name}");
@@ -267,7 +290,7 @@ async fn run<S: Sink + Sync>(
     preflight::check(
         &client,
         "the restart",
-        &needs(ns, r, rollout.driven.is_some()),
+        &[needs(ns, r, rollout.driven.is_some()), nats_rights].concat(),
         &|m: &str| sink.say(&format!("Warning: {m}")),
     )
     .await?;

@@ -1,9 +1,11 @@
 //! Moving the leaders of a server's other Raft groups (NATS: its streams and consumers) off
 //! it: which requests, decided from what the servers list. Pure; src/groups.rs sends them.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde::Serialize;
 
-use crate::model::{groups_led_by, ClusterObservation, Group};
+use crate::model::{groups_led_by, ClusterObservation, Group, Role};
 use crate::profile::{GroupsSpec, PortSpec};
 
 /// One group's stepdown request, ready to send.
@@ -138,6 +140,84 @@ pub fn moves_off(obs: &ClusterObservation, pod: &str) -> Option<GroupMoves> {
     })
 }
 
+/// Who must send NATS requests for a run that takes the pods `acting_on` out of this cluster,
+/// and what for: the system account (None) when one of them leads and the profile moves its
+/// leader over NATS (the meta leader's stepdown); each account with a group (a stream, a
+/// consumer) that has a replica on one of them, since whichever of its replicas leads when
+/// that server's turn comes must be moved off it (leaders move as servers go). Empty for a
+/// system with no NATS requests. Decided on one look; the caller checks the credentials
+/// before anything changes.
+pub fn senders(
+    obs: &ClusterObservation,
+    acting_on: &BTreeSet<String>,
+) -> BTreeMap<Option<String>, Vec<String>> {
+    let mut out: BTreeMap<Option<String>, Vec<String>> = BTreeMap::new();
+    let by_nats = obs.target.profile.transfer.as_ref().is_some_and(|t| {
+        [&t.targeted, &t.untargeted]
+            .into_iter()
+            .flatten()
+            .any(|r| r.nats.is_some())
+    });
+    let leader = leader_pod(obs);
+    for r in &obs.replicas {
+        let Some(pod) = r.pod.metadata.name.as_deref() else {
+            continue;
+        };
+        if !acting_on.contains(pod) {
+            continue;
+        }
+        if by_nats && leader.contains(pod) {
+            out.entry(None)
+                .or_default()
+                .push(format!("the meta leader {pod}'s stepdown"));
+        }
+        let Some(spec) = obs.target.profile.groups.as_ref() else {
+            continue;
+        };
+        for g in r.groups.iter().flat_map(|g| g.iter().flatten()) {
+            let Some(stepdown) = spec.kinds.get(&g.kind).and_then(|k| k.stepdown.as_ref()) else {
+                continue;
+            };
+            let account = stepdown.account.and_then(|i| g.names.get(i).cloned());
+            let what = format!("{}'s stepdown should it lead on {pod}", group_label(g));
+            let list = out.entry(account).or_default();
+            if !list.contains(&what) {
+                list.push(what);
+            }
+        }
+    }
+    out
+}
+
+/// The pods that may lead, by one look: those that claim it, those whose member id another
+/// names as leader, and, when a named leader is no replica's member id (its own answers were
+/// not read), every pod that did not say its member id. A doubt costs a check, never a run
+/// stopped at the leader.
+pub fn leader_pod(obs: &ClusterObservation) -> BTreeSet<String> {
+    let named: BTreeSet<&str> = obs
+        .replicas
+        .iter()
+        .filter_map(|r| r.facts.leader_id.as_deref())
+        .collect();
+    let ids: BTreeSet<&str> = obs
+        .replicas
+        .iter()
+        .filter_map(|r| r.facts.member_id.as_deref())
+        .collect();
+    let unaccounted = named.iter().any(|n| !ids.contains(n));
+    obs.replicas
+        .iter()
+        .filter(|r| {
+            r.facts.role == Some(Role::Leader)
+                || match r.facts.member_id.as_deref() {
+                    Some(m) => named.contains(m),
+                    None => unaccounted,
+                }
+        })
+        .filter_map(|r| r.pod.metadata.name.clone())
+        .collect()
+}
+
 /// Of `moved`, the groups `member` still leads according to `listed`.
 pub fn still_led<'a>(
     listed: impl IntoIterator<Item = &'a Group>,
@@ -244,6 +324,120 @@ mod tests {
             g("streams", &["APP", "C"], "nats-0"), // new since: not ours to wait for
         ];
         assert_eq!(still_led(&after, "nats-0", &calls), vec!["streams APP/B"]);
+    }
+
+    /// A 3-server NATS cluster seen at one look: nats-0 leads the meta group, each server's
+    /// groups as given.
+    fn nats_look(system: &str, groups: &[Vec<Group>]) -> ClusterObservation {
+        use crate::model::{CheckOutcome, ClusterTarget, OwnerKind, RaftFacts, ReplicaObservation};
+        let profile = Catalog::builtin().get(system).unwrap().clone();
+        let pods: Vec<k8s_openapi::api::core::v1::Pod> = (0..3)
+            .map(|i| {
+                let mut p = k8s_openapi::api::core::v1::Pod::default();
+                p.metadata.name = Some(format!("nats-{i}"));
+                p
+            })
+            .collect();
+        let replicas = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ReplicaObservation {
+                pod: p.clone(),
+                health: Ok(CheckOutcome {
+                    ok: true,
+                    detail: "HTTP 200".into(),
+                }),
+                readiness: None,
+                facts: RaftFacts {
+                    role: Some(if i == 0 { Role::Leader } else { Role::Follower }),
+                    member_id: Some(format!("nats-{i}")),
+                    leader_id: Some("nats-0".into()),
+                    ..Default::default()
+                },
+                errors: vec![],
+                refused: None,
+                groups: groups.get(i).map(|g| Ok(g.clone())),
+            })
+            .collect();
+        ClusterObservation {
+            target: ClusterTarget {
+                namespace: "mq".into(),
+                name: "nats".into(),
+                owner_kind: OwnerKind::StatefulSet,
+                profile,
+                desired_replicas: 3,
+                pods,
+                credentials_secret: None,
+                tls_secret: None,
+                gate_assume: None,
+                named: true,
+            },
+            replicas,
+            members: None,
+            credentials_error: None,
+            tls_unverified: false,
+        }
+    }
+
+    fn pods(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_run_that_takes_the_meta_leader_needs_the_system_account() {
+        let obs = nats_look("nats", &[]);
+        let who = senders(&obs, &pods(&["nats-0", "nats-1"]));
+        assert_eq!(who.keys().collect::<Vec<_>>(), vec![&None]);
+        assert!(who[&None][0].contains("nats-0"), "{who:?}");
+    }
+
+    #[test]
+    fn a_run_that_takes_only_followers_leading_nothing_needs_no_user() {
+        let obs = nats_look("nats", &[]);
+        assert!(senders(&obs, &pods(&["nats-1", "nats-2"])).is_empty());
+    }
+
+    #[test]
+    fn a_leader_whose_own_state_is_unread_counts_by_the_others_naming_it() {
+        let mut obs = nats_look("nats", &[]);
+        obs.replicas[0].facts.role = None;
+        assert!(senders(&obs, &pods(&["nats-0"])).contains_key(&None));
+    }
+
+    #[test]
+    fn a_leader_that_said_not_even_its_member_id_still_counts() {
+        let mut obs = nats_look("nats", &[]);
+        obs.replicas[0].facts.role = None;
+        obs.replicas[0].facts.member_id = None;
+        obs.replicas[0].facts.leader_id = None;
+        assert!(senders(&obs, &pods(&["nats-0"])).contains_key(&None));
+        assert!(senders(&obs, &pods(&["nats-1"])).is_empty());
+    }
+
+    #[test]
+    fn each_account_with_a_group_on_a_taken_server_must_send() {
+        // nats-1 takes part in ORDERS (led by nats-2 now) and leads nothing: its leadership
+        // can move onto it while the run goes, so APP's user is needed all the same.
+        let on_1 = vec![g("streams", &["APP", "ORDERS"], "nats-2")];
+        let on_2 = vec![
+            g("streams", &["APP", "ORDERS"], "nats-2"),
+            g("streams", &["OPS", "AUDIT"], "nats-2"),
+        ];
+        let obs = nats_look("nats", &[vec![], on_1, on_2]);
+        let who = senders(&obs, &pods(&["nats-1"]));
+        assert_eq!(
+            who.keys().collect::<Vec<_>>(),
+            vec![&Some("APP".to_string())]
+        );
+        assert!(who[&Some("APP".into())][0].contains("streams APP/ORDERS"));
+        let both = senders(&obs, &pods(&["nats-1", "nats-2"]));
+        assert_eq!(both.len(), 2, "{both:?}");
+    }
+
+    #[test]
+    fn a_system_that_moves_its_leader_over_http_needs_no_nats_user() {
+        let obs = nats_look("etcd", &[]);
+        assert!(senders(&obs, &pods(&["nats-0", "nats-1", "nats-2"])).is_empty());
     }
 
     fn arb_group() -> impl Strategy<Value = Group> {

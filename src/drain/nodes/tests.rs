@@ -31,6 +31,11 @@ struct Nodes {
     pod_refusals: Cell<u32>,
     /// A member that stays on its node after its drain (deleted with --cascade=orphan).
     orphan: RefCell<Option<Pod>>,
+    /// The drain's requests would lack a credential: this stop, for any cluster it takes
+    /// members of.
+    requests_missing: RefCell<Option<String>>,
+    /// The members each cluster gives up, as the drain told the requests' check.
+    taking_asked: RefCell<Vec<Vec<String>>>,
     /// Whether the check of rights was told there are members to move.
     rights_for_members: Cell<Option<bool>>,
     cordoned: Cell<bool>,
@@ -72,6 +77,8 @@ impl Nodes {
             arriving: RefCell::new(vec![]),
             select_no_member: Cell::new(false),
             rights_missing: RefCell::new(None),
+            requests_missing: RefCell::new(None),
+            taking_asked: RefCell::new(vec![]),
             lock_held: Cell::new(false),
             pod_refusals: Cell::new(0),
             orphan: RefCell::new(None),
@@ -149,6 +156,20 @@ impl NodeOps for Nodes {
             Some(why) => Err(anyhow!(why)),
             None => Ok(()),
         }
+    }
+
+    async fn requests_stop(&self, taking: &[(&Look, BTreeSet<String>)]) -> Result<Vec<String>> {
+        *self.taking_asked.borrow_mut() = taking
+            .iter()
+            .map(|(_, t)| t.iter().cloned().collect())
+            .collect();
+        Ok(self
+            .requests_missing
+            .borrow()
+            .iter()
+            .filter(|_| taking.iter().any(|(_, t)| !t.is_empty()))
+            .cloned()
+            .collect())
     }
 
     async fn lock(&self, ns: &str, name: &str) -> Result<(String, Option<String>)> {
@@ -284,6 +305,44 @@ async fn a_missing_right_stops_the_drain_before_its_first_lock() {
     let e = run(&n).await.unwrap_err();
     assert!(e.to_string().contains("pods/eviction"), "{e}");
     assert_eq!(n.actions(), Vec::<String>::new());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_without_its_credentials_stops_the_drain_before_its_first_lock() {
+    let n = Nodes::new(&["n2"]);
+    *n.requests_missing.borrow_mut() =
+        Some("moving the NATS meta leader needs a system-account user".into());
+    let e = run(&n).await.unwrap_err();
+    assert!(e.to_string().contains("system-account user"), "{e}");
+    assert!(e.to_string().contains("before changing anything"), "{e}");
+    assert_eq!(n.actions(), Vec::<String>::new());
+    assert_eq!(*n.taking_asked.borrow(), vec![vec!["etcd-1".to_string()]]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_says_the_request_that_would_stop_the_drain() {
+    let n = Nodes::new(&["n2"]);
+    *n.requests_missing.borrow_mut() =
+        Some("moving the NATS meta leader needs a system-account user".into());
+    let d = NodeDrain {
+        dry_run: true,
+        ..n.drain()
+    };
+    let report = drain_nodes(&n, &Said::default(), &d).await.unwrap();
+    assert!(!report.succeeded);
+    assert!(
+        report
+            .message
+            .contains("would stop before changing anything"),
+        "{}",
+        report.message
+    );
+    // Only questions: no lock, no cordon, no eviction.
+    assert!(
+        n.actions().iter().all(|a| a.starts_with("ask the PDB")),
+        "{:?}",
+        n.actions()
+    );
 }
 
 #[tokio::test(start_paused = true)]

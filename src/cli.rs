@@ -325,7 +325,8 @@ pub struct YieldArgs {
     pub timeout: Duration,
 
     /// Print the leader, the chosen target and why, and the exact request; change nothing.
-    #[arg(long)]
+    /// As kubectl's: --dry-run, --dry-run=client or =server (the same here), =none.
+    #[arg(long, value_name = "STRATEGY", num_args = 0..=1, require_equals = true, default_missing_value = "client", default_value = "none", hide_default_value = true, value_parser = parse_dry_run)]
     pub dry_run: bool,
 
     /// For systems that cannot transfer (ZooKeeper): delete the leader pod (honouring its
@@ -432,8 +433,10 @@ pub struct DrainArgs {
     pub grace_period: Option<u32>,
 
     /// Print the plan: ordered steps and why, quorum and fault tolerance during each, what each
-    /// PDB answers (a server-side dry-run eviction) and every blocker; change nothing.
-    #[arg(long)]
+    /// PDB answers (a server-side dry-run eviction) and every blocker; change nothing. As
+    /// kubectl's: --dry-run, --dry-run=client or =server (the same here: every eviction is
+    /// asked of the API server as a server-side dry run), =none.
+    #[arg(long, value_name = "STRATEGY", num_args = 0..=1, require_equals = true, default_missing_value = "client", default_value = "none", hide_default_value = true, value_parser = parse_dry_run)]
     pub dry_run: bool,
 
     /// Evict a member whose replacement cannot start elsewhere (a volume pinned to the node, no
@@ -489,8 +492,9 @@ pub struct RestartArgs {
     )]
     pub all_namespaces: bool,
 
-    /// Print the order, the transfer and what each step leaves; change nothing.
-    #[arg(long)]
+    /// Print the order, the transfer and what each step leaves; change nothing. As kubectl's:
+    /// --dry-run, --dry-run=client or =server (the same here), =none.
+    #[arg(long, value_name = "STRATEGY", num_args = 0..=1, require_equals = true, default_missing_value = "client", default_value = "none", hide_default_value = true, value_parser = parse_dry_run)]
     pub dry_run: bool,
 
     #[command(flatten)]
@@ -974,6 +978,19 @@ pub fn parse_lifetime(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// kubectl's --dry-run strategies: client and server plan and change nothing (this plugin's
+/// plan is made locally and its evictions are asked as server-side dry runs either way);
+/// none acts.
+pub fn parse_dry_run(s: &str) -> Result<bool, String> {
+    match s {
+        "client" | "server" => Ok(true),
+        "none" => Ok(false),
+        _ => Err(format!(
+            "--dry-run takes client, server or none, as kubectl's does (got {s:?})"
+        )),
+    }
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let bad = || format!("invalid duration {s:?}: expected e.g. 500ms, 2s, 1m30s, 1h");
@@ -1032,6 +1049,32 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    fn drain_dry_run(args: &[&str]) -> (bool, Vec<String>) {
+        let cli = Cli::try_parse_from(["kubectl-raft", "drain"].iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Drain(d) => (d.dry_run, d.nodes),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn dry_run_takes_kubectls_strategies() {
+        assert!(!drain_dry_run(&["n1"]).0);
+        assert!(drain_dry_run(&["n1", "--dry-run"]).0);
+        assert!(drain_dry_run(&["n1", "--dry-run=client"]).0);
+        assert!(drain_dry_run(&["n1", "--dry-run=server"]).0);
+        assert!(!drain_dry_run(&["n1", "--dry-run=none"]).0);
+        assert!(Cli::try_parse_from(["kubectl-raft", "drain", "n1", "--dry-run=all"]).is_err());
+    }
+
+    #[test]
+    fn a_bare_dry_run_takes_no_node_as_its_value() {
+        assert_eq!(
+            drain_dry_run(&["--dry-run", "worker-3"]),
+            (true, vec!["worker-3".to_string()])
+        );
     }
 
     #[test]

@@ -103,10 +103,6 @@ fn without_userinfo(uri: &http::Uri) -> http::Uri {
 /// gets no terminal (kubeconfig `interactiveMode: Never`), so it cannot prompt, as a shell's
 /// TAB completion requires.
 pub async fn config(g: &ConnectOptions, interactive: bool) -> Result<Config> {
-    let Impersonate { user, groups, uid } = &g.impersonate;
-    if user.is_none() && (!groups.is_empty() || uid.is_some()) {
-        bail!("--as-group and --as-uid need --as USER, as kubectl's do: the groups and UID are those of the user impersonated");
-    }
     let options = KubeConfigOptions {
         context: g.context.clone(),
         ..Default::default()
@@ -136,11 +132,22 @@ pub async fn config(g: &ConnectOptions, interactive: bool) -> Result<Config> {
     // Connecting never waits longer than 10 s, even with --request-timeout 0 (no limit).
     let ten = std::time::Duration::from_secs(10);
     config.connect_timeout = Some(timeout.map_or(ten, |t| t.min(ten)));
-    if user.is_some() {
-        // kube sends them as Impersonate-User, -Group and -Uid headers with every request.
-        config.auth_info.impersonate = user.clone();
-        config.auth_info.impersonate_groups = (!groups.is_empty()).then(|| groups.clone());
-        config.auth_info.impersonate_uid = uid.clone();
+    // As kubectl merges its flags over the kubeconfig's `as`, `as-groups` and `as-uid`: a flag
+    // given (an empty one is not) replaces that field only. kube sends them as
+    // Impersonate-User, -Group and -Uid headers with every request.
+    let Impersonate { user, groups, uid } = &g.impersonate;
+    if let Some(user) = user.as_ref().filter(|u| !u.is_empty()) {
+        config.auth_info.impersonate = Some(user.clone());
+    }
+    if !groups.is_empty() {
+        config.auth_info.impersonate_groups = Some(groups.clone());
+    }
+    if let Some(uid) = uid.as_ref().filter(|u| !u.is_empty()) {
+        config.auth_info.impersonate_uid = Some(uid.clone());
+    }
+    let a = &config.auth_info;
+    if a.impersonate.is_none() && (a.impersonate_groups.is_some() || a.impersonate_uid.is_some()) {
+        bail!("--as-group and --as-uid need --as USER, as kubectl's do: the groups and UID are those of the user impersonated");
     }
     if !interactive {
         if let Some(exec) = config.auth_info.exec.as_mut() {

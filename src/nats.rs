@@ -179,6 +179,96 @@ pub async fn confirm_system_user(
     }
 }
 
+/// What a server says of the connection's own user (`$SYS.REQ.USER.INFO`, which any user may
+/// ask of NATS 2.10 and later): its account, and the subjects it may and may not publish to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    pub account: String,
+    /// A JWT account's name beside its public key.
+    pub account_name: Option<String>,
+    pub publish_allow: Vec<String>,
+    pub publish_deny: Vec<String>,
+}
+
+impl UserInfo {
+    /// From the reply's JSON; None when it says nothing of a user (an error, an older server).
+    pub fn from_reply(payload: &[u8]) -> Option<UserInfo> {
+        let v: Value = serde_json::from_slice(payload).ok()?;
+        let data = v.get("data")?;
+        let list = |p: &str| -> Vec<String> {
+            data.pointer(p)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Some(UserInfo {
+            account: data.get("account")?.as_str()?.to_string(),
+            account_name: data
+                .get("account_name")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            publish_allow: list("/permissions/publish/allow"),
+            publish_deny: list("/permissions/publish/deny"),
+        })
+    }
+
+    /// Whether it is a user of `account` (by name, or by a JWT account's name).
+    pub fn in_account(&self, account: &str) -> bool {
+        self.account == account || self.account_name.as_deref() == Some(account)
+    }
+
+    /// Whether it may publish to `subject`: allowed (no allow list allows all) and not denied.
+    pub fn may_publish(&self, subject: &str) -> bool {
+        let allowed = self.publish_allow.is_empty()
+            || self
+                .publish_allow
+                .iter()
+                .any(|p| subject_matches(p, subject));
+        allowed
+            && !self
+                .publish_deny
+                .iter()
+                .any(|p| subject_matches(p, subject))
+    }
+}
+
+/// Whether the NATS subject pattern `pattern` (`*` one token, `>` the rest) matches `subject`.
+pub fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut p = pattern.split('.');
+    let mut s = subject.split('.');
+    loop {
+        match (p.next(), s.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(_)) => {}
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// The connection's user as a server describes it; None when no server answers the request
+/// (a server older than 2.10), so the caller falls back to other questions.
+pub async fn user_info(
+    client: &async_nats::Client,
+    limit: Duration,
+) -> Result<Option<UserInfo>, String> {
+    let subject = "$SYS.REQ.USER.INFO";
+    match tokio::time::timeout(limit, client.request(subject, Vec::new().into())).await {
+        Ok(Ok(m)) => Ok(UserInfo::from_reply(&m.payload)),
+        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => Ok(None),
+        Ok(Err(e)) if e.kind() != async_nats::RequestErrorKind::TimedOut => {
+            Err(format!("{subject}: {e}"))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Whether the connection's user sees the stream `stream`, as a user of its account does: a
 /// user of another account is told the stream is not found.
 pub async fn confirm_stream(
@@ -298,6 +388,40 @@ mod tests {
             None
         );
         assert!(missing_credentials(&creds, &Who::System).is_some());
+    }
+
+    #[test]
+    fn subjects_match_nats_wildcards() {
+        assert!(subject_matches(
+            "$JS.API.>",
+            "$JS.API.STREAM.LEADER.STEPDOWN.S"
+        ));
+        assert!(subject_matches(
+            "$JS.API.STREAM.LEADER.STEPDOWN.*",
+            "$JS.API.STREAM.LEADER.STEPDOWN.S"
+        ));
+        assert!(!subject_matches(
+            "$JS.API.STREAM.*",
+            "$JS.API.STREAM.LEADER.STEPDOWN.S"
+        ));
+        assert!(!subject_matches("$JS.API.>", "$JS.API"));
+        assert!(subject_matches("a.b", "a.b"));
+        assert!(!subject_matches("a.b", "a.b.c"));
+    }
+
+    #[test]
+    fn a_user_may_publish_what_it_is_allowed_and_not_denied() {
+        let info = UserInfo::from_reply(
+            br#"{"server":{"name":"n1"},"data":{"user":"ops","account":"APP","permissions":{"publish":{"allow":["$JS.API.>"],"deny":["$JS.API.CONSUMER.>"]}}}}"#,
+        )
+        .unwrap();
+        assert!(info.in_account("APP") && !info.in_account("OPS"));
+        assert!(info.may_publish("$JS.API.STREAM.LEADER.STEPDOWN.S"));
+        assert!(!info.may_publish("$JS.API.CONSUMER.LEADER.STEPDOWN.S.c"));
+        assert!(!info.may_publish("$SYS.REQ.SERVER.PING"));
+        let open = UserInfo::from_reply(br#"{"data":{"user":"app","account":"APP"}}"#).unwrap();
+        assert!(open.may_publish("anything.at.all"));
+        assert_eq!(UserInfo::from_reply(br#"{"error":{"code":500}}"#), None);
     }
 
     #[test]

@@ -162,7 +162,26 @@ fn version_names_the_kubernetes_api() {
 
 #[test]
 fn a_group_to_impersonate_without_a_user_is_refused_before_connecting() {
-    let out = raft(&["status", "--as-group", "system:masters"]);
+    // A kubeconfig whose user impersonates nobody, for a server nobody listens on.
+    let dir = std::env::temp_dir().join(format!("kraft-cli-as-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         users: [{name: u, user: {token: t}}]\n\
+         contexts: [{name: c, context: {cluster: k, user: u}}]\n",
+    )
+    .unwrap();
+    let out = raft(&[
+        "status",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--as-group",
+        "system:masters",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1));
     let (_, err) = text(&out);
     assert!(err.contains("need --as USER"), "{err}");
@@ -177,7 +196,11 @@ fn version_names_the_commit_of_a_build_from_a_git_checkout() {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("git");
-    assert!(head.status.success(), "the tests run from a git checkout");
+    if !head.status.success() {
+        // A source tarball (a distribution's build): no commit to name, "unknown" is right.
+        eprintln!("not a git checkout: the commit is not checked");
+        return;
+    }
     let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
     let v: serde_json::Value =
         serde_json::from_slice(&raft(&["version", "-o", "json"]).stdout).unwrap();

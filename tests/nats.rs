@@ -732,3 +732,28 @@ fn drain_of_a_server_with_an_accounts_streams_without_its_user_stops_before_the_
         groups_of(&ns.name, &server)
     );
 }
+
+#[test]
+fn drain_with_another_accounts_user_for_the_streams_stops_before_the_cordon() {
+    let _nodes = exclusive_nodes();
+    let (ns, leader) = nats_cluster("nats-drain-wrongacc", 3);
+    let server = followers_of(&leader, 3).pop().unwrap();
+    streams_led_by(&ns.name, &server, &["ORDERS"]);
+    let node = node_of(&ns.name, &server);
+    wait_node_alone(&node, &ns.name);
+    // A real user with the right password, of the system account, given as APP's.
+    let sys_as_app = [
+        ("NATS_USER", "sys"),
+        ("NATS_PASSWORD", "sys-secret"),
+        ("NATS_CREDS", ""),
+        ("NATS_APP_USER", "sys"),
+        ("NATS_APP_PASSWORD", "sys-secret"),
+        ("NATS_APP_CREDS", ""),
+    ];
+    drain_stops_before_the_cordon(&ns.name, &node, &sys_as_app, "not of APP");
+    assert!(
+        leads(&ns.name, &server, "streams") > 0,
+        "its stream leaders stayed: {:?}",
+        groups_of(&ns.name, &server)
+    );
+}

@@ -1,10 +1,10 @@
 //! What a drain or restart will ask of a NATS cluster, checked before it changes anything: a
 //! user for every account that must send a stepdown (the system account for the meta leader,
-//! each stream's account for its leaders), each confirmed by a server over the route the
-//! requests will take (the system user by a request only the system account is answered, an
-//! account's user by one of its streams), and the right to port-forward when the requests go
-//! through the API server. Who must send is decided by [`crate::plan::groups::senders`]; this
-//! module asks.
+//! each stream's account for its streams' and consumers' leaders), each confirmed by a server
+//! over the route and port the stepdowns take: the account it is in and what it may publish
+//! (`$SYS.REQ.USER.INFO`), the system account by a request only it is answered; and the right
+//! to port-forward when the requests go through the API server. Who must send is decided by
+//! [`crate::plan::groups::senders`]; this module asks.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::model::ClusterObservation;
 use crate::nats::{self, Who};
 use crate::observe::endpoint;
-use crate::plan::groups::{leader_pod, senders};
+use crate::plan::groups::{leader_pod, sample_stepdown, senders};
 use crate::preflight::{self, Need};
 use crate::survey::Surveyor;
 use crate::transport::{dial, Transport};
@@ -106,11 +106,7 @@ pub async fn nats_requests(
             ));
             continue;
         }
-        let asked = match &account {
-            None => confirm(&transport, obs, &who, None).await,
-            Some(a) => confirm(&transport, obs, &who, stream_of(obs, a).as_deref()).await,
-        };
-        if let Err(why) = asked {
+        if let Err(why) = confirm(&transport, obs, &who).await {
             out.missing.push(format!(
                 "the {} user from {}: {why} (for {for_what})",
                 who.prefix(),
@@ -121,80 +117,143 @@ pub async fn nats_requests(
     Ok(out)
 }
 
-/// A stream of `account`, as any server lists it (a consumer's second name is its stream).
-fn stream_of(obs: &ClusterObservation, account: &str) -> Option<String> {
-    obs.replicas
-        .iter()
-        .filter_map(|r| r.groups.as_ref()?.as_ref().ok())
-        .flatten()
-        .find(|g| g.names.first().map(String::as_str) == Some(account))
-        .and_then(|g| g.names.get(1).cloned())
-}
-
-/// The server to ask: the leader (the stepdown goes to it), else any that answered its check.
-fn server_to_ask(obs: &ClusterObservation) -> Option<&Pod> {
+/// The servers to ask, best first: the leader (the meta leader's stepdown goes to it), then
+/// any that answered its check; none that is going away.
+fn servers_to_ask(obs: &ClusterObservation) -> Vec<&Pod> {
     let leaders = leader_pod(obs);
-    let named = |r: &&crate::model::ReplicaObservation| {
+    let leads = |r: &crate::model::ReplicaObservation| {
         r.pod
             .metadata
             .name
             .as_deref()
             .is_some_and(|n| leaders.contains(n))
     };
-    obs.replicas
+    let mut live: Vec<&crate::model::ReplicaObservation> = obs
+        .replicas
         .iter()
-        .find(|r| named(r) && r.healthy())
-        .or_else(|| obs.replicas.iter().find(|r| r.healthy()))
-        .or_else(|| obs.replicas.iter().find(named))
-        .map(|r| &r.pod)
+        .filter(|r| r.healthy() && r.pod.metadata.deletion_timestamp.is_none())
+        .collect();
+    live.sort_by_key(|r| !leads(r));
+    live.into_iter().map(|r| &r.pod).collect()
 }
 
-/// `who`'s user, asked by a server over the route and port the stepdowns take: the system
-/// user by `$SYS.REQ.SERVER.PING`, an account's user by its `stream` (None: the connection
-/// alone, which checks the password or .creds).
-async fn confirm(
-    transport: &Transport,
-    obs: &ClusterObservation,
-    who: &Who,
-    stream: Option<&str>,
-) -> Result<(), String> {
+/// `who`'s user, asked by a server over the route and port its stepdowns take (the next
+/// server when one cannot be reached; never more than two). The server says which account
+/// the user is in and what it may publish (`$SYS.REQ.USER.INFO`); the system account is also
+/// confirmed by a request only it is answered (`$SYS.REQ.SERVER.PING`); an account's user by
+/// one of its streams when the server does not say.
+async fn confirm(transport: &Transport, obs: &ClusterObservation, who: &Who) -> Result<(), String> {
     let target = &obs.target;
-    let port = match who {
-        Who::System => target
-            .profile
-            .transfer
-            .as_ref()
-            .and_then(|t| t.targeted.as_ref().or(t.untargeted.as_ref()))
-            .and_then(|r| r.nats.as_ref())
-            .map(|n| n.port.clone()),
-        Who::Account(_) => target.profile.groups.as_ref().and_then(|g| {
-            g.kinds
-                .values()
-                .find_map(|k| k.stepdown.as_ref().map(|s| s.nats.port.clone()))
-        }),
+    let (port, sample) = match who {
+        Who::System => {
+            let Some(nats) = target
+                .profile
+                .transfer
+                .as_ref()
+                .and_then(|t| t.targeted.as_ref().or(t.untargeted.as_ref()))
+                .and_then(|r| r.nats.as_ref())
+            else {
+                return Ok(());
+            };
+            (nats.port.clone(), Some((None, nats.subject.clone())))
+        }
+        Who::Account(a) => {
+            let sample = sample_stepdown(obs, a);
+            let port = target.profile.groups.as_ref().and_then(|g| {
+                let kind = sample.as_ref().map(|(g, _)| g.kind.as_str());
+                g.kinds
+                    .iter()
+                    .filter(|(k, _)| kind.is_none_or(|want| want == k.as_str()))
+                    .find_map(|(_, k)| k.stepdown.as_ref().map(|s| s.nats.port.clone()))
+            });
+            let Some(port) = port else {
+                return Ok(());
+            };
+            (
+                port,
+                sample.map(|(g, subject)| (g.names.get(1).cloned(), subject)),
+            )
+        }
     };
-    let Some(port) = port else {
-        return Ok(());
+    let mut last = "no server answered the survey, so none can be asked".to_string();
+    for pod in servers_to_ask(obs).into_iter().take(2) {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        match ask(transport, &target.profile, pod, &port, who, sample.as_ref()).await {
+            Asked::Answered(result) => return result.map_err(|e| format!("{name} says: {e}")),
+            Asked::Unreachable(e) => last = format!("could not ask {name}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+/// How asking one server ended: its answer, or no connection to it.
+enum Asked {
+    Answered(Result<(), String>),
+    Unreachable(String),
+}
+
+async fn ask(
+    transport: &Transport,
+    profile: &crate::profile::Profile,
+    pod: &Pod,
+    port: &crate::profile::PortSpec,
+    who: &Who,
+    sample: Option<&(Option<String>, String)>,
+) -> Asked {
+    let ep = match endpoint(profile, pod, Some(port)) {
+        Ok(ep) => ep,
+        Err(e) => return Asked::Unreachable(e.to_string()),
     };
-    let pod = server_to_ask(obs).ok_or("no server answered the survey, so none can be asked")?;
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let ep = endpoint(&target.profile, pod, Some(&port))
-        .map_err(|e| format!("could not ask {name}: {e}"))?;
-    let (host, port, bridge) = dial(transport, ep)
-        .await
-        .map_err(|e| format!("could not ask {name}: {e}"))?;
+    let (host, port, bridge) = match dial(transport, ep).await {
+        Ok(d) => d,
+        Err(e) => return Asked::Unreachable(e),
+    };
     // The bridge task ends with this function, however it ends (a dropped future included).
     let _bridge = bridge.map(AbortOnDrop);
-    let client = nats::connect(&host, port, ASK_WITHIN, transport.vars(), who)
-        .await
-        .map_err(|e| format!("{name}: {e}"))?;
-    let answer = match (who, stream) {
-        (Who::System, _) => nats::confirm_system_user(&client, ASK_WITHIN).await,
-        (Who::Account(_), Some(s)) => nats::confirm_stream(&client, s, ASK_WITHIN).await,
-        (Who::Account(_), None) => Ok(()),
+    let client = match nats::connect(&host, port, ASK_WITHIN, transport.vars(), who).await {
+        Ok(c) => c,
+        // A refused login is an answer; anything else, no connection.
+        Err(e) if e.contains("authorization") || e.contains(".creds") => {
+            return Asked::Answered(Err(e))
+        }
+        Err(e) => return Asked::Unreachable(e),
     };
+    let answer = judge(&client, who, sample).await;
     let _ = client.drain().await;
-    answer.map_err(|e| format!("{name} says: {e}"))
+    Asked::Answered(answer)
+}
+
+/// The user, judged by what the server says of it.
+async fn judge(
+    client: &async_nats::Client,
+    who: &Who,
+    sample: Option<&(Option<String>, String)>,
+) -> Result<(), String> {
+    let info = nats::user_info(client, ASK_WITHIN).await?;
+    if let (Some(i), Some((_, subject))) = (&info, sample) {
+        if !i.may_publish(subject) {
+            return Err(format!(
+                "it may not publish to {subject}, which the run will send"
+            ));
+        }
+    }
+    match (who, &info) {
+        (Who::System, Some(i)) if !i.may_publish("$SYS.REQ.SERVER.PING") => {
+            // Its permissions keep it from the one question only the system account is
+            // answered; the stepdown itself is allowed: said by the run if refused.
+            Ok(())
+        }
+        (Who::System, _) => nats::confirm_system_user(client, ASK_WITHIN).await,
+        (Who::Account(a), Some(i)) if !i.in_account(a) => Err(format!(
+            "it is a user of account {}, not of {a}",
+            i.account_name.as_deref().unwrap_or(&i.account)
+        )),
+        (Who::Account(_), Some(_)) => Ok(()),
+        (Who::Account(_), None) => match sample.and_then(|(stream, _)| stream.as_deref()) {
+            Some(stream) => nats::confirm_stream(client, stream, ASK_WITHIN).await,
+            None => Ok(()),
+        },
+    }
 }
 
 /// A spawned task aborted when this goes.

@@ -79,14 +79,7 @@ pub fn plan_group_moves<'a>(
             });
             continue;
         }
-        let fill = |s: &str| {
-            g.names
-                .iter()
-                .enumerate()
-                .fold(s.to_string(), |acc, (i, n)| {
-                    acc.replace(&format!("{{{i}}}"), n)
-                })
-        };
+        let fill = |s: &str| fill_names(s, &g.names);
         calls.push(GroupCall {
             group: group_label(&g),
             kind: g.kind.clone(),
@@ -98,6 +91,36 @@ pub fn plan_group_moves<'a>(
         });
     }
     (calls, skips)
+}
+
+/// A stepdown's subject or body with the group's names put in for `{0}`, `{1}`, ...
+pub fn fill_names(template: &str, names: &[String]) -> String {
+    names
+        .iter()
+        .enumerate()
+        .fold(template.to_string(), |acc, (i, n)| {
+            acc.replace(&format!("{{{i}}}"), n)
+        })
+}
+
+/// One group of `account` any server lists, and the subject of its stepdown (a sample of
+/// what that account's user will send), if any server lists one the profile can move.
+pub fn sample_stepdown(obs: &ClusterObservation, account: &str) -> Option<(Group, String)> {
+    let spec = obs.target.profile.groups.as_ref()?;
+    obs.replicas
+        .iter()
+        .filter_map(|r| r.groups.as_ref()?.as_ref().ok())
+        .flatten()
+        .find_map(|g| {
+            let stepdown = spec.kinds.get(&g.kind)?.stepdown.as_ref()?;
+            (stepdown
+                .account
+                .and_then(|i| g.names.get(i))
+                .map(String::as_str)
+                == Some(account)
+                && g.names.iter().all(|n| is_subject_token(n)))
+            .then(|| (g.clone(), fill_names(&stepdown.nats.subject, &g.names)))
+        })
 }
 
 /// What moving a server's groups off it takes: its member id (to tell when it no longer
@@ -174,7 +197,19 @@ pub fn senders(
         let Some(spec) = obs.target.profile.groups.as_ref() else {
             continue;
         };
-        for g in r.groups.iter().flat_map(|g| g.iter().flatten()) {
+        // Its own list (the groups it has a replica of); what any list says it leads (as
+        // `moves_off` will read them); and, when its own list was not read, every group any
+        // server lists: which of them it holds is unknown.
+        let own = r.groups.as_ref().and_then(|g| g.as_ref().ok());
+        let member = r.facts.member_id.as_deref();
+        let listed = obs
+            .replicas
+            .iter()
+            .filter_map(|x| x.groups.as_ref().and_then(|g| g.as_ref().ok()))
+            .flatten();
+        let led_elsewhere =
+            listed.filter(|g| own.is_none() || (member.is_some() && g.leader.as_deref() == member));
+        for g in own.into_iter().flatten().chain(led_elsewhere) {
             let Some(stepdown) = spec.kinds.get(&g.kind).and_then(|k| k.stepdown.as_ref()) else {
                 continue;
             };
@@ -432,6 +467,25 @@ mod tests {
         assert!(who[&Some("APP".into())][0].contains("streams APP/ORDERS"));
         let both = senders(&obs, &pods(&["nats-1", "nats-2"]));
         assert_eq!(both.len(), 2, "{both:?}");
+    }
+
+    #[test]
+    fn a_group_another_server_says_a_taken_server_leads_counts() {
+        // nats-1's own list was not read; nats-2's says nats-1 leads ORDERS.
+        let on_2 = vec![g("streams", &["APP", "ORDERS"], "nats-1")];
+        let mut obs = nats_look("nats", &[vec![], vec![], on_2]);
+        obs.replicas[1].groups = Some(Err("timed out".into()));
+        let who = senders(&obs, &pods(&["nats-1"]));
+        assert!(who.contains_key(&Some("APP".into())), "{who:?}");
+    }
+
+    #[test]
+    fn a_taken_server_whose_own_list_is_unread_needs_every_account_listed() {
+        let on_2 = vec![g("streams", &["OPS", "AUDIT"], "nats-2")];
+        let mut obs = nats_look("nats", &[vec![], vec![], on_2]);
+        obs.replicas[1].groups = None;
+        let who = senders(&obs, &pods(&["nats-1"]));
+        assert!(who.contains_key(&Some("OPS".into())), "{who:?}");
     }
 
     #[test]

@@ -12,6 +12,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 . "$root/tests/world/env.sh"
 say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+# The leader as kubectl raft reports it; a follower and its process (pods are processes here).
+leader_of() { kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusters"][0]["summary"]["leader"])'; }
+pick_follower() {
+  leader=$(leader_of)
+  follower=$(kubectl get pods -n "$ns" -l app=etcd -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$" | head -1)
+  pid=$(kubectl get pod "$follower" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+}
 
 echo "== building and starting the test world (cold: ~6 min, warm: ~10 s)" >&2
 KUBECONFIG=$(bash tests/world/up.sh --nodes 4)
@@ -40,9 +47,7 @@ kubectl raft status -n "$ns"
 say "kubectl raft status -n $ns -o wide"
 kubectl raft status -n "$ns" -o wide
 
-leader=$(kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusters"][0]["summary"]["leader"])')
-follower=$(kubectl get pods -n "$ns" -l app=etcd -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$" | head -1)
-pid=$(kubectl get pod "$follower" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+pick_follower
 echo
 echo "== freezing $follower's etcd process with SIGSTOP: it hangs, but its pod still looks fine to Kubernetes" >&2
 kill -STOP "$pid"
@@ -71,7 +76,7 @@ echo "writes during the handover: $(cat "$KWORLD_DIR/demo-load.json")"
 say "kubectl raft status -n $ns"
 kubectl raft status -n "$ns"
 
-leader=$(kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusters"][0]["summary"]["leader"])')
+leader=$(leader_of)
 node=$(kubectl get pod "$leader" -n "$ns" -o jsonpath='{.spec.nodeName}')
 echo
 echo "== draining $node, the leader's node: the plan first, then the drain" >&2
@@ -127,10 +132,9 @@ say "kubectl label namespace $ns kubectl-raft.io/gate=enabled"
 kubectl label namespace "$ns" kubectl-raft.io/gate=enabled --overwrite
 say "kubectl raft status -n $ns"
 kubectl raft status -n "$ns"
-leader=$(kubectl raft status -n "$ns" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["clusters"][0]["summary"]["leader"])')
+leader=$(leader_of)
 node=$(kubectl get pod "$leader" -n "$ns" -o jsonpath='{.spec.nodeName}')
-follower=$(kubectl get pods -n "$ns" -l app=etcd -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | grep -v "^$leader$" | head -1)
-pid=$(kubectl get pod "$follower" -n "$ns" -o jsonpath='{.status.containerStatuses[0].containerID}' | sed 's|kworld://||')
+pick_follower
 echo
 echo "== $follower frozen again; its PDB still allows one eviction (the pod is Ready)" >&2
 kill -STOP "$pid"

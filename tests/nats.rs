@@ -710,22 +710,16 @@ fn drain_stops_before_the_cordon(ns: &str, node: &str, env: &[(&str, &str)], say
     assert_eq!(uids(ns), before, "no server was replaced");
 }
 
-#[test]
-fn drain_of_a_server_with_an_accounts_streams_without_its_user_stops_before_the_cordon() {
+/// A drain of a follower's node, the follower leading APP's stream ORDERS, with `env` stops
+/// before the cordon saying `says`; the stream's leader stays on it (read from /jsz).
+fn drain_of_an_app_server_stops_before_the_cordon(prefix: &str, env: &[(&str, &str)], says: &str) {
     let _nodes = exclusive_nodes();
-    let (ns, leader) = nats_cluster("nats-drain-noapp", 3);
+    let (ns, leader) = nats_cluster(prefix, 3);
     let server = followers_of(&leader, 3).pop().unwrap();
     streams_led_by(&ns.name, &server, &["ORDERS"]);
     let node = node_of(&ns.name, &server);
     wait_node_alone(&node, &ns.name);
-    let sys_only = [
-        ("NATS_USER", "sys"),
-        ("NATS_PASSWORD", "sys-secret"),
-        ("NATS_CREDS", ""),
-        ("NATS_APP_USER", ""),
-        ("NATS_APP_CREDS", ""),
-    ];
-    drain_stops_before_the_cordon(&ns.name, &node, &sys_only, "NATS_APP_USER");
+    drain_stops_before_the_cordon(&ns.name, &node, env, says);
     assert!(
         leads(&ns.name, &server, "streams") > 0,
         "its stream leaders stayed: {:?}",
@@ -734,13 +728,19 @@ fn drain_of_a_server_with_an_accounts_streams_without_its_user_stops_before_the_
 }
 
 #[test]
+fn drain_of_a_server_with_an_accounts_streams_without_its_user_stops_before_the_cordon() {
+    let sys_only = [
+        ("NATS_USER", "sys"),
+        ("NATS_PASSWORD", "sys-secret"),
+        ("NATS_CREDS", ""),
+        ("NATS_APP_USER", ""),
+        ("NATS_APP_CREDS", ""),
+    ];
+    drain_of_an_app_server_stops_before_the_cordon("nats-drain-noapp", &sys_only, "NATS_APP_USER");
+}
+
+#[test]
 fn drain_with_another_accounts_user_for_the_streams_stops_before_the_cordon() {
-    let _nodes = exclusive_nodes();
-    let (ns, leader) = nats_cluster("nats-drain-wrongacc", 3);
-    let server = followers_of(&leader, 3).pop().unwrap();
-    streams_led_by(&ns.name, &server, &["ORDERS"]);
-    let node = node_of(&ns.name, &server);
-    wait_node_alone(&node, &ns.name);
     // A real user with the right password, of the system account, given as APP's.
     let sys_as_app = [
         ("NATS_USER", "sys"),
@@ -750,10 +750,9 @@ fn drain_with_another_accounts_user_for_the_streams_stops_before_the_cordon() {
         ("NATS_APP_PASSWORD", "sys-secret"),
         ("NATS_APP_CREDS", ""),
     ];
-    drain_stops_before_the_cordon(&ns.name, &node, &sys_as_app, "not of APP");
-    assert!(
-        leads(&ns.name, &server, "streams") > 0,
-        "its stream leaders stayed: {:?}",
-        groups_of(&ns.name, &server)
+    drain_of_an_app_server_stops_before_the_cordon(
+        "nats-drain-wrongacc",
+        &sys_as_app,
+        "not of APP",
     );
 }

@@ -163,7 +163,11 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         kubectl-raft gate serve                       # in-cluster, as docs/gate.yaml runs it\n  \
         kubectl-raft gate serve --listen 127.0.0.1:9443 --tls-name 127.0.0.1 --webhook my-gate\n\n\
-        Install it with `kubectl apply -f docs/gate.yaml`, then opt a namespace in:\n  \
+        Install it from what `gate manifests` prints for your image, then, with a replica\n\
+        Ready, opt a namespace in:\n  \
+        kubectl raft gate manifests --image REGISTRY/kubectl-raft:v0.1.0 --allow-from CIDR > gate.yaml\n  \
+        kubectl apply -f docs/rbac.yaml -f gate.yaml\n  \
+        kubectl -n kubectl-raft-gate rollout status deployment/kubectl-raft-gate\n  \
         kubectl label namespace db kubectl-raft.io/gate=enabled\n\n\
         See docs/gate.md: what it allows, what it refuses (429, retried by every evictor), and\n\
         what happens when it is down.")]
@@ -179,7 +183,43 @@ pub struct GateArgs {
 #[derive(Debug, Subcommand, Clone)]
 pub enum GateCommand {
     /// Serve the admission webhook (HTTPS), its /metrics and /healthz.
-    Serve(GateServeArgs),
+    Serve(Box<GateServeArgs>),
+
+    /// Print the manifests that install the gate (namespace, roles, Deployment, PDB, Service,
+    /// NetworkPolicy, webhook) for your image; docs/gate.yaml is this for the release image.
+    #[command(after_help = "Examples:\n  \
+        kubectl raft gate manifests --image registry.example.com/kubectl-raft:v0.1.0 \\\n      \
+        --allow-from 10.0.0.0/24 > gate.yaml\n  \
+        kubectl raft gate manifests --image registry.example.com/kubectl-raft:v0.1.0 --mode warn\n\n\
+        Then, in this order (no eviction fails while no replica answers):\n  \
+        kubectl apply -f docs/rbac.yaml -f gate.yaml\n  \
+        kubectl -n kubectl-raft-gate rollout status deployment/kubectl-raft-gate\n  \
+        kubectl label namespace db kubectl-raft.io/gate=enabled\n\n\
+        Nothing is sent to the cluster. -n names the gate's namespace (default kubectl-raft-gate).\n\
+        See docs/gate.md: the control plane's addresses per platform, trial modes, removal.")]
+    Manifests(GateManifestsArgs),
+}
+
+/// `gate manifests`: what the gate is installed with.
+#[derive(Debug, Args, Clone)]
+pub struct GateManifestsArgs {
+    /// The image the gate's replicas run (the release image, pushed to your registry).
+    #[arg(long, value_name = "REF")]
+    pub image: String,
+
+    /// How the gate acts: enforce, or a trial that refuses nothing (warn: an admission
+    /// warning and an Event for what it would refuse; audit: an Event and a metric only).
+    #[arg(long, value_enum, default_value_t = GateMode::Enforce)]
+    pub mode: GateMode,
+
+    /// Replicas, on different nodes, behind a PodDisruptionBudget of minAvailable 1.
+    #[arg(long, value_name = "N", default_value_t = crate::gate::manifests::MIN_REPLICAS)]
+    pub replicas: u16,
+
+    /// The control plane's addresses (a CIDR; repeatable): a NetworkPolicy lets only them
+    /// reach the webhook's port. Without it the port is open to every pod (a warning says so).
+    #[arg(long = "allow-from", value_name = "CIDR", value_parser = parse_cidr)]
+    pub allow_from: Vec<String>,
 }
 
 /// `gate serve --mode`: clap's side of `gate::Mode`.
@@ -195,6 +235,12 @@ pub struct GateServeArgs {
     /// Where to listen (HTTPS).
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
     pub listen: std::net::SocketAddr,
+
+    /// Serve /metrics here, over plain HTTP, and not on --listen (so that a NetworkPolicy can
+    /// keep the webhook's port to the control plane and let Prometheus scrape this one).
+    /// Without it, /metrics is served on --listen.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 
     /// The Secret (in the gate's namespace, -n) that keeps its CA and serving certificate;
     /// created by the first replica to start. Its records (a Lease per cluster,
@@ -877,14 +923,33 @@ impl From<Via> for crate::transport::Route {
 }
 
 /// The gate's settings from its flags.
-pub fn gate_settings(a: &GateServeArgs) -> crate::gate::Settings {
-    let mut s = crate::gate::Settings::default();
-    s.opts.max_lag = a.max_lag;
-    s.mode = match a.mode {
+/// `gate manifests`' flags as the manifests' settings; `-n` names the gate's namespace.
+pub fn gate_manifest_settings(
+    g: &GlobalArgs,
+    a: &GateManifestsArgs,
+) -> crate::gate::manifests::ManifestSettings {
+    let mut s = crate::gate::manifests::ManifestSettings::for_image(&a.image);
+    if let Some(ns) = &g.namespace {
+        s.namespace = ns.clone();
+    }
+    s.mode = gate_mode(a.mode);
+    s.replicas = a.replicas;
+    s.allow_from = a.allow_from.clone();
+    s
+}
+
+fn gate_mode(m: GateMode) -> crate::gate::Mode {
+    match m {
         GateMode::Enforce => crate::gate::Mode::Enforce,
         GateMode::Warn => crate::gate::Mode::Warn,
         GateMode::Audit => crate::gate::Mode::Audit,
-    };
+    }
+}
+
+pub fn gate_settings(a: &GateServeArgs) -> crate::gate::Settings {
+    let mut s = crate::gate::Settings::default();
+    s.opts.max_lag = a.max_lag;
+    s.mode = gate_mode(a.mode);
     s.decide_within = a.decide_within;
     s.transfer_timeout = a.transfer_timeout;
     s.drain_taints = a.drain_taints.clone();
@@ -991,6 +1056,28 @@ pub fn parse_dry_run(s: &str) -> Result<bool, String> {
     }
 }
 
+/// `--allow-from`: an address block, as a NetworkPolicy's ipBlock takes it (`10.0.0.0/24`,
+/// `fd00::/64`; a single address is taken as its /32 or /128).
+pub fn parse_cidr(s: &str) -> Result<String, String> {
+    let (addr, prefix) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let ip: std::net::IpAddr = addr
+        .parse()
+        .map_err(|_| format!("{s:?} is not a CIDR (e.g. 10.0.0.0/24 or fd00::/64)"))?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => max,
+        Some(p) => p
+            .parse::<u8>()
+            .ok()
+            .filter(|n| *n <= max)
+            .ok_or_else(|| format!("{s:?}: the prefix length must be 0 to {max}"))?,
+    };
+    Ok(format!("{ip}/{prefix}"))
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let bad = || format!("invalid duration {s:?}: expected e.g. 500ms, 2s, 1m30s, 1h");
@@ -1049,6 +1136,27 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn allow_from_takes_cidrs_of_both_families_and_single_addresses() {
+        assert_eq!(parse_cidr("10.0.0.0/24").unwrap(), "10.0.0.0/24");
+        assert_eq!(parse_cidr("fd00::/64").unwrap(), "fd00::/64");
+        assert_eq!(parse_cidr("172.16.0.5").unwrap(), "172.16.0.5/32");
+    }
+
+    #[test]
+    fn allow_from_refuses_what_is_not_a_cidr() {
+        for bad in [
+            "",
+            "10.0.0/24",
+            "10.0.0.0/33",
+            "fd00::/129",
+            "10.0.0.0/",
+            "x/8",
+        ] {
+            assert!(parse_cidr(bad).is_err(), "{bad:?}");
+        }
     }
 
     fn drain_dry_run(args: &[&str]) -> (bool, Vec<String>) {
@@ -1143,7 +1251,7 @@ mod tests {
         else {
             panic!("gate serve")
         };
-        (cli.global, a)
+        (cli.global, *a)
     }
 
     /// `gate serve` reads --via, --probe-timeout and --max-inflight as the verbs do, into the

@@ -59,7 +59,7 @@ fn main() -> ExitCode {
             Command::Version(args) => commands::version::run(args, &mut out),
             Command::Systems(args) => commands::systems::run(args, &mut out),
             Command::CopyTo(args) => commands::copy::run(args, &mut err),
-            Command::Gate(args) => commands::gate::run(&cli.global, args).await,
+            Command::Gate(args) => commands::gate::run(&cli.global, args, &mut out).await,
         }
     });
     let _ = out.flush();

@@ -395,3 +395,80 @@ fn copy_to_a_missing_directory_names_the_volume_to_mount() {
     let (_, stderr) = text(&out);
     assert!(stderr.contains("mount the shared volume there"), "{stderr}");
 }
+
+/// docs/gate.yaml is what `gate manifests` prints for the release image: the file users apply
+/// and the command they run for their own image cannot drift apart.
+#[test]
+fn docs_gate_yaml_is_what_gate_manifests_prints_for_the_release_image() {
+    let out = raft(&[
+        "gate",
+        "manifests",
+        "--image",
+        "ghcr.io/kubectl-raft/kubectl-raft:v0.1.0",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let file = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/gate.yaml"))
+        .expect("docs/gate.yaml");
+    assert!(
+        stdout == file,
+        "docs/gate.yaml differs from `kubectl raft gate manifests --image ghcr.io/kubectl-raft/kubectl-raft:v0.1.0`; regenerate it with that command"
+    );
+}
+
+#[test]
+fn gate_manifests_without_allow_from_warn_that_the_port_is_open_to_every_pod() {
+    let out = raft(&["gate", "manifests", "--image", "r.example/kubectl-raft:v1"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("warning: no --allow-from"), "{stderr}");
+    assert!(!stdout.contains("\nkind: NetworkPolicy"), "{stdout}");
+}
+
+#[test]
+fn gate_manifests_with_allow_from_print_an_enforced_network_policy_and_no_warning() {
+    let out = raft(&[
+        "gate",
+        "manifests",
+        "--image",
+        "r.example/kubectl-raft:v1",
+        "--allow-from",
+        "10.0.0.0/24",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+    assert!(stdout.contains("\nkind: NetworkPolicy\n"), "{stdout}");
+    assert!(stdout.contains("ipBlock: {cidr: 10.0.0.0/24}"), "{stdout}");
+}
+
+#[test]
+fn gate_manifests_refuse_an_image_that_is_not_a_reference_and_print_nothing() {
+    let out = raft(&["gate", "manifests", "--image", "r/k:v1\n  command: [sh]"]);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("is not an image reference") && stderr.contains("nothing was printed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn gate_manifests_refuse_an_allow_from_that_is_not_a_cidr() {
+    let out = raft(&[
+        "gate",
+        "manifests",
+        "--image",
+        "r/k:v1",
+        "--allow-from",
+        "10.0.0.0/33",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("the prefix length must be 0 to 32"),
+        "{stderr}"
+    );
+}

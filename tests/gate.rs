@@ -76,6 +76,31 @@ fn the_gate_serves_its_metrics_over_the_tls_its_ca_signs() {
     );
 }
 
+/// `--metrics-listen` (as `gate manifests` runs it): /metrics over plain HTTP on its own port,
+/// and no longer on the webhook's, so a NetworkPolicy can keep that one to the control plane.
+#[test]
+fn with_metrics_listen_the_gate_serves_its_metrics_there_and_not_on_the_webhooks_port() {
+    let ns = TestNamespace::new("gate-metrics-port");
+    let metrics_port = free_port();
+    let listen = format!("127.0.0.1:{metrics_port}");
+    let g = Gated::start_with(&ns.name, &["--metrics-listen", &listen]);
+    let get = |url: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sk", "-o", "/dev/stderr", "-w", "%{http_code}", url])
+            .output()
+            .unwrap();
+        (stdout(&out), stderr(&out))
+    };
+    let (code, body) = get(&format!("http://{listen}/metrics"));
+    assert_eq!(code, "200", "{body}");
+    assert!(
+        body.contains("kubectl_raft_gate_decision_seconds"),
+        "{body}"
+    );
+    let (code, body) = get(&format!("https://127.0.0.1:{}/metrics", g.port));
+    assert_eq!(code, "404", "{body}");
+}
+
 #[test]
 fn plain_kubectl_drain_of_the_leaders_node_gets_one_transfer_and_no_election() {
     let _nodes = exclusive_nodes();
@@ -389,21 +414,30 @@ fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
     assert_eq!(summary["lost"], 0, "no write lost: {summary}");
 }
 
-/// docs/gate.yaml applied as it is, but for one thing the world needs: the container runs the
-/// release image's binary from the host (the world's pods run host executables). Removed on
-/// drop, but for its namespace (the world's, kept for the next test).
+/// What `kubectl raft gate manifests` prints (docs/gate.yaml is that for the release image,
+/// tests/cli.rs), with a NetworkPolicy (`--allow-from`: the world enforces none, so any block
+/// does; the API server must take it), applied as printed but for one thing the world needs:
+/// the container runs the release image's binary from the host (the world's pods run host
+/// executables). Removed on drop, but for its namespace (the world's, kept for the next test).
 struct Installed {
     manifest: TempFile,
 }
 
 impl Installed {
     fn apply(ns: &str) -> Self {
-        let text = std::fs::read_to_string(repo().join("docs/gate.yaml")).unwrap();
+        let printed = raft(&[
+            "gate",
+            "manifests",
+            "--image",
+            "ghcr.io/kubectl-raft/kubectl-raft:v0.1.0",
+            "--allow-from",
+            "0.0.0.0/0",
+        ]);
+        assert!(printed.status.success(), "{}", stderr(&printed));
+        let text = stdout(&printed);
+        assert!(text.contains("\nkind: NetworkPolicy\n"), "{text}");
         let image = "        image: ghcr.io/kubectl-raft/kubectl-raft:v0.1.0\n";
-        assert!(
-            text.contains(image),
-            "docs/gate.yaml runs the release image"
-        );
+        assert!(text.contains(image), "the manifests run the given image");
         let text = text.replace(
             image,
             &format!("{image}        command: [{}]\n", image_binary().display()),

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-use crate::cli::{GateArgs, GateCommand, GlobalArgs};
+use crate::cli::{GateArgs, GateCommand, GateManifestsArgs, GateServeArgs, GlobalArgs};
 use crate::gate::Gate;
 use crate::live::callers::CallerSettings;
 use crate::live::certs::{CertSettings, Lifetimes};
@@ -14,8 +14,38 @@ use crate::live::gate::KubeGate;
 use crate::live::webhook::{serve, Limits, ServeSettings, Shutdown};
 use crate::survey::Surveyor;
 
-pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
-    let GateCommand::Serve(a) = &args.command;
+pub async fn run(g: &GlobalArgs, args: &GateArgs, out: &mut impl std::io::Write) -> Result<()> {
+    match &args.command {
+        GateCommand::Serve(a) => serve_gate(g, a).await,
+        GateCommand::Manifests(a) => manifests(g, a, out),
+    }
+}
+
+/// `gate manifests`: printed, nothing sent to the cluster.
+fn manifests(g: &GlobalArgs, a: &GateManifestsArgs, out: &mut impl std::io::Write) -> Result<()> {
+    let settings = crate::cli::gate_manifest_settings(g, a);
+    let yaml = settings
+        .render()
+        .map_err(|why| anyhow::anyhow!("{why}; nothing was printed"))?;
+    if settings.allow_from.is_empty() {
+        eprintln!(
+            "warning: no --allow-from: the gate's webhook port is open to every pod (its NetworkPolicy is printed as a comment); give the control plane's addresses (docs/gate.md, \"Only the API server\")"
+        );
+    }
+    if settings.namespace != crate::gate::manifests::DEFAULT_NAMESPACE {
+        eprintln!(
+            "note: docs/rbac.yaml lets the gate of {} read the locks; bind it for {} too (the command is in the manifests' first comment)",
+            crate::gate::manifests::DEFAULT_NAMESPACE,
+            settings.namespace
+        );
+    }
+    out.write_all(yaml.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing the manifests")?;
+    Ok(())
+}
+
+async fn serve_gate(g: &GlobalArgs, a: &GateServeArgs) -> Result<()> {
     if a.cert_renew_before >= a.cert_validity {
         anyhow::bail!(
             "--cert-renew-before ({}) must be shorter than --cert-validity ({}): the certificate would be issued again at every check",
@@ -90,6 +120,7 @@ pub async fn run(g: &GlobalArgs, args: &GateArgs) -> Result<()> {
         },
         limits: Limits::default(),
         callers,
+        metrics_listen: a.metrics_listen,
     };
     serve(Gate::new(ops, settings), client, serve_settings).await
 }

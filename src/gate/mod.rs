@@ -38,6 +38,7 @@ use k8s_openapi::api::core::v1::Node;
 use crate::drain::{Handover, Look};
 use crate::plan::drain::{plan_cluster, Action, DrainOptions, DrainStep};
 
+pub mod manifests;
 pub mod review;
 
 #[cfg(test)]

@@ -43,6 +43,8 @@ pub struct ServeSettings {
     pub limits: Limits,
     /// Who may post reviews (`--client-ca`); `None`: whoever reaches the port.
     pub callers: Option<CallerSettings>,
+    /// Where `/metrics` is served over plain HTTP (`--metrics-listen`), instead of on `listen`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// How the gate stops on SIGTERM (its own eviction, a rollout) or Ctrl-C: `/readyz` fails at
@@ -199,6 +201,8 @@ struct Server {
     /// The names a caller's client certificate must carry (`--client-ca`: `Some`, empty for
     /// any); `None`: every caller may post reviews.
     callers: Option<Vec<String>>,
+    /// `/metrics` is served on its own port (`--metrics-listen`), not here.
+    metrics_apart: bool,
 }
 
 impl Server {
@@ -305,6 +309,23 @@ impl Server {
         }
     }
 
+    /// `--metrics-listen`'s server: `GET /metrics` and nothing else.
+    async fn handle_metrics(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (code, ctype, body) = match (req.method(), req.uri().path()) {
+            (&Method::GET, "/metrics") => (
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                self.metrics.render(),
+            ),
+            _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+        };
+        Response::builder()
+            .status(code)
+            .header("content-type", ctype)
+            .body(Full::new(Bytes::from(body)))
+            .expect("a valid response")
+    }
+
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
         let reply = |code: StatusCode, ctype: &str, body: String| {
             Response::builder()
@@ -321,7 +342,7 @@ impl Server {
                 "stopping\n".into(),
             ),
             (&Method::GET, "/readyz") => reply(StatusCode::OK, "text/plain", "ok\n".into()),
-            (&Method::GET, "/metrics") => reply(
+            (&Method::GET, "/metrics") if !self.metrics_apart => reply(
                 StatusCode::OK,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 self.metrics.render(),
@@ -380,6 +401,15 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
     let listener = tokio::net::TcpListener::bind(s.listen)
         .await
         .with_context(|| format!("listening on {}", s.listen))?;
+    let metrics_listener = match s.metrics_listen {
+        Some(addr) => Some((
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("listening on {addr} (--metrics-listen)"))?,
+            addr,
+        )),
+        None => None,
+    };
     let stopping = CancellationToken::new();
     let server = Arc::new(Server {
         gate,
@@ -396,6 +426,7 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
         ),
         first_refused: Mutex::new(HashMap::new()),
         callers: s.callers.as_ref().map(|c| c.names.clone()),
+        metrics_apart: s.metrics_listen.is_some(),
     });
     // The certificate: looked at every minute, re-issued from the same CA when due; the CA
     // put back into the webhook when something blanked it.
@@ -437,6 +468,19 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
             tracing::info!("{why}: not ready any more; answering what still arrives");
             stopping.cancel();
         });
+    }
+    if let Some((listener, addr)) = metrics_listener {
+        eprintln!("kubectl-raft gate: metrics on http://{addr}/metrics");
+        let server = server.clone();
+        let service = move |req| server.clone().handle_metrics(req);
+        tokio::spawn(serve_connections(
+            listener,
+            None,
+            service,
+            stopping.clone(),
+            s.shutdown,
+            s.limits,
+        ));
     }
     let service = move |req| server.clone().handle(req);
     serve_connections(

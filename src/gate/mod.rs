@@ -109,6 +109,9 @@ pub enum Code {
     /// The member's node is not being drained (not cordoned, no drainer's taint), and the
     /// eviction is not a `kubectl raft` lock holder's: nothing is started or recorded for it.
     NotDraining,
+    /// The member's evictions were admitted again and again for `pending_at_most` and none
+    /// took effect: refused for a while, so that they cannot hold the others for ever.
+    NoEffect,
 }
 
 impl Code {
@@ -316,6 +319,12 @@ pub struct Admitted {
     /// it is now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voter: Option<bool>,
+    /// When this pod's eviction (under this UID) was first admitted, when it has been admitted
+    /// again since without taking effect (a PDB refusing it, or a review replayed); None after
+    /// one admission. What bounds how long such an eviction holds the others
+    /// (`Settings::pending_at_most`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<f64>,
 }
 
 /// A transfer a gate replica started (seconds since the epoch).
@@ -442,6 +451,12 @@ pub struct Settings {
     /// How long an admitted eviction counts its member as terminating while the API server
     /// still shows it running (a PDB may refuse it after the gate admitted it).
     pub admitted_for: Duration,
+    /// How long the evictions of one member, admitted again and again without taking effect
+    /// (its pod running on under the same UID: a PDB refuses them, or a review is replayed),
+    /// may hold the cluster's other evictions: past it, that member's evictions are refused
+    /// (`NoEffect`) until its last admission has expired and `admitted_for` more has passed,
+    /// in which the others are decided on what the cluster is.
+    pub pending_at_most: Duration,
     /// The longest one decision may take; past it the eviction is refused (429, retried).
     pub decide_within: Duration,
     /// How long after a transfer began (or failed) the next may begin.
@@ -455,6 +470,15 @@ pub struct Settings {
     pub drain_taints: Vec<String>,
 }
 
+impl Settings {
+    /// How long after a member's first admission (of those that did not take effect) its
+    /// evictions are refused: its last admission, at most `pending_at_most` after the first,
+    /// expires `admitted_for` later; then the others have `admitted_for` to themselves.
+    fn no_effect_until(&self) -> Duration {
+        self.pending_at_most + 2 * self.admitted_for
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -464,6 +488,7 @@ impl Default for Settings {
             },
             transfer_timeout: Duration::from_secs(60),
             admitted_for: Duration::from_secs(30),
+            pending_at_most: Duration::from_secs(120),
             decide_within: Duration::from_secs(8),
             transfer_backoff: Duration::from_secs(30),
             rejoin_within: Duration::from_secs(600),
@@ -642,6 +667,9 @@ impl<O: GateOps> Gate<O> {
             return self
                 .holders(&m, &mut record, now, quiet, &look, &opts)
                 .await;
+        }
+        if let Some(v) = self.no_effect(&m, &record, &age) {
+            return Ok(v);
         }
         // The owner's word counts for the gate's own decisions only: the lock holder's are
         // checked above with every assumption given, and a word mistyped by a tenant never
@@ -912,6 +940,14 @@ impl<O: GateOps> Gate<O> {
         // pod under the same UID. An entry of an earlier UID is a replacement's obligation to
         // rejoin, which an eviction of that replacement (that may never take effect) does not
         // lift.
+        // Its first admission under this UID is kept (`since`): retries and replays do not
+        // start the bound on how long they hold the others again.
+        let since = record
+            .admitted
+            .iter()
+            .filter(|a| a.pod == m.pod && a.uid.is_some() && a.uid == m.uid)
+            .map(|a| a.since.unwrap_or(a.at))
+            .min_by(f64::total_cmp);
         record
             .admitted
             .retain(|a| !(a.pod == m.pod && (a.uid.is_none() || a.uid == m.uid)));
@@ -940,14 +976,48 @@ impl<O: GateOps> Gate<O> {
             uid: m.uid.clone(),
             at: now,
             voter: Some(voter),
+            since,
         };
-        // Its age starts now, in this replica's clock.
+        // Its age starts now, in this replica's clock; so does the bound on its repeats (the
+        // key of the first admission, which the repeats carry as `since`).
         self.age(&m.cluster(), admitted_key(&entry, "pending"));
+        self.age(&m.cluster(), since_key(&entry));
         record.admitted.push(entry);
         Ok(match self.ops.write_record(m, record).await? {
             Written::Done => Some(allow),
             Written::Conflict => None,
         })
+    }
+
+    /// A refusal of a member whose evictions have been admitted for `pending_at_most` without
+    /// one taking effect (its pod running on under the same UID): a PDB that refuses them, or
+    /// a review replayed, would otherwise hold the cluster's other evictions for as long as it
+    /// is retried. A dry run is answered the same (it admits nothing either way).
+    fn no_effect(
+        &self,
+        m: &Member,
+        record: &Record,
+        age: &dyn Fn(String) -> Duration,
+    ) -> Option<Verdict> {
+        let a = record
+            .admitted
+            .iter()
+            .find(|a| a.pod == m.pod && a.uid.is_some() && a.uid == m.uid && a.since.is_some())?;
+        let since = age(since_key(a));
+        if since < self.settings.pending_at_most {
+            return None;
+        }
+        let left = self.settings.no_effect_until().saturating_sub(since);
+        Some(Verdict::Refuse(
+            Code::NoEffect,
+            format!(
+                "{}: {}'s eviction was first admitted {}s ago and again since, and none took effect (a PodDisruptionBudget refusing it, or a review replayed); so that it does not hold the cluster's other evictions for ever, it is refused for {}s more; retry",
+                m.cluster(),
+                m.pod,
+                since.as_secs(),
+                left.as_secs()
+            ),
+        ))
     }
 
     /// A refusal while no transfer of this cluster may start: this replica's last one failed
@@ -1007,6 +1077,17 @@ fn ended_here(slot: &TransferSlot, t: &Started) -> bool {
 /// The key under which a replica remembers when it first saw a record's transfer.
 fn transfer_key(t: &Started) -> String {
     format!("transfer/{}/{}", t.from, t.at)
+}
+
+/// The key under which a replica remembers when it first saw a member's first admission of
+/// those that did not take effect.
+fn since_key(a: &Admitted) -> String {
+    format!(
+        "since/{}/{}/{}",
+        a.pod,
+        a.uid.as_deref().unwrap_or(""),
+        a.since.unwrap_or(a.at)
+    )
 }
 
 /// The key under which a replica remembers when it first saw an admission in a state.
@@ -1075,11 +1156,15 @@ fn settle_admitted(
         let same = |uid: &Option<String>| a.uid.is_none() || *uid == a.uid;
         match pods.get(&a.pod) {
             Some((uid, false)) if same(uid) => {
-                let keep = age(admitted_key(a, "pending")) < settings.admitted_for;
-                if keep && a.pod != evicted {
+                let fresh = age(admitted_key(a, "pending")) < settings.admitted_for;
+                if fresh && a.pod != evicted {
                     pending.insert(a.pod.clone());
                 }
-                keep
+                // Admitted again and again without effect: kept (not holding the others once
+                // its last admission expired) while its evictions are refused (`NoEffect`).
+                fresh
+                    || a.since
+                        .is_some_and(|_| age(since_key(a)) < settings.no_effect_until())
             }
             Some((uid, true)) if same(uid) => true,
             Some(_) => {

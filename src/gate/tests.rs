@@ -679,6 +679,99 @@ async fn the_retry_of_an_admitted_eviction_is_not_held_by_it() {
     assert!(v.allowed(), "{v:?}");
 }
 
+/// The review of a follower that never goes (a PDB refuses its eviction each time, or a
+/// forger replays it from a node being drained) repeated every 20 s: another member's eviction
+/// is decided on what the cluster is within `pending_at_most` and two `admitted_for`s, not
+/// held for as long as the first is repeated. (Before, each repeat restarted the 30 s hold,
+/// and this failed: etcd-2 was refused for the whole ten minutes.)
+#[tokio::test(start_paused = true)]
+async fn a_member_admitted_again_and_again_without_effect_does_not_hold_the_others_for_ever() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    let step = Duration::from_secs(20);
+    let mut waited = Duration::ZERO;
+    let mut other = None;
+    while waited < Duration::from_secs(600) {
+        let _ = g.review(&evict("etcd-0")).await;
+        let v = g.review(&evict("etcd-2")).await;
+        if v.allowed() {
+            other = Some(waited);
+            break;
+        }
+        tokio::time::advance(step).await;
+        s.tick(step.as_secs_f64());
+        waited += step;
+    }
+    let bound = g.settings.pending_at_most + 2 * g.settings.admitted_for + step;
+    assert!(
+        other.is_some_and(|w| w <= bound),
+        "etcd-2 admitted after {other:?}, bound {bound:?}"
+    );
+}
+
+/// Past `pending_at_most`, the member whose admissions never took effect is the one refused,
+/// and says why.
+#[tokio::test(start_paused = true)]
+async fn a_member_admitted_for_too_long_without_effect_is_refused_no_effect() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    let step = Duration::from_secs(20);
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    let mut last = None;
+    for _ in 0..(g.settings.pending_at_most.as_secs() / 20 + 1) {
+        tokio::time::advance(step).await;
+        s.tick(step.as_secs_f64());
+        last = Some(g.review(&evict("etcd-0")).await);
+    }
+    let v = last.unwrap();
+    assert_eq!(v.reason(), "NoEffect", "{v:?}");
+    assert!(v.message().contains("none took effect"), "{v:?}");
+}
+
+/// The refusal ends: once the others had their time, the member's eviction is decided afresh
+/// and admitted again, with a new bound.
+#[tokio::test(start_paused = true)]
+async fn a_member_refused_no_effect_is_admitted_again_afterwards() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    let step = Duration::from_secs(10);
+    let end = g.settings.pending_at_most + 2 * g.settings.admitted_for + step;
+    let mut waited = Duration::ZERO;
+    let mut refused = false;
+    while waited <= end {
+        let v = g.review(&evict("etcd-0")).await;
+        refused |= v.reason() == "NoEffect";
+        tokio::time::advance(step).await;
+        s.tick(step.as_secs_f64());
+        waited += step;
+    }
+    assert!(refused, "refused NoEffect on the way");
+    let v = g.review(&evict("etcd-0")).await;
+    assert!(v.allowed(), "{v:?}");
+}
+
+/// While the member's own admission is fresh, the others are still held: the bound never lets
+/// a second member go beside an admission that may take effect any moment.
+#[tokio::test(start_paused = true)]
+async fn a_fresh_admission_still_holds_the_others_after_the_bound() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    let step = Duration::from_secs(20);
+    let mut waited = Duration::ZERO;
+    // Admitted every 20 s until just before the bound: the last one is fresh.
+    while waited + step < g.settings.pending_at_most {
+        assert!(g.review(&evict("etcd-0")).await.allowed());
+        tokio::time::advance(step).await;
+        s.tick(step.as_secs_f64());
+        waited += step;
+    }
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    tokio::time::advance(step).await;
+    s.tick(step.as_secs_f64());
+    let v = g.review(&evict("etcd-2")).await;
+    assert!(!v.allowed(), "{v:?}");
+}
+
 /// A replacement that has not rejoined after ten minutes is still waited for: the gate does
 /// not fall back to counting the quorum alone, which on 5 members would let a second go.
 #[tokio::test(start_paused = true)]
@@ -1032,6 +1125,7 @@ fn a_record_reads_back_as_written() {
             uid: Some("u".into()),
             at: 2.0,
             voter: Some(false),
+            since: Some(1.0),
         }],
         ..Default::default()
     };
@@ -1085,6 +1179,7 @@ async fn an_older_records_learner_entry_is_judged_by_what_it_is_now() {
             uid: Some("uid-4".into()),
             at: 999_990.0,
             voter: None,
+            since: None,
         }],
         version: Some("7".into()),
         ..Default::default()

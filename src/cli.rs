@@ -167,7 +167,7 @@ pub enum Command {
         Ready, opt a namespace in:\n  \
         kubectl raft gate manifests --image REGISTRY/kubectl-raft:v0.1.0 --allow-from CIDR > gate.yaml\n  \
         kubectl apply -f docs/rbac.yaml -f gate.yaml\n  \
-        kubectl -n kubectl-raft-gate rollout status deployment/kubectl-raft-gate\n  \
+        kubectl -n kubectl-raft-gate wait --for=condition=Available deployment/kubectl-raft-gate --timeout=5m\n  \
         kubectl label namespace db kubectl-raft.io/gate=enabled\n\n\
         See docs/gate.md: what it allows, what it refuses (429, retried by every evictor), and\n\
         what happens when it is down.")]
@@ -193,7 +193,7 @@ pub enum GateCommand {
         kubectl raft gate manifests --image registry.example.com/kubectl-raft:v0.1.0 --mode warn\n\n\
         Then, in this order (no eviction fails while no replica answers):\n  \
         kubectl apply -f docs/rbac.yaml -f gate.yaml\n  \
-        kubectl -n kubectl-raft-gate rollout status deployment/kubectl-raft-gate\n  \
+        kubectl -n kubectl-raft-gate wait --for=condition=Available deployment/kubectl-raft-gate --timeout=5m\n  \
         kubectl label namespace db kubectl-raft.io/gate=enabled\n\n\
         Nothing is sent to the cluster. -n names the gate's namespace (default kubectl-raft-gate).\n\
         See docs/gate.md: the control plane's addresses per platform, trial modes, removal.")]
@@ -1136,6 +1136,39 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The container's args in what `gate manifests` prints are `gate serve`'s flags, as this
+    /// parser reads them: the namespace, the route, the metrics port and the mode.
+    #[test]
+    fn the_manifests_container_args_parse_as_gate_serve() {
+        let mut m = crate::gate::manifests::ManifestSettings::for_image("r/k:v1");
+        m.namespace = "gates".into();
+        m.mode = crate::gate::Mode::Warn;
+        let yaml = m.render().unwrap();
+        let deployment = yaml
+            .split("\n---\n")
+            .find(|d| d.contains("\nkind: Deployment\n"))
+            .unwrap();
+        let doc: serde_json::Value = serde_saphyr::from_str(deployment).unwrap();
+        let args: Vec<String> = doc["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        let cli =
+            Cli::try_parse_from(std::iter::once("kubectl-raft".to_string()).chain(args)).unwrap();
+        let Command::Gate(GateArgs {
+            command: GateCommand::Serve(a),
+        }) = cli.command
+        else {
+            panic!("gate serve")
+        };
+        assert_eq!(cli.global.namespace.as_deref(), Some("gates"));
+        assert_eq!(a.mode, GateMode::Warn);
+        assert_eq!(a.metrics_listen, Some("0.0.0.0:9090".parse().unwrap()));
+        assert_eq!(a.reach.via, Via::Direct);
     }
 
     #[test]

@@ -76,6 +76,50 @@ fn the_gate_serves_its_metrics_over_the_tls_its_ca_signs() {
     );
 }
 
+/// What `gate manifests` prints for values YAML could misread (a namespace of digits, an IPv6
+/// block that begins with a colon, a registry with a port) is what kubectl reads: every object
+/// passes kubectl's strict validation against the API server's schema, each in that namespace.
+/// (Before, `namespace: 2024` and `{cidr: ::/0}` were printed bare.)
+#[test]
+fn gate_manifests_for_values_yaml_could_misread_pass_kubectls_strict_validation() {
+    let printed = raft(&[
+        "gate",
+        "manifests",
+        "--image",
+        "localhost:5000/kubectl-raft:v1",
+        "-n",
+        "2024",
+        "--allow-from",
+        "::/0",
+        "--mode",
+        "warn",
+    ]);
+    assert!(printed.status.success(), "{}", stderr(&printed));
+    let file = tempfile(&stdout(&printed));
+    let out = kubectl_ok(&[
+        "apply",
+        "--dry-run=client",
+        "--validate=strict",
+        "-o",
+        "json",
+        "-f",
+        file.path_str(),
+    ]);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let items = list["items"].as_array().expect("a list of objects");
+    assert_eq!(items.len(), 11, "{out}");
+    for o in items {
+        if let Some(ns) = o["metadata"].get("namespace") {
+            assert_eq!(ns, "2024", "{o}");
+        }
+    }
+    let policy = items.iter().find(|o| o["kind"] == "NetworkPolicy").unwrap();
+    assert_eq!(
+        policy["spec"]["ingress"][0]["from"][0]["ipBlock"]["cidr"],
+        "::/0"
+    );
+}
+
 /// `--metrics-listen` (as `gate manifests` runs it): /metrics over plain HTTP on its own port,
 /// and no longer on the webhook's, so a NetworkPolicy can keep that one to the control plane.
 #[test]

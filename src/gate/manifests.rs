@@ -103,20 +103,23 @@ impl ManifestSettings {
                 ns = self.namespace
             )
         };
-        Ok(TEMPLATE
-            .replace("{{COMMAND}}", &self.command_line())
-            .replace("{{READS_LOCKS}}", &reads_locks)
-            .replace("{{NETWORK_POLICY}}", &self.network_policy())
-            .replace("{{ARGS}}", &args.join(", "))
-            .replace("{{IMAGE}}", &self.image)
-            .replace("{{REPLICAS}}", &self.replicas.to_string())
-            .replace("{{NAMESPACE}}", &self.namespace))
+        let values = [
+            ("COMMAND", self.command_line()),
+            ("READS_LOCKS", reads_locks),
+            ("NETWORK_POLICY", self.network_policy()),
+            ("ARGS", args.join(", ")),
+            ("IMAGE", yaml_scalar(&self.image)),
+            ("REPLICAS", self.replicas.to_string()),
+            ("NAMESPACE", yaml_scalar(&self.namespace)),
+            ("NS", self.namespace.clone()),
+        ];
+        fill(TEMPLATE, &values)
     }
 
     /// The NetworkPolicy: the webhook's port from `allow_from` only, the metrics port from
     /// anywhere; without `allow_from`, the policy commented out with what to fill in.
     fn network_policy(&self) -> String {
-        let ns = &self.namespace;
+        let ns = yaml_scalar(&self.namespace);
         if self.allow_from.is_empty() {
             return format!(
                 "# Recommended: only the control plane may call the gate's webhook port. Its addresses
@@ -144,7 +147,7 @@ impl ManifestSettings {
         let blocks: String = self
             .allow_from
             .iter()
-            .map(|c| format!("    - ipBlock: {{cidr: {c}}}\n"))
+            .map(|c| format!("    - ipBlock: {{cidr: \"{c}\"}}\n"))
             .collect();
         format!(
             "# Only the control plane (--allow-from) may call the gate's webhook port; its metrics port
@@ -170,15 +173,115 @@ spec:
     }
 }
 
-/// An image reference as a container's `image:` takes it, and nothing that could leave the
-/// YAML scalar it is put in.
+/// `template` with each `{{NAME}}` replaced by its value, in one pass: a value is never read
+/// again for placeholders. A placeholder without a value is an error (a template and its
+/// renderer out of step).
+fn fill(template: &str, values: &[(&str, String)]) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 1024);
+    let mut rest = template;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let end = after
+            .find("}}")
+            .ok_or("the manifests' template has an unclosed {{")?;
+        let name = &after[..end];
+        let value = values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+            .ok_or_else(|| {
+                format!("the manifests' template names {{{{{name}}}}}, which has no value")
+            })?;
+        out.push_str(value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `s` as a YAML value that every YAML reader (1.1 as kubectl's, 1.2) takes as this string:
+/// plain when it cannot be read as anything else, else double-quoted (JSON's quoting is
+/// YAML's).
+fn yaml_scalar(s: &str) -> String {
+    const WORDS: &[&str] = &["y", "yes", "n", "no", "true", "false", "on", "off", "null"];
+    let plain = s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && !s.ends_with(':')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@'))
+        && !WORDS.contains(&s.to_ascii_lowercase().as_str());
+    if plain {
+        s.to_string()
+    } else {
+        serde_json::Value::String(s.to_string()).to_string()
+    }
+}
+
+/// An image reference as the container runtime takes it: `[HOST[:PORT]/]PATH[:TAG][@ALGO:HEX]`
+/// (the distribution reference grammar, lower-case path components, a tag of at most 128).
+fn is_image_reference(image: &str) -> bool {
+    let (rest, digest) = match image.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (image, None),
+    };
+    if let Some(d) = digest {
+        let Some((algo, hex)) = d.split_once(':') else {
+            return false;
+        };
+        let algo_ok = !algo.is_empty()
+            && algo
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+._-".contains(c))
+            && algo.starts_with(|c: char| c.is_ascii_alphanumeric());
+        if !algo_ok || hex.len() < 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+            return false;
+        }
+    }
+    let slash = rest.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest[slash..].rfind(':') {
+        Some(i) => (&rest[..slash + i], Some(&rest[slash + i + 1..])),
+        None => (rest, None),
+    };
+    if let Some(t) = tag {
+        let ok = (1..=128).contains(&t.len())
+            && t.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !ok {
+            return false;
+        }
+    }
+    let parts: Vec<&str> = name.split('/').collect();
+    let host = parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost");
+    let host_ok = |h: &str| {
+        let (h, port) = match h.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (h, None),
+        };
+        !h.is_empty()
+            && h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-".contains(c))
+            && h.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && port.is_none_or(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    };
+    let component_ok = |c: &str| {
+        !c.is_empty()
+            && c.chars()
+                .all(|x| x.is_ascii_lowercase() || x.is_ascii_digit() || "._-".contains(x))
+            && c.starts_with(|x: char| x.is_ascii_lowercase() || x.is_ascii_digit())
+            && c.ends_with(|x: char| x.is_ascii_lowercase() || x.is_ascii_digit())
+    };
+    let (first, path) = if host {
+        (host_ok(parts[0]), &parts[1..])
+    } else {
+        (true, &parts[..])
+    };
+    first && !path.is_empty() && path.iter().all(|c| component_ok(c))
+}
+
+/// An image reference as a container's `image:` takes it.
 fn check_image(image: &str) -> Result<(), String> {
-    let ok = !image.is_empty()
-        && !image.starts_with(['-', '.', '/', ':', '@'])
-        && image
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@'));
-    if ok {
+    if is_image_reference(image) {
         Ok(())
     } else {
         Err(format!(
@@ -187,15 +290,30 @@ fn check_image(image: &str) -> Result<(), String> {
     }
 }
 
-/// A namespace's name: a DNS-1123 label.
+/// Namespaces the gate's must not be: the manifests declare it (Pod Security `restricted`)
+/// and `kubectl delete -f` removes it with everything in it.
+const NOT_THE_GATES: &[&str] = &[
+    // kubectl raft's locks (live::lock::DEFAULT_NAMESPACE, docs/rbac.yaml's).
+    "kubectl-raft",
+    "default",
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+];
+
+/// A namespace's name: a DNS-1123 label, and one the gate may own.
 fn check_namespace(ns: &str) -> Result<(), String> {
-    if crate::model::text::is_object_name(ns) && !ns.contains('.') && ns.len() <= 63 {
-        Ok(())
-    } else {
-        Err(format!(
+    if !(crate::model::text::is_object_name(ns) && !ns.contains('.') && ns.len() <= 63) {
+        return Err(format!(
             "-n {ns:?} is not a namespace name (lower-case letters, digits and '-', at most 63)"
-        ))
+        ));
     }
+    if NOT_THE_GATES.contains(&ns) {
+        return Err(format!(
+            "-n {ns}: the manifests declare the gate's namespace as its own (Pod Security restricted, and `kubectl delete -f` removes it with all it holds); give a namespace of its own (default {DEFAULT_NAMESPACE})"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -249,7 +367,7 @@ mod tests {
         let y = rendered(&s);
         assert!(y.contains("\nkind: NetworkPolicy\n"), "{y}");
         assert!(
-            y.contains("  - from:\n    - ipBlock: {cidr: 10.0.0.0/24}\n    - ipBlock: {cidr: fd00::/64}\n    ports:\n    - {port: 8443}\n"),
+            y.contains("  - from:\n    - ipBlock: {cidr: \"10.0.0.0/24\"}\n    - ipBlock: {cidr: \"fd00::/64\"}\n    ports:\n    - {port: 8443}\n"),
             "{y}"
         );
     }
@@ -263,7 +381,18 @@ mod tests {
 
     #[test]
     fn an_image_that_would_leave_its_scalar_is_refused() {
-        for bad in ["", "a b", "x\n  command: [sh]", "-x", "r/k:v1}", "\"q\""] {
+        for bad in [
+            "",
+            "a b",
+            "x\n  command: [sh]",
+            "-x",
+            "r/k:v1}",
+            "\"q\"",
+            "reg/kubectl-raft:",
+            "Reg/Kubectl-Raft:v1",
+            "r/k@sha256:xyz",
+            "r/k:-v1",
+        ] {
             let e = ManifestSettings::for_image(bad).render().unwrap_err();
             assert!(e.contains("is not an image reference"), "{bad:?}: {e}");
         }
@@ -271,8 +400,122 @@ mod tests {
 
     #[test]
     fn a_digest_reference_is_taken() {
-        let s = ManifestSettings::for_image("r.example:5000/k/kubectl-raft@sha256:0123abcd");
-        assert!(rendered(&s).contains("image: r.example:5000/k/kubectl-raft@sha256:0123abcd\n"));
+        let s = ManifestSettings::for_image(
+            "r.example:5000/k/kubectl-raft@sha256:0123456789abcdef0123456789abcdef",
+        );
+        assert!(rendered(&s).contains(
+            "image: r.example:5000/k/kubectl-raft@sha256:0123456789abcdef0123456789abcdef\n"
+        ));
+    }
+
+    #[test]
+    fn references_with_a_registry_port_a_tag_and_a_digest_are_taken() {
+        for good in [
+            "kubectl-raft",
+            "localhost:5000/kubectl-raft:v0.1.0",
+            "registry.example.com/team/kubectl-raft:v0.1.0-rc.1",
+            "ghcr.io/kubectl-raft/kubectl-raft@sha256:0123456789abcdef0123456789abcdef",
+            "r.example/k:v1@sha256:0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(is_image_reference(good), "{good}");
+        }
+    }
+
+    #[test]
+    fn a_value_yaml_would_read_as_something_else_is_quoted() {
+        for (v, want) in [
+            ("2024", "\"2024\""),
+            ("no", "\"no\""),
+            ("On", "\"On\""),
+            ("null", "\"null\""),
+            ("1e3", "\"1e3\""),
+            ("::/0", "\"::/0\""),
+            ("gates", "gates"),
+            ("r.example/k:v1", "r.example/k:v1"),
+        ] {
+            assert_eq!(yaml_scalar(v), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_of_digits_stays_a_string_in_every_object() {
+        let mut s = ManifestSettings::for_image("r/k:v1");
+        s.namespace = "2024".into();
+        let y = rendered(&s);
+        assert!(!y.contains("namespace: 2024"), "{y}");
+        assert!(y.contains("namespace: \"2024\""), "{y}");
+        for doc in documents(&y) {
+            if let Some(ns) = doc["metadata"].get("namespace") {
+                assert_eq!(ns, "2024", "{doc}");
+            }
+        }
+    }
+
+    /// Each YAML document of `y`, parsed (comments-only documents skipped).
+    fn documents(y: &str) -> Vec<serde_json::Value> {
+        y.split("\n---\n")
+            .filter(|d| {
+                d.lines()
+                    .any(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            })
+            .map(|d| serde_saphyr::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
+            .collect()
+    }
+
+    #[test]
+    fn every_document_parses_and_is_an_object_of_its_kind() {
+        let mut s = ManifestSettings::for_image("localhost:5000/kubectl-raft:v1");
+        s.allow_from = vec!["::/0".into(), "10.0.0.0/8".into()];
+        s.mode = Mode::Audit;
+        let docs = documents(&rendered(&s));
+        let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Deployment",
+                "Service",
+                "PodDisruptionBudget",
+                "NetworkPolicy",
+                "ValidatingWebhookConfiguration"
+            ]
+        );
+        let policy = &docs[9];
+        assert_eq!(
+            policy["spec"]["ingress"][0]["from"][0]["ipBlock"]["cidr"],
+            "::/0"
+        );
+        let container = &docs[6]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], "localhost:5000/kubectl-raft:v1");
+        assert_eq!(
+            container["args"].as_array().unwrap().last().unwrap(),
+            "--mode=audit"
+        );
+    }
+
+    #[test]
+    fn a_value_with_a_placeholder_in_it_is_not_filled_again() {
+        let out = fill(
+            "a: {{A}}\nb: {{B}}\n",
+            &[("A", "{{B}}".into()), ("B", "x".into())],
+        )
+        .unwrap();
+        assert_eq!(out, "a: {{B}}\nb: x\n");
+    }
+
+    #[test]
+    fn the_namespaces_the_gate_must_not_own_are_refused() {
+        for ns in ["kubectl-raft", "kube-system", "default"] {
+            let mut s = ManifestSettings::for_image("r/k:v1");
+            s.namespace = ns.into();
+            let e = s.render().unwrap_err();
+            assert!(e.contains("a namespace of its own"), "{ns}: {e}");
+        }
     }
 
     #[test]

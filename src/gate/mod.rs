@@ -325,6 +325,10 @@ pub struct Admitted {
     /// (`Settings::pending_at_most`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<f64>,
+    /// Its evictions are refused (`NoEffect`) by every replica until the entry is dropped:
+    /// `admitted_for` after its last admission expired, in the dropping replica's clock.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stalled: bool,
 }
 
 /// A transfer a gate replica started (seconds since the epoch).
@@ -471,11 +475,11 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// How long after a member's first admission (of those that did not take effect) its
-    /// evictions are refused: its last admission, at most `pending_at_most` after the first,
-    /// expires `admitted_for` later; then the others have `admitted_for` to themselves.
-    fn no_effect_until(&self) -> Duration {
-        self.pending_at_most + 2 * self.admitted_for
+    /// How long an entry that no longer holds the others is remembered after its member's
+    /// first admission, so that the next admission carries `since` on: until a retry after
+    /// `pending_at_most` has had `admitted_for` to arrive and be refused.
+    fn remembered_for(&self) -> Duration {
+        self.pending_at_most + self.admitted_for
     }
 }
 
@@ -496,6 +500,14 @@ impl Default for Settings {
             drain_taints: vec![],
         }
     }
+}
+
+/// What an admission records besides the pod: whether it was a voter (what its replacement
+/// must be again), and whether it is the lock holder's (whose retries start no `since`).
+#[derive(Debug, Clone, Copy)]
+struct Admission {
+    voter: bool,
+    by_holder: bool,
 }
 
 /// One cluster's memory in this replica: the last transfer it started.
@@ -668,7 +680,7 @@ impl<O: GateOps> Gate<O> {
                 .holders(&m, &mut record, now, quiet, &look, &opts)
                 .await;
         }
-        if let Some(v) = self.no_effect(&m, &record, &age) {
+        if let Some(v) = self.no_effect(&m, &mut record, quiet).await? {
             return Ok(v);
         }
         // The owner's word counts for the gate's own decisions only: the lock holder's are
@@ -705,7 +717,17 @@ impl<O: GateOps> Gate<O> {
                     ));
                     let voter = crate::assess::voter::was_voter(&look.input.report, &m.pod);
                     match self
-                        .admit(&m, &mut record, now, quiet, voter, allow)
+                        .admit(
+                            &m,
+                            &mut record,
+                            now,
+                            quiet,
+                            Admission {
+                                voter,
+                                by_holder: false,
+                            },
+                            allow,
+                        )
                         .await?
                     {
                         // A dry run took nothing: no lock to look at again.
@@ -894,7 +916,17 @@ impl<O: GateOps> Gate<O> {
                 ));
                 let voter = crate::assess::voter::was_voter(&look.input.report, &m.pod);
                 Ok(self
-                    .admit(m, record, now, dry_run, voter, allow)
+                    .admit(
+                m,
+                record,
+                now,
+                dry_run,
+                Admission {
+                    voter,
+                    by_holder: true,
+                },
+                allow,
+            )
                     .await?
                     .unwrap_or_else(conflict))
             }
@@ -930,9 +962,10 @@ impl<O: GateOps> Gate<O> {
         record: &mut Record,
         now: f64,
         dry_run: bool,
-        voter: bool,
+        who: Admission,
         allow: Verdict,
     ) -> Result<Option<Verdict>> {
+        let Admission { voter, by_holder } = who;
         if dry_run {
             return Ok(Some(allow));
         }
@@ -942,10 +975,11 @@ impl<O: GateOps> Gate<O> {
         // lift.
         // Its first admission under this UID is kept (`since`): retries and replays do not
         // start the bound on how long they hold the others again.
+        // The lock holder's admissions carry none: its own retries are its command's.
         let since = record
             .admitted
             .iter()
-            .filter(|a| a.pod == m.pod && a.uid.is_some() && a.uid == m.uid)
+            .filter(|a| !by_holder && a.pod == m.pod && a.uid.is_some() && a.uid == m.uid)
             .map(|a| a.since.unwrap_or(a.at))
             .min_by(f64::total_cmp);
         record
@@ -977,6 +1011,7 @@ impl<O: GateOps> Gate<O> {
             at: now,
             voter: Some(voter),
             since,
+            stalled: false,
         };
         // Its age starts now, in this replica's clock; so does the bound on its repeats (the
         // key of the first admission, which the repeats carry as `since`).
@@ -992,32 +1027,53 @@ impl<O: GateOps> Gate<O> {
     /// A refusal of a member whose evictions have been admitted for `pending_at_most` without
     /// one taking effect (its pod running on under the same UID): a PDB that refuses them, or
     /// a review replayed, would otherwise hold the cluster's other evictions for as long as it
-    /// is retried. A dry run is answered the same (it admits nothing either way).
-    fn no_effect(
+    /// is retried. The first replica to refuse marks the entry `stalled` in the record, so
+    /// that every replica refuses it, whatever its own clock says, until the entry is dropped.
+    /// A dry run is answered the same, and marks nothing.
+    async fn no_effect(
         &self,
         m: &Member,
-        record: &Record,
-        age: &dyn Fn(String) -> Duration,
-    ) -> Option<Verdict> {
-        let a = record
+        record: &mut Record,
+        dry_run: bool,
+    ) -> Result<Option<Verdict>> {
+        let cluster = m.cluster();
+        let age = |key: String| self.age(&cluster, key);
+        let Some(a) = record
             .admitted
-            .iter()
-            .find(|a| a.pod == m.pod && a.uid.is_some() && a.uid == m.uid && a.since.is_some())?;
+            .iter_mut()
+            .find(|a| a.pod == m.pod && a.uid.is_some() && a.uid == m.uid)
+        else {
+            return Ok(None);
+        };
         let since = age(since_key(a));
-        if since < self.settings.pending_at_most {
-            return None;
+        if !a.stalled && since < self.settings.pending_at_most {
+            return Ok(None);
         }
-        let left = self.settings.no_effect_until().saturating_sub(since);
-        Some(Verdict::Refuse(
+        let left = (2 * self.settings.admitted_for).saturating_sub(age(admitted_key(a, "pending")));
+        let refusal = Verdict::Refuse(
             Code::NoEffect,
             format!(
                 "{}: {}'s eviction was first admitted {}s ago and again since, and none took effect (a PodDisruptionBudget refusing it, or a review replayed); so that it does not hold the cluster's other evictions for ever, it is refused for {}s more; retry",
-                m.cluster(),
+                cluster,
                 m.pod,
                 since.as_secs(),
                 left.as_secs()
             ),
-        ))
+        );
+        if a.stalled || dry_run {
+            return Ok(Some(refusal));
+        }
+        a.stalled = true;
+        Ok(Some(match self.ops.write_record(m, record).await? {
+            Written::Done => refusal,
+            Written::Conflict => Verdict::Refuse(
+                Code::Busy,
+                format!(
+                    "{}: another eviction of it was decided at the same moment; retry",
+                    m.cluster()
+                ),
+            ),
+        }))
     }
 
     /// A refusal while no transfer of this cluster may start: this replica's last one failed
@@ -1160,11 +1216,15 @@ fn settle_admitted(
                 if fresh && a.pod != evicted {
                     pending.insert(a.pod.clone());
                 }
-                // Admitted again and again without effect: kept (not holding the others once
-                // its last admission expired) while its evictions are refused (`NoEffect`).
-                fresh
-                    || a.since
-                        .is_some_and(|_| age(since_key(a)) < settings.no_effect_until())
+                // Not holding the others once its last admission expired, but remembered: the
+                // next admission carries `since` on (`remembered_for`); once stalled, until
+                // the others have had `admitted_for` (its evictions refused meanwhile).
+                let remembered = if a.stalled {
+                    age(admitted_key(a, "pending")) < 2 * settings.admitted_for
+                } else {
+                    age(since_key(a)) < settings.remembered_for()
+                };
+                fresh || remembered
             }
             Some((uid, true)) if same(uid) => true,
             Some(_) => {

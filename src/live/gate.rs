@@ -265,7 +265,7 @@ impl GateOps for KubeGate {
         let mut record: Record = match text {
             Some(t) => Record::parse(t).map_err(|e| {
                 anyhow::anyhow!(
-                    "the gate's record of {} (Lease {}/{name}) cannot be read ({e}): a gate of another version wrote it? Run one version of the gate; deleting the Lease forgets what it held back",
+                    "the gate's record of {} (Lease {}/{name}) cannot be read ({e}): a gate of another version wrote it? Run one version of the gate (roll forward: a newer gate reads an older one's records); delete the Lease only once `kubectl raft status` shows every member healthy, since it holds the replacements still to rejoin",
                     m.cluster(),
                     self.records_namespace
                 )

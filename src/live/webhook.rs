@@ -91,6 +91,18 @@ pub struct Limits {
     pub max_buffer: usize,
 }
 
+impl Limits {
+    /// The metrics port's share (`--metrics-listen`): a scraper or two, never the webhook's
+    /// budget again beside it.
+    pub fn for_metrics(webhook: Limits) -> Limits {
+        Limits {
+            max_connections: 64,
+            per_peer: 16,
+            ..webhook
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -377,6 +389,20 @@ impl Server {
 pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Result<()> {
     // A bad --client-ca stops the gate before it touches the cluster.
     let verifier = s.callers.as_ref().map(callers::verifier).transpose()?;
+    // Both ports before the cluster is touched: one that cannot be had stops the gate before
+    // it writes its certificate or its webhook's CA.
+    let listener = tokio::net::TcpListener::bind(s.listen)
+        .await
+        .with_context(|| format!("listening on {}", s.listen))?;
+    let metrics_listener = match s.metrics_listen {
+        Some(addr) => Some((
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("listening on {addr} (--metrics-listen)"))?,
+            addr,
+        )),
+        None => None,
+    };
     let pems = certs::ensure(&client, &s.certs).await?;
     let mode = gate.settings.mode.as_str();
     if let Some(w) = &s.certs.webhook {
@@ -398,18 +424,6 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
     }
     .with_cert_resolver(current.clone());
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let listener = tokio::net::TcpListener::bind(s.listen)
-        .await
-        .with_context(|| format!("listening on {}", s.listen))?;
-    let metrics_listener = match s.metrics_listen {
-        Some(addr) => Some((
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("listening on {addr} (--metrics-listen)"))?,
-            addr,
-        )),
-        None => None,
-    };
     let stopping = CancellationToken::new();
     let server = Arc::new(Server {
         gate,
@@ -479,7 +493,7 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
             service,
             stopping.clone(),
             s.shutdown,
-            s.limits,
+            Limits::for_metrics(s.limits),
         ));
     }
     let service = move |req| server.clone().handle(req);

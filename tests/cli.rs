@@ -439,7 +439,10 @@ fn gate_manifests_with_allow_from_print_an_enforced_network_policy_and_no_warnin
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.is_empty(), "{stderr}");
     assert!(stdout.contains("\nkind: NetworkPolicy\n"), "{stdout}");
-    assert!(stdout.contains("ipBlock: {cidr: \"10.0.0.0/24\"}"), "{stdout}");
+    assert!(
+        stdout.contains("ipBlock: {cidr: \"10.0.0.0/24\"}"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -34,45 +34,99 @@ fn the_gate_puts_its_own_ca_into_its_webhook_and_keeps_it_in_a_secret() {
     assert_eq!(ca_bundle(&g.webhook), secret["data"]["ca.crt"]);
 }
 
+/// A key of the gate's Secret `gate-tls` in `ns`, decoded, in a file.
+fn secret_file(ns: &str, key: &str) -> TempFile {
+    let secret = kubectl_json(&["get", "secret", "gate-tls", "-n", ns]);
+    let out = std::process::Command::new("base64")
+        .arg("-d")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(secret["data"][key].as_str().unwrap().as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    tempfile(&String::from_utf8(out.stdout).unwrap())
+}
+
+/// `curl` of `url` trusting only the CA in `ca`: whether it succeeded, and what it said.
+fn curl_with_ca(ca: &TempFile, url: &str) -> (bool, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--cacert", ca.path_str(), url])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!("{}{}", stdout(&out), stderr(&out)),
+    )
+}
+
 #[test]
 fn the_gate_serves_its_metrics_over_the_tls_its_ca_signs() {
     let ns = TestNamespace::new("gate-metrics");
     let g = Gated::start(&ns.name);
-    let secret = kubectl_json(&["get", "secret", "gate-tls", "-n", &ns.name]);
-    let ca = tempfile(
-        &String::from_utf8(
-            std::process::Command::new("base64")
-                .arg("-d")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .and_then(|mut c| {
-                    use std::io::Write;
-                    c.stdin
-                        .take()
-                        .unwrap()
-                        .write_all(secret["data"]["ca.crt"].as_str().unwrap().as_bytes())?;
-                    c.wait_with_output()
-                })
-                .unwrap()
-                .stdout,
-        )
-        .unwrap(),
-    );
-    let out = std::process::Command::new("curl")
-        .args([
-            "-sS",
-            "--cacert",
-            ca.path_str(),
-            &format!("https://127.0.0.1:{}/metrics", g.port),
-        ])
-        .output()
-        .unwrap();
-    let text = stdout(&out);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let ca = secret_file(&ns.name, "ca.crt");
+    let (ok, text) = curl_with_ca(&ca, &format!("https://127.0.0.1:{}/metrics", g.port));
+    assert!(ok, "{text}");
     assert!(
         text.contains("kubectl_raft_gate_decision_seconds"),
         "{text}"
+    );
+}
+
+/// The gate's Secret edited by hand: its serving key replaced by another key. The gate checks
+/// what it would serve before it serves it, issues the certificate again from the Secret's CA,
+/// and a client that trusts only that CA (as the API server does through caBundle) completes
+/// the handshake. (Before, the gate served the mismatched pair and every handshake failed:
+/// every eviction of an opted-in namespace would have been answered 500.)
+#[test]
+fn a_serving_key_replaced_by_hand_is_not_served_and_the_certificate_is_issued_again() {
+    let ns = TestNamespace::new("gate-badkey");
+    drop(Gated::start(&ns.name));
+    let key = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .output()
+        .unwrap();
+    assert!(key.status.success());
+    let mut secret = kubectl_json(&["get", "secret", "gate-tls", "-n", &ns.name]);
+    let b64 = std::process::Command::new("base64")
+        .args(["-w0"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(&key.stdout)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    secret["data"]["tls.key"] = Value::String(String::from_utf8(b64.stdout).unwrap());
+    let edited = tempfile(&secret.to_string());
+    kubectl_ok(&["replace", "-f", edited.path_str()]);
+    let g = Gated::start(&ns.name);
+    let ca = secret_file(&ns.name, "ca.crt");
+    let (ok, said) = curl_with_ca(&ca, &format!("https://127.0.0.1:{}/healthz", g.port));
+    assert!(ok, "the handshake with the gate: {said}");
+    assert!(
+        g.gate.stderr_so_far().contains("cannot be served as it is"),
+        "{}",
+        g.gate.stderr_so_far()
+    );
+    assert_eq!(
+        ca_bundle(&g.webhook),
+        kubectl_json(&["get", "secret", "gate-tls", "-n", &ns.name])["data"]["ca.crt"],
+        "the same CA, still in the webhook"
     );
 }
 

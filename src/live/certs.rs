@@ -150,19 +150,89 @@ fn text(s: &Secret, key: &str) -> Option<String> {
     String::from_utf8(b.0.clone()).ok()
 }
 
+/// The Secret's PEMs, as written; `not_after` and `names` are read from the serving
+/// certificate itself by [`check`], never from the annotations (which are for people).
 fn read(s: &Secret) -> Option<Pems> {
-    let annotations = s.metadata.annotations.as_ref()?;
-    let not_after = annotations.get(NOT_AFTER).and_then(|t| {
-        OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-    })?;
     Some(Pems {
         ca_cert: text(s, "ca.crt")?,
         ca_key: text(s, "ca.key")?,
         cert: text(s, "tls.crt")?,
         key: text(s, "tls.key")?,
-        not_after,
-        names: annotations.get(NAMES).cloned().unwrap_or_default(),
+        not_after: OffsetDateTime::UNIX_EPOCH,
+        names: String::new(),
     })
+}
+
+/// The first certificate of a PEM text, parsed.
+fn first_cert(pem: &str, what: &str) -> Result<Vec<u8>, String> {
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .next()
+        .ok_or(format!("{what} holds no certificate"))?
+        .map(|c| c.as_ref().to_vec())
+        .map_err(|e| format!("{what}: {e}"))
+}
+
+/// Whether `key_pem` is the private key of the certificate `der`.
+fn key_matches(der: &[u8], key_pem: &str, what: &str) -> Result<(), String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| format!("{what}: {e}"))?;
+    let key = KeyPair::from_pem(key_pem).map_err(|e| format!("{what}'s key: {e}"))?;
+    if key.public_key_raw() == cert.public_key().subject_public_key.data.as_ref() {
+        Ok(())
+    } else {
+        Err(format!("{what}'s key is not the key of {what}"))
+    }
+}
+
+/// Whether the CA half of a Secret can issue: its certificate is a CA's and its key is its key.
+fn check_ca(p: &Pems) -> Result<(), String> {
+    let der = first_cert(&p.ca_cert, "ca.crt")?;
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(&der).map_err(|e| format!("ca.crt: {e}"))?;
+    if !cert.is_ca() {
+        return Err("ca.crt is not a CA's certificate".into());
+    }
+    key_matches(&der, &p.ca_key, "ca.crt")
+}
+
+/// What the gate would serve from `p`, checked as the API server will check it, before it is
+/// served: its key is its key; it chains to the Secret's CA (rustls' webpki verifier, now)
+/// and names each of `names`; the CA's key is the CA's. Its expiry and names, read from the
+/// certificate itself.
+fn check(p: &Pems, names: &[String]) -> Result<(OffsetDateTime, String), String> {
+    check_ca(p)?;
+    let der = first_cert(&p.cert, "tls.crt")?;
+    key_matches(&der, &p.key, "tls.crt")?;
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(&der).map_err(|e| format!("tls.crt: {e}"))?;
+    let not_after = cert.validity().not_after.to_datetime();
+    use rustls::client::danger::ServerCertVerifier;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(p.ca_cert.as_bytes()) {
+        let c = c.map_err(|e| format!("ca.crt: {e}"))?;
+        roots.add(c).map_err(|e| format!("ca.crt: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| format!("ca.crt: {e}"))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(p.cert.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("tls.crt: {e}"))?;
+    for name in names {
+        let server = rustls::pki_types::ServerName::try_from(name.as_str())
+            .map_err(|e| format!("{name}: {e}"))?;
+        verifier
+            .verify_server_cert(
+                &chain[0],
+                &chain[1..],
+                &server,
+                &[],
+                rustls::pki_types::UnixTime::now(),
+            )
+            .map_err(|e| format!("tls.crt does not serve {name} under ca.crt: {e}"))?;
+    }
+    Ok((not_after, names.join(",")))
 }
 
 /// Whether the gate made this Secret.
@@ -225,18 +295,38 @@ pub async fn ensure(client: &Client, c: &CertSettings) -> Result<Pems> {
         }
         let found = current.as_ref().and_then(read);
         let names = c.names.join(",");
-        let wanted = match &found {
-            Some(p)
-                if !due(
-                    p.not_after,
-                    OffsetDateTime::now_utc(),
-                    c.lifetimes.renew_before,
-                ) && p.names == names =>
-            {
-                return Ok(p.clone())
+        // What is served is checked first: a Secret edited by hand, half-written or of
+        // another CA is never served as it is.
+        let served = found.as_ref().map(|p| check(p, &c.names));
+        if let (Some(p), Some(Ok((not_after, _)))) = (&found, &served) {
+            if !due(
+                *not_after,
+                OffsetDateTime::now_utc(),
+                c.lifetimes.renew_before,
+            ) {
+                return Ok(Pems {
+                    not_after: *not_after,
+                    names,
+                    ..p.clone()
+                });
             }
-            // Due, or for other names (--tls-name changed): re-issued from the same CA.
-            Some(p) => {
+        }
+        if let Some(Err(why)) = &served {
+            tracing::warn!(
+                "the gate's Secret {}/{} cannot be served as it is ({why}): its serving certificate is issued again{}",
+                c.namespace,
+                c.secret,
+                if found.as_ref().is_some_and(|p| check_ca(p).is_ok()) {
+                    " from its CA"
+                } else {
+                    ", from a new CA (its CA cannot issue)"
+                }
+            );
+        }
+        let wanted = match &found {
+            // Due, for other names (--tls-name changed), or not as it should be: re-issued
+            // from the same CA when the CA can issue.
+            Some(p) if check_ca(p).is_ok() => {
                 let (cert, key, not_after) = serving(&p.ca_key, &c.names, c.lifetimes.validity)?;
                 Pems {
                     cert,
@@ -246,7 +336,7 @@ pub async fn ensure(client: &Client, c: &CertSettings) -> Result<Pems> {
                     ..p.clone()
                 }
             }
-            None => issue(&c.names, c.lifetimes.validity)?,
+            _ => issue(&c.names, c.lifetimes.validity)?,
         };
         let s = secret(c, &wanted, current.as_ref())?;
         let written = match &current {
@@ -431,9 +521,93 @@ mod tests {
         let s = secret(&c, &p, None).unwrap();
         let back = read(&s).unwrap();
         assert_eq!(back.cert, p.cert);
-        assert_eq!(
-            back.not_after.unix_timestamp(),
-            p.not_after.unix_timestamp()
-        );
+        let (not_after, _) = check(&back, &c.names).unwrap();
+        assert_eq!(not_after.unix_timestamp(), p.not_after.unix_timestamp());
+    }
+
+    fn names() -> Vec<String> {
+        vec!["gate.gates.svc".into(), "127.0.0.1".into()]
+    }
+
+    #[test]
+    fn a_certificate_as_issued_passes_the_check() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        assert!(check(&p, &names()).is_ok());
+    }
+
+    #[test]
+    fn a_serving_key_that_is_not_the_certificates_is_not_served() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        let other = issue(&names(), Lifetimes::default().validity).unwrap();
+        let e = check(
+            &Pems {
+                key: other.key,
+                ..p
+            },
+            &names(),
+        )
+        .unwrap_err();
+        assert!(e.contains("is not the key of tls.crt"), "{e}");
+    }
+
+    #[test]
+    fn a_serving_certificate_of_another_ca_is_not_served() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        let other = issue(&names(), Lifetimes::default().validity).unwrap();
+        let e = check(
+            &Pems {
+                cert: other.cert,
+                key: other.key,
+                ..p
+            },
+            &names(),
+        )
+        .unwrap_err();
+        assert!(e.contains("does not serve"), "{e}");
+    }
+
+    #[test]
+    fn a_certificate_without_a_wanted_name_is_not_served() {
+        let p = issue(&names()[..1], Lifetimes::default().validity).unwrap();
+        let e = check(&p, &names()).unwrap_err();
+        assert!(e.contains("does not serve 127.0.0.1"), "{e}");
+    }
+
+    #[test]
+    fn a_ca_key_that_is_not_the_cas_cannot_issue() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        let other = issue(&names(), Lifetimes::default().validity).unwrap();
+        let e = check_ca(&Pems {
+            ca_key: other.ca_key,
+            ..p
+        })
+        .unwrap_err();
+        assert!(e.contains("is not the key of ca.crt"), "{e}");
+    }
+
+    /// The expiry is the certificate's own: an annotation edited to a later date does not keep
+    /// a certificate that is due from being issued again.
+    #[test]
+    fn the_expiry_is_read_from_the_certificate_not_the_annotation() {
+        let c = CertSettings {
+            namespace: "gates".into(),
+            secret: "gate-tls".into(),
+            names: names(),
+            webhook: None,
+            lifetimes: Lifetimes::default(),
+        };
+        let p = issue(&c.names, std::time::Duration::from_secs(10 * 86400)).unwrap();
+        let mut s = secret(&c, &p, None).unwrap();
+        s.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(NOT_AFTER.into(), "2099-01-01T00:00:00Z".into());
+        let (not_after, _) = check(&read(&s).unwrap(), &c.names).unwrap();
+        assert!(due(
+            not_after,
+            OffsetDateTime::now_utc(),
+            Lifetimes::default().renew_before
+        ));
     }
 }

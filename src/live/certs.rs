@@ -379,7 +379,6 @@ pub async fn inject_ca(client: &Client, webhook: &str, ca_pem: &str, mode: &str)
     };
     for _ in 0..3 {
         let mut cfg = api.get(webhook).await.map_err(|e| vwc(e, "get"))?;
-        let want = ByteString(ca_pem.as_bytes().to_vec());
         let annotations = cfg
             .metadata
             .annotations
@@ -390,8 +389,9 @@ pub async fn inject_ca(client: &Client, webhook: &str, ca_pem: &str, mode: &str)
             != Some(mode);
         annotations.insert(crate::model::GATE_MODE_ANNOTATION.into(), mode.into());
         for w in cfg.webhooks.iter_mut().flatten() {
-            if w.client_config.ca_bundle.as_ref() != Some(&want) {
-                w.client_config.ca_bundle = Some(want.clone());
+            let current = w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice());
+            if let Some(bundle) = bundle_with(current, ca_pem) {
+                w.client_config.ca_bundle = Some(ByteString(bundle.into_bytes()));
                 changed = true;
             }
         }
@@ -405,6 +405,51 @@ pub async fn inject_ca(client: &Client, webhook: &str, ca_pem: &str, mode: &str)
         }
     }
     Err(anyhow!("the ValidatingWebhookConfiguration {webhook} kept changing while the gate put its CA in; retry"))
+}
+
+/// The certificates of a PEM bundle, each block as written, whitespace aside.
+fn pem_blocks(text: &str) -> Vec<String> {
+    const END: &str = "-----END CERTIFICATE-----";
+    text.split_inclusive(END)
+        .filter_map(|b| {
+            let b = &b[b.find("-----BEGIN CERTIFICATE-----")?..];
+            b.ends_with(END).then(|| b.to_string())
+        })
+        .collect()
+}
+
+fn same_block(a: &str, b: &str) -> bool {
+    let squeeze = |s: &str| s.split_whitespace().collect::<String>();
+    squeeze(a) == squeeze(b)
+}
+
+/// The caBundle that trusts `ca_pem`, when `current` does not yet (None when it does): the CA
+/// first, then the one CA the bundle trusted before it, so that a replica still serving a
+/// certificate of the previous CA (it reloads within a minute) keeps its handshakes while the
+/// CA changes. At most two CAs: the one before the previous is dropped.
+fn bundle_with(current: Option<&[u8]>, ca_pem: &str) -> Option<String> {
+    let current = current
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .map(pem_blocks)
+        .unwrap_or_default();
+    let want = pem_blocks(ca_pem);
+    if !want.is_empty()
+        && want
+            .iter()
+            .all(|w| current.iter().any(|c| same_block(c, w)))
+    {
+        return None;
+    }
+    let mut bundle = ca_pem.trim_end().to_string();
+    bundle.push('\n');
+    if let Some(previous) = current
+        .iter()
+        .find(|c| !want.iter().any(|w| same_block(c, w)))
+    {
+        bundle.push_str(previous);
+        bundle.push('\n');
+    }
+    Some(bundle)
 }
 
 /// The serving certificate as rustls serves it.
@@ -523,6 +568,60 @@ mod tests {
         assert_eq!(back.cert, p.cert);
         let (not_after, _) = check(&back, &c.names).unwrap();
         assert_eq!(not_after.unix_timestamp(), p.not_after.unix_timestamp());
+    }
+
+    #[test]
+    fn an_empty_bundle_gets_the_ca() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        let b = bundle_with(None, &p.ca_cert).unwrap();
+        assert_eq!(pem_blocks(&b).len(), 1);
+        assert!(same_block(&pem_blocks(&b)[0], &p.ca_cert));
+    }
+
+    #[test]
+    fn a_bundle_that_trusts_the_ca_is_left_as_it_is() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        let old = issue(&names(), Lifetimes::default().validity).unwrap();
+        assert_eq!(bundle_with(Some(p.ca_cert.as_bytes()), &p.ca_cert), None);
+        let both = format!("{}{}", p.ca_cert, old.ca_cert);
+        assert_eq!(bundle_with(Some(both.as_bytes()), &p.ca_cert), None);
+    }
+
+    /// A new CA (the Secret deleted, or its CA unable to issue) is put first and the previous
+    /// kept: a replica still serving the previous CA's certificate keeps its handshakes until
+    /// it reloads. (Before, the bundle was replaced: its handshakes failed, every eviction 500.)
+    #[test]
+    fn a_new_ca_is_added_before_the_previous_one() {
+        let old = issue(&names(), Lifetimes::default().validity).unwrap();
+        let new = issue(&names(), Lifetimes::default().validity).unwrap();
+        let b = bundle_with(Some(old.ca_cert.as_bytes()), &new.ca_cert).unwrap();
+        let blocks = pem_blocks(&b);
+        assert_eq!(blocks.len(), 2);
+        assert!(same_block(&blocks[0], &new.ca_cert));
+        assert!(same_block(&blocks[1], &old.ca_cert));
+        assert!(verifies(&Pems {
+            ca_cert: b.clone(),
+            ..old
+        }));
+        assert!(verifies(&Pems { ca_cert: b, ..new }));
+    }
+
+    #[test]
+    fn the_bundle_keeps_two_cas_at_most() {
+        let [a, b, c] = [0, 1, 2].map(|_| issue(&names(), Lifetimes::default().validity).unwrap());
+        let two = format!("{}{}", b.ca_cert, a.ca_cert);
+        let bundle = bundle_with(Some(two.as_bytes()), &c.ca_cert).unwrap();
+        let blocks = pem_blocks(&bundle);
+        assert_eq!(blocks.len(), 2);
+        assert!(same_block(&blocks[0], &c.ca_cert));
+        assert!(same_block(&blocks[1], &b.ca_cert));
+    }
+
+    #[test]
+    fn a_bundle_of_garbage_is_replaced_by_the_ca() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        let b = bundle_with(Some(b"not a pem"), &p.ca_cert).unwrap();
+        assert_eq!(pem_blocks(&b).len(), 1);
     }
 
     fn names() -> Vec<String> {

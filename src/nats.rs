@@ -53,13 +53,54 @@ pub async fn connect(
     limit: Duration,
     vars: &Vars,
     who: &Who,
-) -> Result<async_nats::Client, String> {
-    let options = options(limit, vars, who).await?;
+) -> Result<async_nats::Client, ConnectError> {
+    let options = options(limit, vars, who)
+        .await
+        .map_err(ConnectError::Refused)?;
     let addr = format!("nats://{host}:{port}");
     tokio::time::timeout(limit, options.connect(addr.as_str()))
         .await
-        .map_err(|_| format!("no NATS connection to {addr} within {limit:?}"))?
-        .map_err(|e| format!("cannot connect to {addr}: {e}"))
+        .map_err(|_| {
+            ConnectError::Unreachable(format!("no NATS connection to {addr} within {limit:?}"))
+        })?
+        .map_err(|e| ConnectError::of(&addr, &e))
+}
+
+/// Why no NATS connection was made, as the callers branch on it: the user (its credentials
+/// unusable, or refused by the server) is an answer about the user; no connection says nothing
+/// about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectError {
+    /// The credentials could not be used (missing, not a .creds file, unreadable), or the
+    /// server refused them (an authorization violation, a nonce it could not verify).
+    Refused(String),
+    /// No connection: no route, a timeout, TLS, I/O.
+    Unreachable(String),
+}
+
+impl ConnectError {
+    fn of(addr: &str, e: &async_nats::ConnectError) -> Self {
+        use async_nats::ConnectErrorKind as K;
+        let why = format!("cannot connect to {addr}: {e}");
+        match e.kind() {
+            K::AuthorizationViolation | K::Authentication => ConnectError::Refused(why),
+            _ => ConnectError::Unreachable(why),
+        }
+    }
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Refused(why) | ConnectError::Unreachable(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<ConnectError> for String {
+    fn from(e: ConnectError) -> String {
+        e.to_string()
+    }
 }
 
 /// What the server answered: accepted, or refused with its description.
@@ -342,6 +383,20 @@ async fn options(limit: Duration, vars: &Vars, who: &Who) -> Result<ConnectOptio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_login_is_told_from_no_connection() {
+        use async_nats::ConnectErrorKind as K;
+        let of = |k| ConnectError::of("nats://x:4222", &async_nats::ConnectError::new(k));
+        assert!(matches!(
+            of(K::AuthorizationViolation),
+            ConnectError::Refused(_)
+        ));
+        assert!(matches!(of(K::Authentication), ConnectError::Refused(_)));
+        for k in [K::TimedOut, K::Tls, K::Io, K::Dns, K::MaxReconnects] {
+            assert!(matches!(of(k), ConnectError::Unreachable(_)));
+        }
+    }
 
     #[test]
     fn jetstream_replies_are_judged_by_success_and_error() {

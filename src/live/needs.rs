@@ -213,10 +213,8 @@ async fn ask(
     let client = match nats::connect(&host, port, ASK_WITHIN, transport.vars(), who).await {
         Ok(c) => c,
         // A refused login is an answer; anything else, no connection.
-        Err(e) if e.contains("authorization") || e.contains(".creds") => {
-            return Asked::Answered(Err(e))
-        }
-        Err(e) => return Asked::Unreachable(e),
+        Err(nats::ConnectError::Refused(e)) => return Asked::Answered(Err(e)),
+        Err(nats::ConnectError::Unreachable(e)) => return Asked::Unreachable(e),
     };
     let answer = judge(&client, who, sample).await;
     let _ = client.drain().await;

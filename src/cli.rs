@@ -253,7 +253,7 @@ pub struct GateServeArgs {
     pub service: String,
 
     /// A further name (or IP) the serving certificate carries; repeatable.
-    #[arg(long = "tls-name", value_name = "NAME")]
+    #[arg(long = "tls-name", value_name = "NAME", value_parser = parse_tls_name)]
     pub tls_names: Vec<String>,
 
     /// The ValidatingWebhookConfiguration whose webhooks get the gate's CA, and whose
@@ -1056,6 +1056,21 @@ pub fn parse_dry_run(s: &str) -> Result<bool, String> {
     }
 }
 
+/// `--tls-name`: a name the serving certificate carries and a TLS client can check it by (a
+/// DNS name or an IP address; no wildcard, no trailing dot, no brackets).
+pub fn parse_tls_name(s: &str) -> Result<String, String> {
+    let checkable = !s.ends_with('.')
+        && !s.contains('*')
+        && rustls::pki_types::ServerName::try_from(s.to_string()).is_ok();
+    if checkable {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a name a client can check the certificate by (a DNS name such as gate.example.com, or an IP address such as 10.0.0.5; no wildcard, trailing dot or brackets)"
+        ))
+    }
+}
+
 /// `--allow-from`: an address block, as a NetworkPolicy's ipBlock takes it (`10.0.0.0/24`,
 /// `fd00::/64`; a single address is taken as its /32 or /128).
 pub fn parse_cidr(s: &str) -> Result<String, String> {
@@ -1176,6 +1191,21 @@ mod tests {
         assert_eq!(parse_cidr("10.0.0.0/24").unwrap(), "10.0.0.0/24");
         assert_eq!(parse_cidr("fd00::/64").unwrap(), "fd00::/64");
         assert_eq!(parse_cidr("172.16.0.5").unwrap(), "172.16.0.5/32");
+    }
+
+    #[test]
+    fn tls_names_a_client_cannot_check_are_refused() {
+        for good in [
+            "gate.example.com",
+            "127.0.0.1",
+            "::1",
+            "kubectl-raft-gate.ns.svc",
+        ] {
+            assert!(parse_tls_name(good).is_ok(), "{good}");
+        }
+        for bad in ["*.example.com", "gate.example.com.", "[::1]", "", "a b"] {
+            assert!(parse_tls_name(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -100,6 +100,7 @@ fn a_serving_key_replaced_by_hand_is_not_served_and_the_certificate_is_issued_ag
         .unwrap();
     assert!(key.status.success());
     let mut secret = kubectl_json(&["get", "secret", "gate-tls", "-n", &ns.name]);
+    let ca_before = secret["data"]["ca.crt"].clone();
     let b64 = std::process::Command::new("base64")
         .args(["-w0"])
         .stdin(std::process::Stdio::piped())
@@ -118,15 +119,20 @@ fn a_serving_key_replaced_by_hand_is_not_served_and_the_certificate_is_issued_ag
     let ca = secret_file(&ns.name, "ca.crt");
     let (ok, said) = curl_with_ca(&ca, &format!("https://127.0.0.1:{}/healthz", g.port));
     assert!(ok, "the handshake with the gate: {said}");
+    let log = g.gate.stderr_so_far();
     assert!(
-        g.gate.stderr_so_far().contains("cannot be served as it is"),
-        "{}",
-        g.gate.stderr_so_far()
+        log.contains("cannot be served as it is") && log.contains("issued again from its CA"),
+        "{log}"
+    );
+    let after = kubectl_json(&["get", "secret", "gate-tls", "-n", &ns.name]);
+    assert_eq!(
+        after["data"]["ca.crt"], ca_before,
+        "the same CA in the Secret"
     );
     assert_eq!(
         ca_bundle(&g.webhook),
-        kubectl_json(&["get", "secret", "gate-tls", "-n", &ns.name])["data"]["ca.crt"],
-        "the same CA, still in the webhook"
+        ca_before,
+        "the same CA in the webhook"
     );
 }
 

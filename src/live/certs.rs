@@ -196,10 +196,9 @@ fn check_ca(p: &Pems) -> Result<(), String> {
 
 /// What the gate would serve from `p`, checked as the API server will check it, before it is
 /// served: its key is its key; it chains to the Secret's CA (rustls' webpki verifier, now)
-/// and names each of `names`; the CA's key is the CA's. Its expiry and names, read from the
-/// certificate itself.
+/// and names each of `names`. Its expiry and names, read from the certificate itself. (Whether
+/// the CA can issue again is [`check_ca`]'s.)
 fn check(p: &Pems, names: &[String]) -> Result<(OffsetDateTime, String), String> {
-    check_ca(p)?;
     let der = first_cert(&p.cert, "tls.crt")?;
     key_matches(&der, &p.key, "tls.crt")?;
     let (_, cert) =
@@ -274,6 +273,96 @@ fn secret(c: &CertSettings, p: &Pems, base: Option<&Secret>) -> Result<Secret> {
     Ok(s)
 }
 
+/// What to do with the Secret as found: serve what it holds (with a warning to log), or write
+/// what to serve.
+#[derive(Debug)]
+enum Next {
+    Serve(Pems, Option<String>),
+    /// With why what it held cannot be served (None: it was due, or there was none).
+    Write(Pems, Option<String>),
+}
+
+/// The decision `ensure` acts on, from the Secret alone (`now` for expiry):
+/// - its serving certificate passes [`check`] and is not due: served as it is (a CA that
+///   could not issue again is only warned of: the certificate it signed still serves);
+/// - else, when its CA can issue ([`check_ca`]; a missing or broken serving half does not
+///   matter): a serving certificate issued again from it, the CA unchanged;
+/// - else a new CA, with the old CA's certificate kept after it in `ca.crt` when it is one
+///   (so the webhook's caBundle trusts both while replicas reload).
+fn decide(found: Option<&Secret>, c: &CertSettings, now: OffsetDateTime) -> Result<Next> {
+    let names = c.names.join(",");
+    let ca = found.and_then(|s| Some((text(s, "ca.crt")?, text(s, "ca.key")?)));
+    let ca_ok = ca.as_ref().map(|(cert, key)| {
+        check_ca(&Pems {
+            ca_cert: cert.clone(),
+            ca_key: key.clone(),
+            cert: String::new(),
+            key: String::new(),
+            not_after: OffsetDateTime::UNIX_EPOCH,
+            names: String::new(),
+        })
+    });
+    let whole = found.and_then(read);
+    let served = match &whole {
+        Some(p) => Some(check(p, &c.names)),
+        None if found.is_some() => Some(Err("it lacks tls.crt or tls.key".to_string())),
+        None => None,
+    };
+    if let (Some(p), Some(Ok((not_after, _)))) = (&whole, &served) {
+        if !due(*not_after, now, c.lifetimes.renew_before) {
+            let warning = match &ca_ok {
+                Some(Err(why)) => Some(format!(
+                    "its CA cannot issue ({why}); the serving certificate it holds is served, and a new CA will be made when that one is due"
+                )),
+                _ => None,
+            };
+            return Ok(Next::Serve(
+                Pems {
+                    not_after: *not_after,
+                    names,
+                    ..p.clone()
+                },
+                warning,
+            ));
+        }
+    }
+    let why = served.and_then(|r| r.err());
+    if let (Some((ca_cert, ca_key)), Some(Ok(()))) = (&ca, &ca_ok) {
+        let (cert, key, not_after) = serving(ca_key, &c.names, c.lifetimes.validity)?;
+        return Ok(Next::Write(
+            Pems {
+                ca_cert: ca_cert.clone(),
+                ca_key: ca_key.clone(),
+                cert,
+                key,
+                not_after,
+                names,
+            },
+            why.map(|w| format!("{w}; its serving certificate is issued again from its CA")),
+        ));
+    }
+    let mut fresh = issue(&c.names, c.lifetimes.validity)?;
+    if let Some(old) = ca
+        .as_ref()
+        .and_then(|(cert, _)| pem_blocks(cert).into_iter().next())
+    {
+        fresh.ca_cert = format!("{}\n{old}\n", fresh.ca_cert.trim_end());
+    }
+    let ca_why = match &ca_ok {
+        Some(Err(e)) => e.clone(),
+        _ => "it holds no CA".into(),
+    };
+    Ok(Next::Write(
+        fresh,
+        found.map(|_| {
+            format!(
+                "{}its CA cannot issue ({ca_why}): a new CA is made, the old one kept beside it in ca.crt and the webhook's caBundle",
+                why.map(|w| format!("{w}; ")).unwrap_or_default()
+            )
+        }),
+    ))
+}
+
 /// The certificates to serve with: read from the Secret, created there when it has none,
 /// re-issued from its CA when due (a 409 means another replica wrote first: its are used).
 pub async fn ensure(client: &Client, c: &CertSettings) -> Result<Pems> {
@@ -293,50 +382,23 @@ pub async fn ensure(client: &Client, c: &CertSettings) -> Result<Pems> {
                 MANAGED_BY.1
             ));
         }
-        let found = current.as_ref().and_then(read);
-        let names = c.names.join(",");
-        // What is served is checked first: a Secret edited by hand, half-written or of
-        // another CA is never served as it is.
-        let served = found.as_ref().map(|p| check(p, &c.names));
-        if let (Some(p), Some(Ok((not_after, _)))) = (&found, &served) {
-            if !due(
-                *not_after,
-                OffsetDateTime::now_utc(),
-                c.lifetimes.renew_before,
-            ) {
-                return Ok(Pems {
-                    not_after: *not_after,
-                    names,
-                    ..p.clone()
-                });
-            }
-        }
-        if let Some(Err(why)) = &served {
-            tracing::warn!(
-                "the gate's Secret {}/{} cannot be served as it is ({why}): its serving certificate is issued again{}",
-                c.namespace,
-                c.secret,
-                if found.as_ref().is_some_and(|p| check_ca(p).is_ok()) {
-                    " from its CA"
-                } else {
-                    ", from a new CA (its CA cannot issue)"
+        let wanted = match decide(current.as_ref(), c, OffsetDateTime::now_utc())? {
+            Next::Serve(p, warning) => {
+                if let Some(w) = warning {
+                    tracing::warn!("the gate's Secret {}/{}: {w}", c.namespace, c.secret);
                 }
-            );
-        }
-        let wanted = match &found {
-            // Due, for other names (--tls-name changed), or not as it should be: re-issued
-            // from the same CA when the CA can issue.
-            Some(p) if check_ca(p).is_ok() => {
-                let (cert, key, not_after) = serving(&p.ca_key, &c.names, c.lifetimes.validity)?;
-                Pems {
-                    cert,
-                    key,
-                    not_after,
-                    names,
-                    ..p.clone()
-                }
+                return Ok(p);
             }
-            _ => issue(&c.names, c.lifetimes.validity)?,
+            Next::Write(p, why) => {
+                if let Some(why) = why {
+                    tracing::warn!(
+                        "the gate's Secret {}/{} cannot be served as it is: {why}",
+                        c.namespace,
+                        c.secret
+                    );
+                }
+                p
+            }
         };
         let s = secret(c, &wanted, current.as_ref())?;
         let written = match &current {
@@ -684,29 +746,121 @@ mod tests {
         assert!(e.contains("is not the key of ca.crt"), "{e}");
     }
 
-    /// The expiry is the certificate's own: an annotation edited to a later date does not keep
-    /// a certificate that is due from being issued again.
-    #[test]
-    fn the_expiry_is_read_from_the_certificate_not_the_annotation() {
-        let c = CertSettings {
+    fn settings() -> CertSettings {
+        CertSettings {
             namespace: "gates".into(),
             secret: "gate-tls".into(),
             names: names(),
             webhook: None,
             lifetimes: Lifetimes::default(),
-        };
-        let p = issue(&c.names, std::time::Duration::from_secs(10 * 86400)).unwrap();
-        let mut s = secret(&c, &p, None).unwrap();
+        }
+    }
+
+    fn stored(p: &Pems) -> Secret {
+        secret(&settings(), p, None).unwrap()
+    }
+
+    fn without(mut s: Secret, key: &str) -> Secret {
+        s.data.as_mut().unwrap().remove(key);
+        s
+    }
+
+    fn decided(s: Option<&Secret>) -> Next {
+        decide(s, &settings(), OffsetDateTime::now_utc()).unwrap()
+    }
+
+    #[test]
+    fn a_secret_that_passes_is_served_as_it_is() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        match decided(Some(&stored(&p))) {
+            Next::Serve(q, None) => assert_eq!(q.cert, p.cert),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_serving_key_is_issued_again_from_the_same_ca() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        match decided(Some(&without(stored(&p), "tls.key"))) {
+            Next::Write(q, Some(why)) => {
+                assert_eq!(q.ca_cert, p.ca_cert, "the same CA");
+                assert!(why.contains("lacks tls.crt or tls.key"), "{why}");
+                assert!(verifies(&q));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The expiry is the certificate's own: an annotation edited to a later date does not keep
+    /// a certificate that is due from being issued again.
+    #[test]
+    fn a_due_certificate_is_issued_again_whatever_the_annotation_says() {
+        let p = issue(&names(), std::time::Duration::from_secs(10 * 86400)).unwrap();
+        let mut s = stored(&p);
         s.metadata
             .annotations
             .as_mut()
             .unwrap()
             .insert(NOT_AFTER.into(), "2099-01-01T00:00:00Z".into());
-        let (not_after, _) = check(&read(&s).unwrap(), &c.names).unwrap();
-        assert!(due(
-            not_after,
-            OffsetDateTime::now_utc(),
-            Lifetimes::default().renew_before
-        ));
+        match decided(Some(&s)) {
+            Next::Write(q, None) => {
+                assert_eq!(q.ca_cert, p.ca_cert);
+                assert_ne!(q.cert, p.cert);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A CA key that cannot issue does not stop a good serving certificate from being served:
+    /// a new CA now would fail the replicas still serving the old one.
+    #[test]
+    fn a_broken_ca_key_beside_a_good_certificate_is_only_warned_of() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        let other = issue(&names(), Lifetimes::default().validity).unwrap();
+        let s = stored(&Pems {
+            ca_key: other.ca_key,
+            ..p.clone()
+        });
+        match decided(Some(&s)) {
+            Next::Serve(q, Some(w)) => {
+                assert_eq!(q.cert, p.cert);
+                assert!(w.contains("its CA cannot issue"), "{w}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Neither half usable: a new CA, the old one kept after it in ca.crt, so the webhook's
+    /// caBundle (which gets ca.crt) trusts the certificates of both while replicas reload.
+    #[test]
+    fn a_new_ca_keeps_the_old_one_beside_it() {
+        let p = issue(&names(), Lifetimes::default().validity).unwrap();
+        let other = issue(&names(), Lifetimes::default().validity).unwrap();
+        let s = without(
+            stored(&Pems {
+                ca_key: other.ca_key,
+                ..p.clone()
+            }),
+            "tls.crt",
+        );
+        match decided(Some(&s)) {
+            Next::Write(q, Some(why)) => {
+                let blocks = pem_blocks(&q.ca_cert);
+                assert_eq!(blocks.len(), 2);
+                assert!(same_block(&blocks[1], &p.ca_cert));
+                assert!(verifies(&q), "the new certificate under the new ca.crt");
+                assert!(verifies(&Pems {
+                    ca_cert: q.ca_cert.clone(),
+                    ..p
+                }));
+                assert!(why.contains("a new CA is made"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_secret_is_a_new_ca_without_a_warning() {
+        assert!(matches!(decided(None), Next::Write(_, None)));
     }
 }

@@ -447,6 +447,7 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
     {
         let (client, c, current) = (client.clone(), s.certs.clone(), current.clone());
         let every = s.cert_check_every;
+        let mut served_ca = pems.ca_cert.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
@@ -455,11 +456,22 @@ pub async fn serve(gate: Gate<KubeGate>, client: Client, s: ServeSettings) -> Re
                     Ok((p, k))
                 }) {
                     Ok((p, k)) => {
-                        *current.0.write().expect("not poisoned") = k;
-                        if let Some(w) = &c.webhook {
-                            if let Err(e) = certs::inject_ca(&client, w, &p.ca_cert, mode).await {
-                                tracing::warn!("could not check the CA in {w}: {e:#}");
-                            }
+                        // The webhook trusts the CA before a certificate of it is served: a
+                        // new CA whose injection failed is not served yet (the certificate of
+                        // the CA the webhook trusts still is), and is tried again next time.
+                        let trusted = match &c.webhook {
+                            None => true,
+                            Some(w) => match certs::inject_ca(&client, w, &p.ca_cert, mode).await {
+                                Ok(_) => true,
+                                Err(e) => {
+                                    tracing::warn!("could not check the CA in {w}: {e:#}");
+                                    p.ca_cert == served_ca
+                                }
+                            },
+                        };
+                        if trusted {
+                            *current.0.write().expect("not poisoned") = k;
+                            served_ca = p.ca_cert;
                         }
                     }
                     Err(e) => tracing::warn!("could not renew the serving certificate: {e:#}"),

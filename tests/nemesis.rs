@@ -173,6 +173,34 @@ fn schedule(seed: u64, steps: usize) -> Vec<Step> {
         .collect()
 }
 
+/// An aimed schedule (`NEMESIS_AIM=1`, run.sh `--aim`): about half its steps are a member
+/// frozen, a pause past `SEEN_AFTER`, and an actor on another member (or the whole cluster)
+/// while the first is still frozen: the edge of invariant 1, where a careful tool must see the
+/// frozen member and refuse or wait. The rest as `schedule` draws them.
+fn aimed_schedule(seed: u64, steps: usize) -> Vec<Step> {
+    let mut r = Rng(seed ^ 0xA11E_D5EE_D000_0000);
+    let mut out = vec![];
+    while out.len() < steps {
+        if r.below(2) == 0 && out.len() + 3 <= steps {
+            let a = r.member();
+            let b = (a + 1 + r.below(MEMBERS as u64 - 1) as usize) % MEMBERS;
+            let wait = SEEN_AFTER.as_secs() + 1 + r.below(3);
+            // Frozen well past the pause, so the actor starts while it is seen down.
+            out.push(Step::Freeze(a, wait + 15 + r.below(25)));
+            out.push(Step::Pause(wait));
+            out.push(match r.below(4) {
+                0 => Step::Drain(b),
+                1 => Step::PlainDrain(b),
+                2 => Step::Restart,
+                _ => Step::Yield,
+            });
+        } else {
+            out.extend(schedule(r.next(), 1));
+        }
+    }
+    out
+}
+
 fn schedule_text(steps: &[Step]) -> String {
     steps
         .iter()
@@ -596,6 +624,23 @@ struct Outcomes {
     acted: u64,
     refused: u64,
     skipped: u64,
+    /// Actors started while another member had been down for `SEEN_AFTER` (the observer's
+    /// word): where invariant 1 is tested at its edge. Of those, how many acted and refused.
+    edge: u64,
+    edge_acted: u64,
+    edge_refused: u64,
+}
+
+/// A member the observer has seen down for `SEEN_AFTER` now (taken and not back, or silent
+/// that long), if any.
+fn seen_down_now(t: &Truth) -> Option<usize> {
+    let now = Instant::now();
+    t.members.iter().find_map(|(m, e)| {
+        let down = e.taken.is_some()
+            || e.silent_since
+                .is_some_and(|s| now.saturating_duration_since(s) >= SEEN_AFTER);
+        down.then_some(*m)
+    })
 }
 
 /// Runs an actor to its end. Ok: what it did (and whether it acted or refused); Err: a
@@ -813,12 +858,22 @@ fn run(seed: u64, steps: &[Step], guard: Guard) -> Value {
             std::thread::sleep(Duration::from_secs(*s));
             "paused".into()
         } else {
-            match act(&ns.name, step, &mut outcomes) {
+            let edge = seen_down_now(&truth.lock().unwrap());
+            let (acted, refused) = (outcomes.acted, outcomes.refused);
+            let outcome = match act(&ns.name, step, &mut outcomes) {
                 Ok(o) => o,
                 Err(v) => {
                     truth.lock().unwrap().violation(v.clone());
                     v
                 }
+            };
+            if let Some(who) = edge {
+                outcomes.edge += 1;
+                outcomes.edge_acted += outcomes.acted - acted;
+                outcomes.edge_refused += outcomes.refused - refused;
+                format!("{outcome} [started with member {who} seen down]")
+            } else {
+                outcome
             }
         };
         eprintln!("nemesis: {at}{leader} {step}: {outcome}");
@@ -877,6 +932,9 @@ fn run(seed: u64, steps: &[Step], guard: Guard) -> Value {
         "steps": steps.len(),
         "acted": outcomes.acted,
         "refused": outcomes.refused,
+        "edgeActors": outcomes.edge,
+        "edgeActed": outcomes.edge_acted,
+        "edgeRefused": outcomes.edge_refused,
         "skippedActors": outcomes.skipped,
         "faults": injected,
         "skippedFaults": skipped_faults,
@@ -983,10 +1041,15 @@ fn campaign() {
     let results = std::env::var("NEMESIS_RESULTS")
         .unwrap_or_else(|_| world_dir().join("nemesis.jsonl").display().to_string());
     let mut failed = vec![];
+    let aim = std::env::var("NEMESIS_AIM").is_ok_and(|v| v == "1");
     for seed in first..first + count {
-        let plan = schedule(seed, steps);
-        let summary =
-            std::panic::catch_unwind(|| run(seed, &plan, Guard::Gate)).unwrap_or_else(|e| {
+        let plan = if aim {
+            aimed_schedule(seed, steps)
+        } else {
+            schedule(seed, steps)
+        };
+        let mut summary = std::panic::catch_unwind(|| run(seed, &plan, Guard::Gate))
+            .unwrap_or_else(|e| {
                 let why = e
                     .downcast_ref::<String>()
                     .cloned()
@@ -995,6 +1058,7 @@ fn campaign() {
                 json!({"seed": seed, "commit": commit(), "schedule": schedule_text(&plan),
                    "steps": steps, "violations": [format!("the run panicked: {why}")]})
             });
+        summary["aimed"] = json!(aim);
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -1050,6 +1114,33 @@ fn seed_6_is_the_schedule_ci_and_the_docs_name() {
         schedule_text(&schedule(6, 8)),
         "freeze:2:11,restart,plain-drain:2,drain:0,plain-drain:1,kill:0,freeze:1:28,yield"
     );
+}
+
+/// An aimed schedule's aims: a member frozen, a pause past `SEEN_AFTER` (and shorter than the
+/// freeze, so the actor starts while the member is frozen and seen), then an actor on another
+/// member or on the whole cluster. Every seed of a 10-step schedule has one at least.
+#[test]
+fn an_aimed_schedule_starts_actors_while_another_member_is_frozen_and_seen() {
+    let aim = |w: &[Step]| match w {
+        [Step::Freeze(a, f), Step::Pause(p), actor] if *p > SEEN_AFTER.as_secs() && f > p => {
+            match actor {
+                Step::Drain(b) | Step::PlainDrain(b) => a != b,
+                Step::Restart | Step::Yield => true,
+                _ => false,
+            }
+        }
+        _ => false,
+    };
+    for seed in 2055..2155 {
+        let steps = aimed_schedule(seed, 10);
+        assert_eq!(steps.len(), 10);
+        assert!(
+            steps.windows(3).any(aim),
+            "seed {seed}: {}",
+            schedule_text(&steps)
+        );
+        assert_eq!(aimed_schedule(seed, 10), steps, "the same on every run");
+    }
 }
 
 #[test]

@@ -5,8 +5,11 @@
 # is printed at the end (docs/testing.md keeps the campaigns run).
 #
 #   bash tests/nemesis/run.sh [--schedules N] [--first-seed S] [--steps K] [--minutes M]
-#                             [--results FILE]
+#                             [--results FILE] [--aim]
 #
+# --aim draws aimed schedules (tests/nemesis.rs, aimed_schedule): about half their steps
+# freeze a member, wait past the observer's SEEN_AFTER and start an actor on another one, the
+# edge of invariant 1; the table counts the actors started with a member seen down ("edge").
 # --minutes stops starting new schedules after M minutes (the one under way finishes); a
 # campaign may be run in parts, each with its own --first-seed, and summed (the table lists
 # the seeds). Replay one schedule: NEMESIS_SCHEDULE='drain:0,freeze:1:20,...' cargo test
@@ -15,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 . tests/world/env.sh
-schedules=10 first=1000 steps=10 minutes=0 results="$KWORLD_DIR/nemesis.jsonl"
+schedules=10 first=1000 steps=10 minutes=0 results="$KWORLD_DIR/nemesis.jsonl" aim=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --schedules) schedules=$2; shift 2 ;;
@@ -23,7 +26,8 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --minutes) minutes=$2; shift 2 ;;
     --results) results=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --aim) aim=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,7 +46,7 @@ while [ "$seed" -lt $(( first + schedules )) ]; do
     break
   fi
   # Each schedule's whole output in a log of its own; its nemesis lines on the terminal.
-  if ! NEMESIS_FIRST_SEED=$seed NEMESIS_SCHEDULES=1 NEMESIS_STEPS=$steps NEMESIS_RESULTS=$results \
+  if ! NEMESIS_AIM=$aim NEMESIS_FIRST_SEED=$seed NEMESIS_SCHEDULES=1 NEMESIS_STEPS=$steps NEMESIS_RESULTS=$results \
     cargo test -q --test nemesis campaign -- --ignored --exact --nocapture > "$logs/$seed.log" 2>&1; then
     rc=1
     echo "run.sh: seed $seed failed; the end of $logs/$seed.log:" >&2
@@ -66,9 +70,10 @@ rows = [last[s] for s in sorted(last)]
 missing = [s for s in range(lo, hi) if s not in last]
 tot = lambda k: sum(r.get(k) or 0 for r in rows)
 commits = sorted({r.get("commit", "?") for r in rows})
-print("| commit | seeds | schedules | steps | acted | refused | faults | takings | exposed | races | acknowledged writes | lost | violations | longest leaderless (ms) | hours |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-print(f"| {', '.join(commits)} | {lo}–{hi-1} | {len(rows)} | {tot('steps')} | {tot('acted')} | {tot('refused')} | {tot('faults')} "
+print("| commit | seeds | schedules | steps | acted | refused | edge actors (acted/refused) | faults | takings | exposed | races | acknowledged writes | lost | violations | longest leaderless (ms) | hours |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print(f"| {', '.join(commits)} | {lo}–{hi-1} | {len(rows)} | {tot('steps')} | {tot('acted')} | {tot('refused')} "
+      f"| {tot('edgeActors')} ({tot('edgeActed')}/{tot('edgeRefused')}) | {tot('faults')} "
       f"| {tot('takings')} | {tot('exposed')} | {tot('races')} | {tot('acknowledged')} | {tot('lost')} "
       f"| {sum(len(r['violations']) for r in rows)} | {max([r.get('longestLeaderlessMs') or 0 for r in rows] or [0]):.0f} | {tot('seconds')/3600:.2f} |")
 for r in rows:

@@ -27,7 +27,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
         kubectl raft drain worker-3 --dry-run    # the plan: followers first, the leader last\n  \
         kubectl raft drain worker-3              # cordon, then evict one member at a time\n  \
         kubectl raft restart etcd -n db          # replace every member, one at a time\n  \
-        kubectl raft gate serve                  # the eviction webhook: every evictor gets drain's decision\n\n\
+        kubectl raft gate manifests --image REF  # the eviction webhook: every evictor gets drain's decision\n\n\
 Examples:\n  \
         kubectl raft status etcd -n db -o wide   # one StatefulSet, more columns\n  \
         kubectl raft status --node worker-3      # clusters with a replica on that node\n  \
@@ -161,7 +161,7 @@ pub enum Command {
     /// The eviction gate: an admission webhook that gives every evictor (plain kubectl drain,
     /// cluster-autoscaler, Karpenter, node upgrades) the decision `kubectl raft drain` makes.
     #[command(after_help = "Examples:\n  \
-        kubectl-raft gate serve                       # in-cluster, as docs/gate.yaml runs it\n  \
+        kubectl-raft gate serve --via=direct --metrics-listen=0.0.0.0:9090   # as gate manifests runs it\n  \
         kubectl-raft gate serve --listen 127.0.0.1:9443 --tls-name 127.0.0.1 --webhook my-gate\n\n\
         Install it from what `gate manifests` prints for your image, then, with a replica\n\
         Ready, opt a namespace in:\n  \
@@ -182,7 +182,8 @@ pub struct GateArgs {
 
 #[derive(Debug, Subcommand, Clone)]
 pub enum GateCommand {
-    /// Serve the admission webhook (HTTPS), its /metrics and /healthz.
+    /// Serve the admission webhook (HTTPS) and its /healthz and /readyz; /metrics on
+    /// --metrics-listen (plain HTTP) when given, else beside them.
     Serve(Box<GateServeArgs>),
 
     /// Print the manifests that install the gate (namespace, roles, Deployment, PDB, Service,

@@ -288,7 +288,7 @@ fn the_top_level_help_names_every_builtin_system_and_verb() {
         .unwrap();
     let help = String::from_utf8(out.stdout).unwrap();
     assert_eq!(unnamed_systems(&help), Vec::<String>::new(), "{help}");
-    for verb in ["status", "yield", "drain", "restart", "gate serve"] {
+    for verb in ["status", "yield", "drain", "restart", "gate manifests"] {
         assert!(
             help.contains(&format!("kubectl raft {verb}")),
             "--help shows no `kubectl raft {verb}`:\n{help}"

@@ -36,22 +36,7 @@ fn the_gate_puts_its_own_ca_into_its_webhook_and_keeps_it_in_a_secret() {
 
 /// A key of the gate's Secret `gate-tls` in `ns`, decoded, in a file.
 fn secret_file(ns: &str, key: &str) -> TempFile {
-    let secret = kubectl_json(&["get", "secret", "gate-tls", "-n", ns]);
-    let out = std::process::Command::new("base64")
-        .arg("-d")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin
-                .take()
-                .unwrap()
-                .write_all(secret["data"][key].as_str().unwrap().as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    tempfile(&String::from_utf8(out.stdout).unwrap())
+    tempfile(&secret_text(ns, "gate-tls", key))
 }
 
 /// `curl` of `url` trusting only the CA in `ca`: whether it succeeded, and what it said.

@@ -62,7 +62,7 @@ async fn serve_gate(g: &GlobalArgs, a: &GateServeArgs) -> Result<()> {
         .unwrap_or_else(|| surveyor.conn.default_namespace.clone());
     if namespace == a.lock_namespace {
         let warning = format!(
-            "warning: the gate keeps its records in {namespace:?}, the namespace of kubectl raft's locks, where whoever may take a lock can erase or plant them; run it in a namespace of its own (-n; docs/gate.yaml: kubectl-raft-gate)"
+            "warning: the gate keeps its records in {namespace:?}, the namespace of kubectl raft's locks, where whoever may take a lock can erase or plant them; run it in a namespace of its own (-n; gate manifests: kubectl-raft-gate)"
         );
         tracing::warn!("{warning}");
         eprintln!("{warning}");

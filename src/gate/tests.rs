@@ -289,6 +289,12 @@ fn evict(pod: &str) -> Request {
     }
 }
 
+/// `d` passes on the paused clock and on the cluster's wall clock alike.
+async fn pass(s: &Scripted, d: Duration) {
+    tokio::time::advance(d).await;
+    s.tick(d.as_secs_f64());
+}
+
 fn gate(s: &Scripted) -> Gate<&Scripted> {
     let mut settings = Settings::default();
     settings.opts.max_lag = 100;
@@ -704,8 +710,7 @@ async fn replayed_beside_another(
         if g.review(&evict("etcd-2")).await.allowed() {
             return Some((now, last_admitted));
         }
-        tokio::time::advance(tick).await;
-        s.tick(tick.as_secs_f64());
+        pass(s, tick).await;
         now += tick;
     }
     None
@@ -799,8 +804,7 @@ async fn a_member_admitted_for_too_long_without_effect_is_refused_no_effect() {
     assert!(g.review(&evict("etcd-0")).await.allowed());
     let mut last = None;
     for _ in 0..(g.settings.pending_at_most.as_secs() / 20 + 1) {
-        tokio::time::advance(step).await;
-        s.tick(step.as_secs_f64());
+        pass(&s, step).await;
         last = Some(g.review(&evict("etcd-0")).await);
     }
     let v = last.unwrap();
@@ -821,8 +825,7 @@ async fn a_member_refused_no_effect_is_admitted_again_afterwards() {
     while waited <= end {
         let v = g.review(&evict("etcd-0")).await;
         refused |= v.reason() == "NoEffect";
-        tokio::time::advance(step).await;
-        s.tick(step.as_secs_f64());
+        pass(&s, step).await;
         waited += step;
     }
     assert!(refused, "refused NoEffect on the way");
@@ -841,13 +844,11 @@ async fn a_fresh_admission_still_holds_the_others_after_the_bound() {
     // Admitted every 20 s until just before the bound: the last one is fresh.
     while waited + step < g.settings.pending_at_most {
         assert!(g.review(&evict("etcd-0")).await.allowed());
-        tokio::time::advance(step).await;
-        s.tick(step.as_secs_f64());
+        pass(&s, step).await;
         waited += step;
     }
     assert!(g.review(&evict("etcd-0")).await.allowed());
-    tokio::time::advance(step).await;
-    s.tick(step.as_secs_f64());
+    pass(&s, step).await;
     let v = g.review(&evict("etcd-2")).await;
     assert!(!v.allowed(), "{v:?}");
 }
@@ -957,8 +958,7 @@ async fn a_failed_transfer_is_tried_again_after_the_backoff() {
     g.review(&evict("etcd-1")).await;
     s.finish_transfer(false);
     let wait = g.settings.transfer_backoff + Duration::from_secs(1);
-    tokio::time::advance(wait).await;
-    s.tick(wait.as_secs_f64());
+    pass(&s, wait).await;
     let v = g.review(&evict("etcd-1")).await;
     assert_eq!(v.reason(), "TransferStarted", "{v:?}");
     assert_eq!(s.transfers.lock().unwrap().len(), 2);

@@ -314,7 +314,7 @@ impl GateOps for KubeGate {
                 Ok(Written::Conflict)
             }
             Err(e) if status_of(&e).is_some_and(|s| s.code == 404) => Err(anyhow::anyhow!(
-                "the namespace {:?} does not exist: the gate keeps its record of each cluster in its own namespace (-n; docs/gate.yaml creates kubectl-raft-gate)",
+                "the namespace {:?} does not exist: the gate keeps its record of each cluster in its own namespace (-n; the manifests `kubectl raft gate manifests` prints create kubectl-raft-gate)",
                 self.records_namespace
             )),
             Err(e) => Err(api_context(e, "write", "leases.coordination.k8s.io", &self.records_namespace)),

@@ -72,6 +72,22 @@ impl RefusalReason {
                 | RefusalReason::TargetUnreachable
         )
     }
+
+    /// Refusals a look a moment later may not give: a member that did not answer in time, was
+    /// not (yet) healthy or lagged, no leader or more than one seen. The others describe the
+    /// request or the cluster's shape, which another look does not change.
+    pub fn may_pass_later(self) -> bool {
+        matches!(
+            self,
+            RefusalReason::NoLeader
+                | RefusalReason::MultipleLeaders
+                | RefusalReason::FaultToleranceZero
+                | RefusalReason::TargetUnreachable
+                | RefusalReason::TargetUnhealthy
+                | RefusalReason::TargetLagging
+                | RefusalReason::NoCandidate
+        )
+    }
 }
 
 impl fmt::Display for Refusal {

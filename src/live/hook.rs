@@ -159,12 +159,6 @@ async fn run_within<S: Sink>(
     // A quarter of the hook's time at most (never less than one probe timeout).
     let within = (args.timeout / 4).max(limit);
     let target = mark_terminating(&survey.connect, target, my_name.as_deref(), within, sink).await;
-    let obs = observe_cluster(&transport, target, limit).await;
-    let report = crate::assess::assess(&obs, &Snapshot::default());
-    if let Err(why) = sole_claimant(&report, my_name.as_deref()) {
-        r.fail(why);
-        return Ok(());
-    }
     // The pod is stopping whatever happens: a handover is better than none, so the refusals
     // that --force may override are overridden, and said.
     let opts = YieldOptions {
@@ -174,7 +168,40 @@ async fn run_within<S: Sink>(
         max_lag: args.max_lag,
         force: true,
     };
-    let plan = plan_yield(&report, &profile, &opts).map_err(|r| anyhow!("{ME}: {r}"))?;
+    // A plan on a fresh look, looked at again while what stops it may pass (peers slower
+    // than one probe timeout on a loaded node, a member still catching up): half the hook's
+    // time at most (never less than one probe timeout), the rest is for the handover.
+    let within = (args.timeout / 2).max(limit);
+    let (t, p, o, mine) = (&transport, &profile, &opts, my_name.as_deref());
+    let look = move || {
+        let target = target.clone();
+        async move {
+            let obs = observe_cluster(t, target, limit).await;
+            let report = crate::assess::assess(&obs, &Snapshot::default());
+            if let Err(why) = sole_claimant(&report, mine) {
+                return Err((!another_leads(&report, mine), Stop::NotSole(why)));
+            }
+            match plan_yield(&report, p, o) {
+                Ok(plan) => Ok((obs, report, plan)),
+                Err(no) => Err((no.reason.may_pass_later(), Stop::Refused(no))),
+            }
+        }
+    };
+    let first = |stop: &Stop| {
+        sink.say(&format!(
+            "{ME}: {stop}; looking again every {} for up to {}",
+            human_duration(LOOK_AGAIN),
+            human_duration(within)
+        ))
+    };
+    let (obs, report, plan) = match look_again_until(within, look, first).await {
+        Ok(chosen) => chosen,
+        Err(Stop::NotSole(why)) => {
+            r.fail(why);
+            return Ok(());
+        }
+        Err(Stop::Refused(no)) => return Err(anyhow!("{ME}: {no}")),
+    };
     let wait = WaitOptions::new(args.timeout, limit);
     let waited =
         transfer_and_wait(&transport, &obs.target, &report, &plan, &wait, args.timeout).await;
@@ -336,6 +363,67 @@ async fn mark_terminating<S: Sink>(
         )),
     }
     target
+}
+
+/// Why a look gave no plan: this replica is not the sole claimant (its line, failed), or the
+/// plan was refused.
+enum Stop {
+    NotSole(String),
+    Refused(crate::plan::Refusal),
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::NotSole(why) => f.write_str(why),
+            Stop::Refused(no) => write!(f, "{no}"),
+        }
+    }
+}
+
+/// How often the hook looks again.
+const LOOK_AGAIN: Duration = Duration::from_millis(500);
+
+/// `look` until it gives a value, a failure no later look may change (its flag false), or
+/// `within` is up (then its last failure), asked again every [`LOOK_AGAIN`]; `first` hears
+/// the first failure that is looked at again.
+async fn look_again_until<T, E, F, Fut>(
+    within: Duration,
+    mut look: F,
+    first: impl FnOnce(&E),
+) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, (bool, E)>>,
+{
+    let start = tokio::time::Instant::now();
+    let mut first = Some(first);
+    loop {
+        match look().await {
+            Ok(t) => return Ok(t),
+            Err((again, e)) => {
+                if !again || start.elapsed() + LOOK_AGAIN > within {
+                    return Err(e);
+                }
+                if let Some(say) = first.take() {
+                    say(&e);
+                }
+            }
+        }
+        tokio::time::sleep(LOOK_AGAIN).await;
+    }
+}
+
+/// Another member alone claims leadership, and not this replica: it no longer leads, which
+/// another look does not change.
+fn another_leads(report: &crate::report::ClusterReport, mine: Option<&str>) -> bool {
+    let claimants: Vec<&str> = report
+        .replicas
+        .iter()
+        .filter(|r| r.raft.role == Role::Leader)
+        .map(|r| r.pod.as_str())
+        .collect();
+    !claimants.is_empty() && !claimants.iter().any(|c| Some(*c) == mine)
 }
 
 /// Only the sole claimant hands over: with two replicas claiming leadership, a transfer from
@@ -592,6 +680,76 @@ mod tests {
         let r = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Follower)]);
         let why = sole_claimant(&r, Some("etcd-0")).unwrap_err();
         assert!(why.contains("claimants: none"), "{why}");
+    }
+
+    #[test]
+    fn another_members_sole_claim_is_not_looked_at_again() {
+        let r = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
+        assert!(another_leads(&r, Some("etcd-0")));
+    }
+
+    #[test]
+    fn no_claim_at_all_is_looked_at_again() {
+        let r = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Follower)]);
+        assert!(!another_leads(&r, Some("etcd-0")));
+    }
+
+    #[test]
+    fn a_claim_beside_this_replicas_is_looked_at_again() {
+        let r = cluster(&[m(Role::Leader), m(Role::Leader), m(Role::Follower)]);
+        assert!(!another_leads(&r, Some("etcd-0")));
+    }
+
+    /// A look that fails `fails` times (each to be looked at again when `again`) before it
+    /// passes: what `look_again_until` returned, how many looks it took and how many
+    /// failures `first` heard.
+    async fn looked(within: u64, fails: usize, again: bool) -> (Result<u32, String>, usize, usize) {
+        let looks = std::cell::Cell::new(0usize);
+        let heard = std::cell::Cell::new(0usize);
+        let got = look_again_until(
+            Duration::from_secs(within),
+            || {
+                looks.set(looks.get() + 1);
+                let n = looks.get();
+                async move {
+                    if n <= fails {
+                        Err((again, format!("look {n}")))
+                    } else {
+                        Ok(7)
+                    }
+                }
+            },
+            |_: &String| heard.set(heard.get() + 1),
+        )
+        .await;
+        (got, looks.get(), heard.get())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_look_that_fails_for_a_moment_is_taken_when_it_passes() {
+        assert_eq!(looked(3, 2, true).await, (Ok(7), 3, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_no_look_changes_ends_at_the_first_look() {
+        assert_eq!(looked(3, 5, false).await, (Err("look 1".into()), 1, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_that_lasts_ends_with_the_last_look_within_the_time() {
+        let start = tokio::time::Instant::now();
+        let (got, looks, heard) = looked(3, 100, true).await;
+        assert_eq!((got, looks, heard), (Err("look 7".into()), 7, 1));
+        assert!(start.elapsed() <= Duration::from_secs(3));
+    }
+
+    #[test]
+    fn every_candidate_unanswered_may_pass_later_an_unsafe_request_not() {
+        use crate::plan::RefusalReason;
+        assert!(RefusalReason::NoCandidate.may_pass_later());
+        assert!(RefusalReason::TargetUnreachable.may_pass_later());
+        assert!(!RefusalReason::UnsafeRequest.may_pass_later());
+        assert!(!RefusalReason::TargetNotMember.may_pass_later());
     }
 
     #[test]

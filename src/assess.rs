@@ -95,6 +95,11 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
             );
             let (configured, member) = configured(r, &x.pod, listed, &claimed, &duplicated);
             x.raft.configured = configured;
+            // A replica that said nothing of itself is the member the configuration lists
+            // under its pod's name: its id is the list's (a transfer that names it sends that).
+            if x.raft.member_id.is_none() {
+                x.raft.member_id = member.map(|m| m.id.clone());
+            }
             x.raft.current = current(&x, r, member, &t.profile);
             x
         })

@@ -72,22 +72,6 @@ impl RefusalReason {
                 | RefusalReason::TargetUnreachable
         )
     }
-
-    /// Refusals a look a moment later may not give: a member that did not answer in time, was
-    /// not (yet) healthy or lagged, no leader or more than one seen. The others describe the
-    /// request or the cluster's shape, which another look does not change.
-    pub fn may_pass_later(self) -> bool {
-        matches!(
-            self,
-            RefusalReason::NoLeader
-                | RefusalReason::MultipleLeaders
-                | RefusalReason::FaultToleranceZero
-                | RefusalReason::TargetUnreachable
-                | RefusalReason::TargetUnhealthy
-                | RefusalReason::TargetLagging
-                | RefusalReason::NoCandidate
-        )
-    }
 }
 
 impl fmt::Display for Refusal {
@@ -388,6 +372,17 @@ pub fn plan_yield(
         }
     };
     let target_id = target.raft.member_id.clone();
+    // A request that names the target by its id is never sent without one (a target named
+    // with --to and overridden with --force may have answered nothing).
+    if needs_id && target_id.is_none() {
+        return Err(refuse(
+            RefusalReason::TargetNotMember,
+            format!(
+                "{cluster}: {} reports no member id, which the transfer needs to name it; nothing was sent",
+                target.pod
+            ),
+        ));
+    }
     let to = match request.send_to {
         SendTo::Leader => &leader.pod,
         SendTo::Target => &target.pod,

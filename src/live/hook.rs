@@ -23,7 +23,7 @@ use crate::handover::{send_transfer, transfer_and_wait, WaitOptions};
 use crate::live::yield_::{LocalSettings, YieldSettings};
 use crate::model::{human_duration, ClusterTarget, OwnerKind, Role, Snapshot};
 use crate::observe::{observe_cluster, observe_replica, poll_view};
-use crate::plan::{plan_yield, self_yield_call, stepped_down, YieldOptions};
+use crate::plan::{plan_yield, self_yield_call, stepped_down, RefusalReason, YieldOptions};
 use crate::profile::Profile;
 use crate::survey::load_catalog;
 use crate::transport::Transport;
@@ -90,6 +90,7 @@ async fn run_within<S: Sink>(
     sink: &S,
     r: &mut HookReport,
 ) -> Result<()> {
+    let began = tokio::time::Instant::now();
     let survey = &args.survey;
     let (mut profile, port) = profile_and_port(args, hook)?;
     let limit = survey.probe_timeout;
@@ -139,16 +140,16 @@ async fn run_within<S: Sink>(
         members_as_pods(&transport, &profile, &local, spec, &my_id, port, limit).await?;
     if hook.wait_for_quorum {
         // Half the hook's time at most: the rest is for the handover.
-        let within = args.timeout / 2;
+        let until = began + args.timeout / 2;
         let mine = my_name.clone().unwrap_or_default();
-        match wait_for_others(&transport, &target, &mine, args.max_lag, limit, within, sink).await {
-            Ok((n, q, waited)) => r.say(format!(
+        match wait_for_others(&transport, &target, &mine, args.max_lag, limit, until, sink).await {
+            Ok((n, q)) => r.say(format!(
                 "{ME}: the others are {n} healthy voter(s), {q} needed without this replica (waited {})",
-                human_duration(waited)
+                human_duration(began.elapsed())
             )),
             Err((n, q, why)) => sink.say(&format!(
                 "{ME}: the others were still {n} healthy voter(s) where {q} are needed without this replica after {} ({why}); going ahead: the pod is stopping",
-                human_duration(within)
+                human_duration(began.elapsed())
             )),
         }
     }
@@ -156,9 +157,6 @@ async fn run_within<S: Sink>(
         r.say(follower_line);
         return Ok(());
     }
-    // A quarter of the hook's time at most (never less than one probe timeout).
-    let within = (args.timeout / 4).max(limit);
-    let target = mark_terminating(&survey.connect, target, my_name.as_deref(), within, sink).await;
     // The pod is stopping whatever happens: a handover is better than none, so the refusals
     // that --force may override are overridden, and said.
     let opts = YieldOptions {
@@ -168,43 +166,77 @@ async fn run_within<S: Sink>(
         max_lag: args.max_lag,
         force: true,
     };
-    // A plan on a fresh look, looked at again while what stops it may pass (peers slower
-    // than one probe timeout on a loaded node, a member still catching up): half the hook's
-    // time at most (never less than one probe timeout), the rest is for the handover.
-    let within = (args.timeout / 2).max(limit);
-    let (t, p, o, mine) = (&transport, &profile, &opts, my_name.as_deref());
+    // A plan on a fresh look, looked at again while what stops it may pass (every peer slower
+    // than one probe timeout on a loaded node, or catching up; no leader claimed yet), until
+    // half the hook's time is gone: the rest is for the handover. Each look sees anew which
+    // peers' pods are terminating (a quarter of the hook's time for the first, which says
+    // what it could not see; one probe timeout for the others).
+    let until = began + args.timeout / 2;
+    let looks = std::sync::atomic::AtomicUsize::new(0);
+    let (t, p, o, mine, connect, looks) = (
+        &transport,
+        &profile,
+        &opts,
+        my_name.as_deref(),
+        &survey.connect,
+        &looks,
+    );
     let look = move || {
         let target = target.clone();
         async move {
+            let first = looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
+            let within = if first {
+                (args.timeout / 4).max(limit)
+            } else {
+                limit
+            };
+            let (target, said) = mark_terminating(connect, target, mine, within).await;
+            if first {
+                said.iter().for_each(|line| sink.say(line));
+            }
             let obs = observe_cluster(t, target, limit).await;
             let report = crate::assess::assess(&obs, &Snapshot::default());
-            if let Err(why) = sole_claimant(&report, mine) {
-                return Err((!another_leads(&report, mine), Stop::NotSole(why)));
+            if let Err(claimants) = sole_claimant(&report, mine) {
+                let again = mine.is_some() && !another_leads(&claimants, mine);
+                return Err((again, Stop::NotSole(claimants)));
             }
             match plan_yield(&report, p, o) {
                 Ok(plan) => Ok((obs, report, plan)),
-                Err(no) => Err((no.reason.may_pass_later(), Stop::Refused(no))),
+                Err(no) => {
+                    let again = no.reason == RefusalReason::NoCandidate
+                        && a_peer_may_recover(&report, mine, o.max_lag);
+                    Err((again, Stop::Refused(no)))
+                }
             }
         }
     };
-    let first = |stop: &Stop| {
+    let first = |stop: &Stop, left: Duration| {
         sink.say(&format!(
-            "{ME}: {stop}; looking again every {} for up to {}",
+            "{ME}: {}; looking again every {} for up to {}",
+            stop.reason(),
             human_duration(LOOK_AGAIN),
-            human_duration(within)
+            human_duration(left)
         ))
     };
-    let (obs, report, plan) = match look_again_until(within, look, first).await {
+    let (obs, report, plan) = match look_again_until(until, limit, look, first).await {
         Ok(chosen) => chosen,
-        Err(Stop::NotSole(why)) => {
-            r.fail(why);
+        Err(Stop::NotSole(claimants)) if another_leads(&claimants, my_name.as_deref()) => {
+            r.say(format!(
+                "{ME}: {} leads now, not this replica; nothing to hand over",
+                claimants.join(", ")
+            ));
+            return Ok(());
+        }
+        Err(stop @ Stop::NotSole(_)) => {
+            r.fail(format!("{ME}: {}; nothing handed over", stop.reason()));
             return Ok(());
         }
         Err(Stop::Refused(no)) => return Err(anyhow!("{ME}: {no}")),
     };
-    let wait = WaitOptions::new(args.timeout, limit);
-    let waited =
-        transfer_and_wait(&transport, &obs.target, &report, &plan, &wait, args.timeout).await;
+    // What is left of the hook's time is the handover's.
+    let left = (began + args.timeout).saturating_duration_since(tokio::time::Instant::now());
+    let wait = WaitOptions::new(left, limit);
+    let waited = transfer_and_wait(&transport, &obs.target, &report, &plan, &wait, left).await;
     let total = human_duration(Duration::from_secs_f64(waited.total_ms / 1000.0));
     let forced: Vec<String> = plan.overridden.iter().map(|r| r.message.clone()).collect();
     let note = if forced.is_empty() {
@@ -229,8 +261,10 @@ async fn run_within<S: Sink>(
                 plan.leader,
             )),
         Err(failure) => r.fail(format!(
-            "{ME}: {} could not hand leadership over (after {total}): {failure}; leader now {}",
+            "{ME}: {} could not hand leadership over in the {} left of the hook's {} (after {total}): {failure}; leader now {}",
             plan.leader,
+            human_duration(left),
+            human_duration(args.timeout),
             waited.new_leader.as_deref().unwrap_or("unknown"),
         )),
     }
@@ -334,49 +368,56 @@ async fn members_as_pods(
 
 /// A peer whose own pod is stopping never takes over: its pod's deletion, where this pod may
 /// see it within `within`, marks the peer terminating (not a healthy voter, so never a
-/// target). What could not be seen is said.
-async fn mark_terminating<S: Sink>(
+/// target). The lines say what was marked, or what could not be seen.
+async fn mark_terminating(
     connect: &ConnectOptions,
     mut target: ClusterTarget,
     mine: Option<&str>,
     within: Duration,
-    sink: &S,
-) -> ClusterTarget {
+) -> (ClusterTarget, Vec<String>) {
     let peers: Vec<String> = target
         .pods
         .iter()
         .filter_map(|p| p.metadata.name.clone())
         .filter(|n| Some(n.as_str()) != mine)
         .collect();
+    let mut said = vec![];
     match terminating_peers(connect, &peers, within).await {
         Ok(stopping) => {
             for p in target.pods.iter_mut() {
                 let name = p.metadata.name.clone().unwrap_or_default();
                 if let Some(at) = stopping.get(&name) {
-                    sink.say(&format!("{ME}: {name}'s pod is terminating: it is not a target"));
+                    said.push(format!("{ME}: {name}'s pod is terminating: it is not a target"));
                     p.metadata.deletion_timestamp = Some(at.clone());
                 }
             }
         }
-        Err(why) => sink.say(&format!(
+        Err(why) => said.push(format!(
             "{ME}: cannot see whether the peers' pods are terminating ({why}); a peer that is itself stopping may be chosen"
         )),
     }
-    target
+    (target, said)
 }
 
-/// Why a look gave no plan: this replica is not the sole claimant (its line, failed), or the
-/// plan was refused.
+/// Why a look gave no plan: the replicas that claim leadership when this one is not the sole
+/// claimant, or the plan's refusal.
 enum Stop {
-    NotSole(String),
+    NotSole(Vec<String>),
     Refused(crate::plan::Refusal),
 }
 
-impl std::fmt::Display for Stop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Stop {
+    fn reason(&self) -> String {
         match self {
-            Stop::NotSole(why) => f.write_str(why),
-            Stop::Refused(no) => write!(f, "{no}"),
+            Stop::NotSole(claimants) => format!(
+                "this replica is not the only one that claims leadership (claimants: {})",
+                if claimants.is_empty() {
+                    "none".to_string()
+                } else {
+                    claimants.join(", ")
+                }
+            ),
+            Stop::Refused(no) => no.message.clone(),
         }
     }
 }
@@ -384,29 +425,31 @@ impl std::fmt::Display for Stop {
 /// How often the hook looks again.
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
 
-/// `look` until it gives a value, a failure no later look may change (its flag false), or
-/// `within` is up (then its last failure), asked again every [`LOOK_AGAIN`]; `first` hears
-/// the first failure that is looked at again.
+/// `look` until it gives a value, a failure no later look may change (its flag false), or no
+/// further look (which may take `look_takes`) would end by `until` (then its last failure);
+/// asked again every [`LOOK_AGAIN`]. `first` hears the first failure that is looked at again,
+/// and how long is left.
 async fn look_again_until<T, E, F, Fut>(
-    within: Duration,
+    until: tokio::time::Instant,
+    look_takes: Duration,
     mut look: F,
-    first: impl FnOnce(&E),
+    first: impl FnOnce(&E, Duration),
 ) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, (bool, E)>>,
 {
-    let start = tokio::time::Instant::now();
     let mut first = Some(first);
     loop {
         match look().await {
             Ok(t) => return Ok(t),
             Err((again, e)) => {
-                if !again || start.elapsed() + LOOK_AGAIN > within {
+                let now = tokio::time::Instant::now();
+                if !again || now + LOOK_AGAIN + look_takes > until {
                     return Err(e);
                 }
                 if let Some(say) = first.take() {
-                    say(&e);
+                    say(&e, until - now);
                 }
             }
         }
@@ -416,32 +459,52 @@ where
 
 /// Another member alone claims leadership, and not this replica: it no longer leads, which
 /// another look does not change.
-fn another_leads(report: &crate::report::ClusterReport, mine: Option<&str>) -> bool {
-    let claimants: Vec<&str> = report
+fn another_leads(claimants: &[String], mine: Option<&str>) -> bool {
+    mine.is_some() && claimants.len() == 1 && Some(claimants[0].as_str()) != mine
+}
+
+/// A peer that is a voter, not terminating and not yet healthy (unanswered within one probe
+/// timeout, catching up, between terms): another look may find it able to take over. Learners
+/// and terminating peers stay what they are.
+fn a_peer_may_recover(
+    report: &crate::report::ClusterReport,
+    mine: Option<&str>,
+    max_lag: u64,
+) -> bool {
+    use crate::assess::voter::{voter_health, Unhealthy};
+    let leader = report
         .replicas
         .iter()
-        .filter(|r| r.raft.role == Role::Leader)
-        .map(|r| r.pod.as_str())
-        .collect();
-    !claimants.is_empty() && !claimants.iter().any(|c| Some(*c) == mine)
+        .find(|r| report.summary.leader.as_deref() == Some(r.pod.as_str()));
+    report
+        .replicas
+        .iter()
+        .filter(|x| Some(x.pod.as_str()) != mine)
+        .any(|x| {
+            matches!(
+                voter_health(x, leader, max_lag),
+                Err((u, _)) if !matches!(u, Unhealthy::NotVoter | Unhealthy::Terminating)
+            )
+        })
 }
 
 /// Only the sole claimant hands over: with two replicas claiming leadership, a transfer from
 /// here could as well depose the real leader's successor (--force overrides much, never this).
-fn sole_claimant(report: &crate::report::ClusterReport, mine: Option<&str>) -> Result<(), String> {
-    let claimants: Vec<&str> = report
+/// Err: the claimants.
+fn sole_claimant(
+    report: &crate::report::ClusterReport,
+    mine: Option<&str>,
+) -> Result<(), Vec<String>> {
+    let claimants: Vec<String> = report
         .replicas
         .iter()
         .filter(|r| r.raft.role == Role::Leader)
-        .map(|r| r.pod.as_str())
+        .map(|r| r.pod.clone())
         .collect();
-    if claimants.len() == 1 && mine == Some(claimants[0]) {
+    if claimants.len() == 1 && mine == Some(claimants[0].as_str()) {
         return Ok(());
     }
-    Err(format!(
-        "{ME}: this replica is not the only one that claims leadership (claimants: {}); nothing handed over",
-        if claimants.is_empty() { "none".to_string() } else { claimants.join(", ") }
-    ))
+    Err(claimants)
 }
 
 /// Which of `peers` (members named as their pods) have pods that are terminating, read through
@@ -492,20 +555,18 @@ async fn terminating_peers(
 }
 
 /// Until the others (all but `mine`) form a quorum of healthy, caught-up voters (the one
-/// definition drain uses), asked every 500 ms, for at most `within`: Ok((healthy, quorum,
-/// waited)), or Err((healthy, quorum, the last reason)) when the time is up.
+/// definition drain uses), asked every [`LOOK_AGAIN`] until `until`: Ok((healthy, quorum)),
+/// or Err((healthy, quorum, the last reason)) when the time is up.
 async fn wait_for_others<S: Sink>(
     transport: &Transport,
     target: &ClusterTarget,
     mine: &str,
     max_lag: u64,
     limit: Duration,
-    within: Duration,
+    until: tokio::time::Instant,
     sink: &S,
-) -> Result<(usize, u32, Duration), (usize, u32, String)> {
-    let start = Instant::now();
-    let mut said = false;
-    loop {
+) -> Result<(usize, u32), (usize, u32, String)> {
+    let look = || async {
         let obs = observe_cluster(transport, target.clone(), limit).await;
         let report = crate::assess::assess(&obs, &Snapshot::default());
         let leader = report
@@ -529,22 +590,19 @@ async fn wait_for_others<S: Sink>(
             .count();
         let quorum = report.summary.quorum;
         if healthy as u32 >= quorum {
-            return Ok((healthy, quorum, start.elapsed()));
+            Ok((healthy, quorum))
+        } else {
+            Err((true, (healthy, quorum, why.join("; "))))
         }
-        if start.elapsed() + Duration::from_millis(500) > within {
-            return Err((healthy, quorum, why.join("; ")));
-        }
-        if !said {
-            // Said once, when the wait begins: the hook's log shows why the pod is held.
-            sink.say(&format!(
-                "{ME}: the others are {healthy} healthy voter(s) where {quorum} are needed without this replica ({}); waiting up to {}",
-                why.join("; "),
-                human_duration(within)
-            ));
-            said = true;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    };
+    // Said once, when the wait begins: the hook's log shows why the pod is held.
+    let first = |(healthy, quorum, why): &(usize, u32, String), left: Duration| {
+        sink.say(&format!(
+            "{ME}: the others are {healthy} healthy voter(s) where {quorum} are needed without this replica ({why}); waiting up to {}",
+            human_duration(left)
+        ))
+    };
+    look_again_until(until, limit, look, first).await
 }
 
 /// The handover as the leader alone sees it: the system's untargeted transfer sent to this
@@ -653,7 +711,8 @@ fn host_port(url: &str) -> Result<(String, Option<u16>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::tests::{cluster, m};
+    use crate::plan::tests::{cluster, m, M};
+    use crate::report::CheckState;
 
     #[test]
     fn the_sole_claimant_may_hand_over() {
@@ -664,54 +723,111 @@ mod tests {
     #[test]
     fn a_second_claimant_stops_the_hook_naming_both() {
         let r = cluster(&[m(Role::Leader), m(Role::Leader), m(Role::Follower)]);
-        let why = sole_claimant(&r, Some("etcd-0")).unwrap_err();
+        let why = Stop::NotSole(sole_claimant(&r, Some("etcd-0")).unwrap_err()).reason();
         assert!(why.contains("claimants: etcd-0, etcd-1"), "{why}");
     }
 
     #[test]
     fn another_members_claim_stops_the_hook() {
         let r = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
-        let why = sole_claimant(&r, Some("etcd-0")).unwrap_err();
+        let why = Stop::NotSole(sole_claimant(&r, Some("etcd-0")).unwrap_err()).reason();
         assert!(why.contains("claimants: etcd-1"), "{why}");
     }
 
     #[test]
     fn no_claimant_at_all_stops_the_hook() {
         let r = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Follower)]);
-        let why = sole_claimant(&r, Some("etcd-0")).unwrap_err();
+        let why = Stop::NotSole(sole_claimant(&r, Some("etcd-0")).unwrap_err()).reason();
         assert!(why.contains("claimants: none"), "{why}");
     }
 
-    #[test]
-    fn another_members_sole_claim_is_not_looked_at_again() {
-        let r = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
-        assert!(another_leads(&r, Some("etcd-0")));
+    fn claims(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
     }
 
     #[test]
-    fn no_claim_at_all_is_looked_at_again() {
-        let r = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Follower)]);
-        assert!(!another_leads(&r, Some("etcd-0")));
+    fn another_members_sole_claim_means_this_replica_no_longer_leads() {
+        assert!(another_leads(&claims(&["etcd-1"]), Some("etcd-0")));
     }
 
     #[test]
-    fn a_claim_beside_this_replicas_is_looked_at_again() {
-        let r = cluster(&[m(Role::Leader), m(Role::Leader), m(Role::Follower)]);
-        assert!(!another_leads(&r, Some("etcd-0")));
+    fn no_claim_at_all_is_not_another_leading() {
+        assert!(!another_leads(&claims(&[]), Some("etcd-0")));
     }
 
-    /// A look that fails `fails` times (each to be looked at again when `again`) before it
-    /// passes: what `look_again_until` returned, how many looks it took and how many
-    /// failures `first` heard.
-    async fn looked(within: u64, fails: usize, again: bool) -> (Result<u32, String>, usize, usize) {
+    #[test]
+    fn a_claim_beside_this_replicas_is_not_another_leading() {
+        assert!(!another_leads(
+            &claims(&["etcd-0", "etcd-1"]),
+            Some("etcd-0")
+        ));
+    }
+
+    #[test]
+    fn a_replica_that_does_not_know_its_name_never_says_another_leads() {
+        assert!(!another_leads(&claims(&["etcd-1"]), None));
+    }
+
+    #[test]
+    fn an_unanswering_voter_may_recover() {
+        let down = M {
+            health: CheckState::Unreachable,
+            ..m(Role::Follower)
+        };
+        let r = cluster(&[m(Role::Leader), down]);
+        assert!(a_peer_may_recover(&r, Some("etcd-0"), 100));
+    }
+
+    #[test]
+    fn a_lagging_voter_may_recover() {
+        let behind = M {
+            lag: Some(5000),
+            ..m(Role::Follower)
+        };
+        let r = cluster(&[m(Role::Leader), behind]);
+        assert!(a_peer_may_recover(&r, Some("etcd-0"), 100));
+    }
+
+    #[test]
+    fn a_learner_does_not_become_a_voter_by_looking_again() {
+        let r = cluster(&[m(Role::Leader), m(Role::Learner)]);
+        assert!(!a_peer_may_recover(&r, Some("etcd-0"), 100));
+    }
+
+    #[test]
+    fn a_terminating_peer_does_not_recover_by_looking_again() {
+        let mut r = cluster(&[m(Role::Leader), m(Role::Follower)]);
+        r.replicas[1].terminating = true;
+        assert!(!a_peer_may_recover(&r, Some("etcd-0"), 100));
+    }
+
+    #[test]
+    fn a_replica_alone_has_no_peer_to_recover() {
+        let r = cluster(&[m(Role::Leader)]);
+        assert!(!a_peer_may_recover(&r, Some("etcd-0"), 100));
+    }
+
+    /// Looks that each take `takes` seconds and fail `fails` times (each to be looked at
+    /// again when `again`) before they pass, until `until` seconds from now: what
+    /// `look_again_until` returned, how many looks it took, how many failures `first` heard,
+    /// and when it ended.
+    async fn looked(
+        until: u64,
+        takes: u64,
+        fails: usize,
+        again: bool,
+    ) -> (Result<u32, String>, usize, usize, Duration) {
+        let start = tokio::time::Instant::now();
         let looks = std::cell::Cell::new(0usize);
         let heard = std::cell::Cell::new(0usize);
         let got = look_again_until(
-            Duration::from_secs(within),
+            start + Duration::from_secs(until),
+            Duration::from_secs(takes),
             || {
                 looks.set(looks.get() + 1);
                 let n = looks.get();
                 async move {
+                    tokio::time::sleep(Duration::from_secs(takes)).await;
                     if n <= fails {
                         Err((again, format!("look {n}")))
                     } else {
@@ -719,37 +835,35 @@ mod tests {
                     }
                 }
             },
-            |_: &String| heard.set(heard.get() + 1),
+            |_: &String, _| heard.set(heard.get() + 1),
         )
         .await;
-        (got, looks.get(), heard.get())
+        (got, looks.get(), heard.get(), start.elapsed())
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_look_that_fails_for_a_moment_is_taken_when_it_passes() {
-        assert_eq!(looked(3, 2, true).await, (Ok(7), 3, 1));
+        let (got, looks, heard, _) = looked(3, 0, 2, true).await;
+        assert_eq!((got, looks, heard), (Ok(7), 3, 1));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_failure_no_look_changes_ends_at_the_first_look() {
-        assert_eq!(looked(3, 5, false).await, (Err("look 1".into()), 1, 0));
+        let (got, looks, heard, _) = looked(3, 0, 5, false).await;
+        assert_eq!((got, looks, heard), (Err("look 1".into()), 1, 0));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_failure_that_lasts_ends_with_the_last_look_within_the_time() {
-        let start = tokio::time::Instant::now();
-        let (got, looks, heard) = looked(3, 100, true).await;
-        assert_eq!((got, looks, heard), (Err("look 7".into()), 7, 1));
-        assert!(start.elapsed() <= Duration::from_secs(3));
+    async fn a_failure_that_lasts_ends_with_the_last_look_that_fits() {
+        let (got, looks, _, _) = looked(3, 0, 100, true).await;
+        assert_eq!((got, looks), (Err("look 7".into()), 7));
     }
 
-    #[test]
-    fn every_candidate_unanswered_may_pass_later_an_unsafe_request_not() {
-        use crate::plan::RefusalReason;
-        assert!(RefusalReason::NoCandidate.may_pass_later());
-        assert!(RefusalReason::TargetUnreachable.may_pass_later());
-        assert!(!RefusalReason::UnsafeRequest.may_pass_later());
-        assert!(!RefusalReason::TargetNotMember.may_pass_later());
+    #[tokio::test(start_paused = true)]
+    async fn slow_looks_never_run_past_the_time_given() {
+        let (_, looks, _, took) = looked(3, 1, 100, true).await;
+        assert_eq!(looks, 2);
+        assert!(took <= Duration::from_secs(3), "{took:?}");
     }
 
     #[test]

@@ -198,6 +198,23 @@ fn a_named_target_is_used_and_bad_ones_are_refused_with_the_reason() {
 }
 
 #[test]
+fn a_forced_target_that_reports_no_member_id_is_never_sent_an_empty_one() {
+    let down = M {
+        health: CheckState::Unreachable,
+        ..m(Role::Follower)
+    };
+    let mut c = cluster(&[m(Role::Leader), m(Role::Follower), down]);
+    c.replicas[2].raft.member_id = None;
+    let forced = YieldOptions {
+        to: Some("etcd-2".into()),
+        force: true,
+        ..opts()
+    };
+    let e = plan_yield(&c, &etcd(), &forced).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::TargetNotMember, "{e}");
+}
+
+#[test]
 fn no_leader_several_leaders_and_zero_tolerance_are_refused() {
     let c = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Candidate)]);
     assert_eq!(

@@ -96,9 +96,17 @@ pub fn assess(obs: &ClusterObservation, snap: &Snapshot) -> ClusterReport {
             let (configured, member) = configured(r, &x.pod, listed, &claimed, &duplicated);
             x.raft.configured = configured;
             // A replica that said nothing of itself is the member the configuration lists
-            // under its pod's name: its id is the list's (a transfer that names it sends that).
+            // under its pod's name, where exactly one entry no replica claims bears it: its
+            // id is the list's (a transfer that names it sends that).
             if x.raft.member_id.is_none() {
-                x.raft.member_id = member.map(|m| m.id.clone());
+                let named: Vec<&Member> = listed
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|m| member_pod(m) == Some(x.pod.as_str()) && !claimed.contains(&m.id))
+                    .collect();
+                if let (Some(m), [_]) = (member, named.as_slice()) {
+                    x.raft.member_id = Some(m.id.clone());
+                }
             }
             x.raft.current = current(&x, r, member, &t.profile);
             x

@@ -52,6 +52,9 @@ pub enum RefusalReason {
     TargetLearner,
     TargetUnreachable,
     TargetUnhealthy,
+    /// The target's pod is terminating: it is about to stop, so leadership given to it moves
+    /// again at once (`--force` never overrides this).
+    TargetTerminating,
     TargetLagging,
     NotTargeted,
     NoCandidate,
@@ -191,6 +194,7 @@ fn target_problem(
             U::NotVoter => RefusalReason::TargetLearner,
             U::Unreachable => RefusalReason::TargetUnreachable,
             U::Lagging => RefusalReason::TargetLagging,
+            U::Terminating => RefusalReason::TargetTerminating,
             _ => RefusalReason::TargetUnhealthy,
         };
         return Some((reason, why));

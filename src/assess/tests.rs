@@ -566,6 +566,36 @@ fn a_replica_that_says_nothing_of_itself_has_the_id_the_member_list_gives_its_po
     );
 }
 
+#[test]
+fn a_replica_that_says_nothing_of_itself_under_two_listed_entries_has_no_id() {
+    let mut obs = observe(
+        &[
+            healthy(Role::Leader),
+            healthy(Role::Follower),
+            healthy(Role::Follower),
+        ],
+        false,
+    );
+    obs.replicas[2].facts = RaftFacts::default();
+    obs.replicas[2].health = Err(ProbeError::Timeout(std::time::Duration::from_secs(2)));
+    let member = |id: &str, name: &str| crate::model::Member {
+        counted: false,
+        live: None,
+        id: id.into(),
+        name: Some(name.into()),
+        learner: false,
+        url: None,
+    };
+    obs.members = Some(Ok(vec![
+        member("0", "etcd-0"),
+        member("1", "etcd-1"),
+        member("old", "etcd-2"),
+        member("new", "etcd-2"),
+    ]));
+    let r = assess(&obs, &world(&obs, Some(1)));
+    assert_eq!(r.replicas[2].raft.member_id, None);
+}
+
 /// One replica's health, in every form an observation can take.
 fn health_of(kind: u8) -> Result<CheckOutcome, ProbeError> {
     let ok = |ok| {

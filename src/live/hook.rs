@@ -133,7 +133,13 @@ async fn run_within<S: Sink>(
         }
         // No peers to watch (ClickHouse Keeper's HTTP says nothing of them): hand over
         // through this replica and wait until it follows a leader, as the seed's hook does.
-        return hand_over_alone(&transport, &profile, local, args, r).await;
+        // What is left of the hook's time is the handover's.
+        let left = (began + args.timeout).saturating_duration_since(tokio::time::Instant::now());
+        let within = YieldSettings {
+            timeout: left,
+            ..args.clone()
+        };
+        return hand_over_alone(&transport, &profile, local, &within, r).await;
     };
     let my_id = me.facts.member_id.clone().unwrap_or_default();
     let (target, my_name) =
@@ -167,41 +173,74 @@ async fn run_within<S: Sink>(
         force: true,
     };
     // A plan on a fresh look, looked at again while what stops it may pass (every peer slower
-    // than one probe timeout on a loaded node, or catching up; no leader claimed yet), until
-    // half the hook's time is gone: the rest is for the handover. Each look sees anew which
-    // peers' pods are terminating (a quarter of the hook's time for the first, which says
-    // what it could not see; one probe timeout for the others).
+    // than one probe timeout on a loaded node, or catching up; a named target that does not
+    // answer yet; no leader claimed yet), until half the hook's time is gone: the rest is for
+    // the handover. Each look reads again which peers' pods are terminating (at most a quarter
+    // of the hook's time, never more than one probe timeout); a peer once seen terminating
+    // stays so, whatever a later read says, and each line is said once.
     let until = began + args.timeout / 2;
     let looks = std::sync::atomic::AtomicUsize::new(0);
-    let (t, p, o, mine, connect, looks) = (
+    let stopping: std::sync::Mutex<BTreeMap<String, Time>> = Default::default();
+    let said: std::sync::Mutex<std::collections::BTreeSet<String>> = Default::default();
+    let say_once = |line: String| {
+        if said.lock().expect("said").insert(line.clone()) {
+            sink.say(&line);
+        }
+    };
+    let peers: Vec<String> = target
+        .pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .filter(|n| Some(n.as_str()) != my_name.as_deref())
+        .collect();
+    let (t, p, o, mine, connect, looks, stopping, say_once, peers) = (
         &transport,
         &profile,
         &opts,
         my_name.as_deref(),
         &survey.connect,
         &looks,
+        &stopping,
+        &say_once,
+        &peers,
     );
     let look = move || {
         let target = target.clone();
         async move {
             let first = looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
             let within = if first {
-                (args.timeout / 4).max(limit)
+                (args.timeout / 4).min(limit)
             } else {
                 limit
             };
-            let (target, said) = mark_terminating(connect, target, mine, within).await;
-            if first {
-                said.iter().for_each(|line| sink.say(line));
+            match terminating_peers(connect, peers, within).await {
+                Ok(now) => stopping.lock().expect("stopping").extend(now),
+                Err(why) => say_once(format!(
+                    "{ME}: cannot see whether the peers' pods are terminating ({why}); a peer that is itself stopping may be chosen"
+                )),
             }
+            let marked = stopping.lock().expect("stopping").clone();
+            let (target, lines) = mark_terminating(target, &marked);
+            lines.into_iter().for_each(say_once);
             let obs = observe_cluster(t, target, limit).await;
             let report = crate::assess::assess(&obs, &Snapshot::default());
             if let Err(claimants) = sole_claimant(&report, mine) {
-                let again = mine.is_some() && !another_leads(&claimants, mine);
-                return Err((again, Stop::NotSole(claimants)));
+                if no_longer_leads(&report, &claimants, mine) {
+                    return Err((false, Stop::Follows(claimants)));
+                }
+                return Err((mine.is_some(), Stop::NotSole(claimants)));
             }
             match plan_yield(&report, p, o) {
-                Ok(plan) => Ok((obs, report, plan)),
+                // A named target that does not answer is never sent a transfer (it would stall
+                // the cluster for an election timeout and fail); a later look may hear it.
+                Ok(plan) => match plan
+                    .overridden
+                    .iter()
+                    .find(|no| no.reason == RefusalReason::TargetUnreachable)
+                {
+                    Some(no) => Err((true, Stop::Refused(no.clone()))),
+                    None => Ok((obs, report, plan)),
+                },
                 Err(no) => {
                     let again = no.reason == RefusalReason::NoCandidate
                         && a_peer_may_recover(&report, mine, o.max_lag);
@@ -220,9 +259,9 @@ async fn run_within<S: Sink>(
     };
     let (obs, report, plan) = match look_again_until(until, limit, look, first).await {
         Ok(chosen) => chosen,
-        Err(Stop::NotSole(claimants)) if another_leads(&claimants, my_name.as_deref()) => {
+        Err(Stop::Follows(claimants)) => {
             r.say(format!(
-                "{ME}: {} leads now, not this replica; nothing to hand over",
+                "{ME}: this replica no longer leads ({} does); nothing to hand over",
                 claimants.join(", ")
             ));
             return Ok(());
@@ -366,42 +405,31 @@ async fn members_as_pods(
     Ok((target, my_name))
 }
 
-/// A peer whose own pod is stopping never takes over: its pod's deletion, where this pod may
-/// see it within `within`, marks the peer terminating (not a healthy voter, so never a
-/// target). The lines say what was marked, or what could not be seen.
-async fn mark_terminating(
-    connect: &ConnectOptions,
+/// A peer whose own pod is stopping never takes over: each peer in `stopping` (its pod's
+/// deletion, as this pod could see it) is marked terminating (not a healthy voter, so never a
+/// target). The lines say which.
+fn mark_terminating(
     mut target: ClusterTarget,
-    mine: Option<&str>,
-    within: Duration,
+    stopping: &BTreeMap<String, Time>,
 ) -> (ClusterTarget, Vec<String>) {
-    let peers: Vec<String> = target
-        .pods
-        .iter()
-        .filter_map(|p| p.metadata.name.clone())
-        .filter(|n| Some(n.as_str()) != mine)
-        .collect();
     let mut said = vec![];
-    match terminating_peers(connect, &peers, within).await {
-        Ok(stopping) => {
-            for p in target.pods.iter_mut() {
-                let name = p.metadata.name.clone().unwrap_or_default();
-                if let Some(at) = stopping.get(&name) {
-                    said.push(format!("{ME}: {name}'s pod is terminating: it is not a target"));
-                    p.metadata.deletion_timestamp = Some(at.clone());
-                }
-            }
+    for p in target.pods.iter_mut() {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if let Some(at) = stopping.get(&name) {
+            said.push(format!(
+                "{ME}: {name}'s pod is terminating: it is not a target"
+            ));
+            p.metadata.deletion_timestamp = Some(at.clone());
         }
-        Err(why) => said.push(format!(
-            "{ME}: cannot see whether the peers' pods are terminating ({why}); a peer that is itself stopping may be chosen"
-        )),
     }
     (target, said)
 }
 
-/// Why a look gave no plan: the replicas that claim leadership when this one is not the sole
-/// claimant, or the plan's refusal.
+/// Why a look gave no plan: another member alone leads and this replica answered that it does
+/// not (its name); this replica is not the sole claimant otherwise (the claimants); or the
+/// plan's refusal.
 enum Stop {
+    Follows(Vec<String>),
     NotSole(Vec<String>),
     Refused(crate::plan::Refusal),
 }
@@ -409,6 +437,10 @@ enum Stop {
 impl Stop {
     fn reason(&self) -> String {
         match self {
+            Stop::Follows(claimants) => format!(
+                "this replica no longer leads ({} does)",
+                claimants.join(", ")
+            ),
             Stop::NotSole(claimants) => format!(
                 "this replica is not the only one that claims leadership (claimants: {})",
                 if claimants.is_empty() {
@@ -426,7 +458,8 @@ impl Stop {
 const LOOK_AGAIN: Duration = Duration::from_millis(500);
 
 /// `look` until it gives a value, a failure no later look may change (its flag false), or no
-/// further look (which may take `look_takes`) would end by `until` (then its last failure);
+/// further look (taking as long as the last one, and at least `look_takes`) would end by
+/// `until` (then its last failure);
 /// asked again every [`LOOK_AGAIN`]. `first` hears the first failure that is looked at again,
 /// and how long is left.
 async fn look_again_until<T, E, F, Fut>(
@@ -441,11 +474,13 @@ where
 {
     let mut first = Some(first);
     loop {
+        let asked = tokio::time::Instant::now();
         match look().await {
             Ok(t) => return Ok(t),
             Err((again, e)) => {
                 let now = tokio::time::Instant::now();
-                if !again || now + LOOK_AGAIN + look_takes > until {
+                let next_takes = (now - asked).max(look_takes);
+                if !again || now + LOOK_AGAIN + next_takes > until {
                     return Err(e);
                 }
                 if let Some(say) = first.take() {
@@ -457,10 +492,22 @@ where
     }
 }
 
-/// Another member alone claims leadership, and not this replica: it no longer leads, which
-/// another look does not change.
-fn another_leads(claimants: &[String], mine: Option<&str>) -> bool {
-    mine.is_some() && claimants.len() == 1 && Some(claimants[0].as_str()) != mine
+/// This replica no longer leads, by its own answer in this look (a role it knows, not
+/// leader) beside another member's sole claim: another look does not change that. A replica
+/// that did not answer, or that does not know its name, is looked at again (a stale claimant
+/// may stand beside a leader that is merely slow to answer).
+fn no_longer_leads(
+    report: &crate::report::ClusterReport,
+    claimants: &[String],
+    mine: Option<&str>,
+) -> bool {
+    let Some(me) = mine else { return false };
+    let answered = report
+        .replicas
+        .iter()
+        .find(|x| x.pod == me)
+        .is_some_and(|x| !matches!(x.raft.role, Role::Leader | Role::Unknown));
+    answered && claimants.len() == 1 && claimants[0] != me
 }
 
 /// A peer that is a voter, not terminating and not yet healthy (unanswered within one probe
@@ -746,26 +793,63 @@ mod tests {
     }
 
     #[test]
-    fn another_members_sole_claim_means_this_replica_no_longer_leads() {
-        assert!(another_leads(&claims(&["etcd-1"]), Some("etcd-0")));
+    fn a_follower_beside_another_members_sole_claim_no_longer_leads() {
+        let r = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
+        assert!(no_longer_leads(&r, &claims(&["etcd-1"]), Some("etcd-0")));
     }
 
     #[test]
-    fn no_claim_at_all_is_not_another_leading() {
-        assert!(!another_leads(&claims(&[]), Some("etcd-0")));
+    fn a_replica_that_did_not_answer_is_looked_at_again_beside_another_claim() {
+        let r = cluster(&[m(Role::Unknown), m(Role::Leader), m(Role::Follower)]);
+        assert!(!no_longer_leads(&r, &claims(&["etcd-1"]), Some("etcd-0")));
     }
 
     #[test]
-    fn a_claim_beside_this_replicas_is_not_another_leading() {
-        assert!(!another_leads(
-            &claims(&["etcd-0", "etcd-1"]),
-            Some("etcd-0")
-        ));
+    fn no_claim_at_all_is_looked_at_again() {
+        let r = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Follower)]);
+        assert!(!no_longer_leads(&r, &claims(&[]), Some("etcd-0")));
     }
 
     #[test]
-    fn a_replica_that_does_not_know_its_name_never_says_another_leads() {
-        assert!(!another_leads(&claims(&["etcd-1"]), None));
+    fn a_replica_that_does_not_know_its_name_never_ends_as_no_longer_leading() {
+        let r = cluster(&[m(Role::Follower), m(Role::Leader), m(Role::Follower)]);
+        assert!(!no_longer_leads(&r, &claims(&["etcd-1"]), None));
+    }
+
+    fn target_of(names: &[&str]) -> ClusterTarget {
+        let profile = crate::profile::Catalog::builtin()
+            .get("etcd")
+            .unwrap()
+            .clone();
+        ClusterTarget {
+            namespace: "local".into(),
+            name: "etcd".into(),
+            owner_kind: OwnerKind::Selector,
+            pods: names
+                .iter()
+                .map(|n| synthetic_pod(n, "10.0.0.1", 2379, &profile))
+                .collect(),
+            profile,
+            desired_replicas: names.len() as u32,
+            credentials_secret: None,
+            tls_secret: None,
+            gate_assume: None,
+            named: true,
+        }
+    }
+
+    #[test]
+    fn a_peer_seen_terminating_is_marked_and_said() {
+        let at = Time(k8s_openapi::jiff::Timestamp::now());
+        let stopping = BTreeMap::from([("etcd-2".to_string(), at)]);
+        let (t, said) = mark_terminating(target_of(&["etcd-0", "etcd-1", "etcd-2"]), &stopping);
+        let marked: Vec<bool> = t
+            .pods
+            .iter()
+            .map(|p| p.metadata.deletion_timestamp.is_some())
+            .collect();
+        assert_eq!(marked, vec![false, false, true]);
+        assert_eq!(said.len(), 1, "{said:?}");
     }
 
     #[test]
@@ -857,6 +941,26 @@ mod tests {
     async fn a_failure_that_lasts_ends_with_the_last_look_that_fits() {
         let (got, looks, _, _) = looked(3, 0, 100, true).await;
         assert_eq!((got, looks), (Err("look 7".into()), 7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_look_slower_than_its_floor_counts_as_long_as_it_took() {
+        let start = tokio::time::Instant::now();
+        let looks = std::cell::Cell::new(0usize);
+        let got: Result<(), &str> = look_again_until(
+            start + Duration::from_secs(3),
+            Duration::ZERO,
+            || {
+                looks.set(looks.get() + 1);
+                async {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    Err((true, "slow"))
+                }
+            },
+            |_, _| {},
+        )
+        .await;
+        assert_eq!((got, looks.get()), (Err("slow"), 1));
     }
 
     #[tokio::test(start_paused = true)]

@@ -215,6 +215,19 @@ fn a_forced_target_that_reports_no_member_id_is_never_sent_an_empty_one() {
 }
 
 #[test]
+fn a_forced_target_whose_pod_is_terminating_is_still_refused() {
+    let mut c = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
+    c.replicas[2].terminating = true;
+    let forced = YieldOptions {
+        to: Some("etcd-2".into()),
+        force: true,
+        ..opts()
+    };
+    let e = plan_yield(&c, &etcd(), &forced).unwrap_err();
+    assert_eq!(e.reason, RefusalReason::TargetTerminating, "{e}");
+}
+
+#[test]
 fn no_leader_several_leaders_and_zero_tolerance_are_refused() {
     let c = cluster(&[m(Role::Follower), m(Role::Follower), m(Role::Candidate)]);
     assert_eq!(

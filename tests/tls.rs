@@ -280,12 +280,18 @@ fn yield_local_in_a_prestop_hook_hands_over_a_tls_etcd_with_the_pods_mounted_cer
     let ca = TestCa::new();
     let bin = env!("CARGO_BIN_EXE_kubectl-raft");
     let hook = format!(
-        r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --tls-ca /etc/etcd/tls/ca.crt --tls-cert /etc/etcd/tls/tls.crt --tls-key /etc/etcd/tls/tls.key --pod-grace-period 10 >> /var/lib/etcd/prestop.log 2>&1"]"#
+        r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --tls-ca /etc/etcd/tls/ca.crt --tls-cert /etc/etcd/tls/tls.crt --tls-key /etc/etcd/tls/tls.key --pod-grace-period 30 >> /var/lib/etcd/prestop.log 2>&1"]"#
     );
+    // Kubernetes' default grace period: the hook's time leaves room to look again when the
+    // peers answer slowly under load (half of its 20 s).
     let client = deploy_etcd_tls_with(&ns.name, &ca, |m| {
         m.replace(
             r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
             &hook,
+        )
+        .replace(
+            "terminationGracePeriodSeconds: 10",
+            "terminationGracePeriodSeconds: 30",
         )
     });
     let (leader, term) = etcd_tls_leader(&ns.name, &client).expect("one leader, by etcd");

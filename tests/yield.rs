@@ -466,7 +466,7 @@ fn yield_local_never_sends_a_transfer_to_a_named_peer_that_does_not_answer() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{}\n{err}", stdout(&out));
     assert!(
-        err.contains("cannot hand ") && err.contains(&follower),
+        err.contains(&format!("{follower} does not answer as a follower")),
         "{err}"
     );
     assert_eq!(

@@ -534,8 +534,8 @@ fn a_member_list_with_a_learner_sets_the_voters() {
     assert!(!codes(&r).contains(&"MembershipUnknown"));
 }
 
-#[test]
-fn a_replica_that_says_nothing_of_itself_has_the_id_the_member_list_gives_its_pod() {
+/// Three etcd members whose third did not answer, beside this member list (id, name).
+fn third_unanswered_beside(list: &[(&str, &str)]) -> ClusterReport {
     let mut obs = observe(
         &[
             healthy(Role::Leader),
@@ -546,20 +546,27 @@ fn a_replica_that_says_nothing_of_itself_has_the_id_the_member_list_gives_its_po
     );
     obs.replicas[2].facts = RaftFacts::default();
     obs.replicas[2].health = Err(ProbeError::Timeout(std::time::Duration::from_secs(2)));
-    let member = |id: &str, name: &str| crate::model::Member {
-        counted: false,
-        live: None,
-        id: id.into(),
-        name: Some(name.into()),
-        learner: false,
-        url: None,
-    };
-    obs.members = Some(Ok(vec![
-        member("0", "etcd-0"),
-        member("1", "etcd-1"),
-        member("8e9e05c52164694d", "etcd-2"),
-    ]));
-    let r = assess(&obs, &world(&obs, Some(1)));
+    obs.members = Some(Ok(list
+        .iter()
+        .map(|(id, name)| crate::model::Member {
+            counted: false,
+            live: None,
+            id: id.to_string(),
+            name: Some(name.to_string()),
+            learner: false,
+            url: None,
+        })
+        .collect()));
+    assess(&obs, &world(&obs, Some(1)))
+}
+
+#[test]
+fn a_replica_that_says_nothing_of_itself_has_the_id_the_member_list_gives_its_pod() {
+    let r = third_unanswered_beside(&[
+        ("0", "etcd-0"),
+        ("1", "etcd-1"),
+        ("8e9e05c52164694d", "etcd-2"),
+    ]);
     assert_eq!(
         r.replicas[2].raft.member_id.as_deref(),
         Some("8e9e05c52164694d")
@@ -568,31 +575,12 @@ fn a_replica_that_says_nothing_of_itself_has_the_id_the_member_list_gives_its_po
 
 #[test]
 fn a_replica_that_says_nothing_of_itself_under_two_listed_entries_has_no_id() {
-    let mut obs = observe(
-        &[
-            healthy(Role::Leader),
-            healthy(Role::Follower),
-            healthy(Role::Follower),
-        ],
-        false,
-    );
-    obs.replicas[2].facts = RaftFacts::default();
-    obs.replicas[2].health = Err(ProbeError::Timeout(std::time::Duration::from_secs(2)));
-    let member = |id: &str, name: &str| crate::model::Member {
-        counted: false,
-        live: None,
-        id: id.into(),
-        name: Some(name.into()),
-        learner: false,
-        url: None,
-    };
-    obs.members = Some(Ok(vec![
-        member("0", "etcd-0"),
-        member("1", "etcd-1"),
-        member("old", "etcd-2"),
-        member("new", "etcd-2"),
-    ]));
-    let r = assess(&obs, &world(&obs, Some(1)));
+    let r = third_unanswered_beside(&[
+        ("0", "etcd-0"),
+        ("1", "etcd-1"),
+        ("old", "etcd-2"),
+        ("new", "etcd-2"),
+    ]);
     assert_eq!(r.replicas[2].raft.member_id, None);
 }
 

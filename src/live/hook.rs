@@ -139,7 +139,7 @@ async fn run_within<S: Sink>(
             timeout: left,
             ..args.clone()
         };
-        return hand_over_alone(&transport, &profile, local, &within, r).await;
+        return hand_over_alone(&transport, &profile, local, &within, args.timeout, r).await;
     };
     let my_id = me.facts.member_id.clone().unwrap_or_default();
     let (target, my_name) =
@@ -175,9 +175,11 @@ async fn run_within<S: Sink>(
     // A plan on a fresh look, looked at again while what stops it may pass (every peer slower
     // than one probe timeout on a loaded node, or catching up; a named target that does not
     // answer yet; no leader claimed yet), until half the hook's time is gone: the rest is for
-    // the handover. Each look reads again which peers' pods are terminating (at most a quarter
-    // of the hook's time, never more than one probe timeout); a peer once seen terminating
-    // stays so, whatever a later read says, and each line is said once.
+    // the handover. Each look reads again which peers' pods are terminating (the first within
+    // a quarter of the hook's time, or one probe timeout if longer; the others within one probe
+    // timeout); a peer once seen terminating stays so, whatever a later read says, and each
+    // line is said once. A look is a read and an observation: the next one is taken only if
+    // one as long as the last (at least two probe timeouts) ends in time.
     let until = began + args.timeout / 2;
     let looks = std::sync::atomic::AtomicUsize::new(0);
     let stopping: std::sync::Mutex<BTreeMap<String, Time>> = Default::default();
@@ -209,7 +211,7 @@ async fn run_within<S: Sink>(
         async move {
             let first = looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0;
             let within = if first {
-                (args.timeout / 4).min(limit)
+                (args.timeout / 4).max(limit)
             } else {
                 limit
             };
@@ -231,16 +233,13 @@ async fn run_within<S: Sink>(
                 return Err((mine.is_some(), Stop::NotSole(claimants)));
             }
             match plan_yield(&report, p, o) {
-                // A named target that does not answer is never sent a transfer (it would stall
-                // the cluster for an election timeout and fail); a later look may hear it.
-                Ok(plan) => match plan
-                    .overridden
-                    .iter()
-                    .find(|no| no.reason == RefusalReason::TargetUnreachable)
-                {
-                    Some(no) => Err((true, Stop::Refused(no.clone()))),
-                    None => Ok((obs, report, plan)),
-                },
+                // A target that does not answer as a follower with a passing health check is
+                // never sent a transfer, even named and forced (it would stall the cluster for
+                // an election timeout and fail); a later look may hear it.
+                Ok(plan) if !answers_as_follower(&report, &plan.target) => {
+                    Err((true, Stop::Silent(plan.target)))
+                }
+                Ok(plan) => Ok((obs, report, plan)),
                 Err(no) => {
                     let again = no.reason == RefusalReason::NoCandidate
                         && a_peer_may_recover(&report, mine, o.max_lag);
@@ -257,7 +256,7 @@ async fn run_within<S: Sink>(
             human_duration(left)
         ))
     };
-    let (obs, report, plan) = match look_again_until(until, limit, look, first).await {
+    let (obs, report, plan) = match look_again_until(until, limit * 2, look, first).await {
         Ok(chosen) => chosen,
         Err(Stop::Follows(claimants)) => {
             r.say(format!(
@@ -267,6 +266,10 @@ async fn run_within<S: Sink>(
             return Ok(());
         }
         Err(stop @ Stop::NotSole(_)) => {
+            r.fail(format!("{ME}: {}; nothing handed over", stop.reason()));
+            return Ok(());
+        }
+        Err(stop @ Stop::Silent(_)) => {
             r.fail(format!("{ME}: {}; nothing handed over", stop.reason()));
             return Ok(());
         }
@@ -431,6 +434,9 @@ fn mark_terminating(
 enum Stop {
     Follows(Vec<String>),
     NotSole(Vec<String>),
+    /// The plan's target (named with --to) does not answer as a follower with a passing
+    /// health check.
+    Silent(String),
     Refused(crate::plan::Refusal),
 }
 
@@ -448,6 +454,9 @@ impl Stop {
                 } else {
                     claimants.join(", ")
                 }
+            ),
+            Stop::Silent(target) => format!(
+                "{target} does not answer as a follower with a passing health check, and a transfer is never sent to a member that does not (--force included)"
             ),
             Stop::Refused(no) => no.message.clone(),
         }
@@ -508,6 +517,15 @@ fn no_longer_leads(
         .find(|x| x.pod == me)
         .is_some_and(|x| !matches!(x.raft.role, Role::Leader | Role::Unknown));
     answered && claimants.len() == 1 && claimants[0] != me
+}
+
+/// Whether `target` answered in this look as a follower whose health check passes.
+fn answers_as_follower(report: &crate::report::ClusterReport, target: &str) -> bool {
+    report.replicas.iter().any(|x| {
+        x.pod == target
+            && x.raft.role == Role::Follower
+            && x.raft.health.state == crate::report::CheckState::Ok
+    })
 }
 
 /// A peer that is a voter, not terminating and not yet healthy (unanswered within one probe
@@ -649,17 +667,19 @@ async fn wait_for_others<S: Sink>(
             human_duration(left)
         ))
     };
-    look_again_until(until, limit, look, first).await
+    look_again_until(until, limit * 2, look, first).await
 }
 
 /// The handover as the leader alone sees it: the system's untargeted transfer sent to this
 /// replica, then its own answers polled every 50 ms until it no longer leads and knows a
-/// leader, within --timeout. The successor is whoever the system picked.
+/// leader, within `args.timeout` (what is left of the hook's `budget`). The successor is
+/// whoever the system picked.
 async fn hand_over_alone(
     transport: &Transport,
     profile: &Profile,
     local: Pod,
     args: &YieldSettings,
+    budget: Duration,
     r: &mut HookReport,
 ) -> Result<()> {
     let name = local.metadata.name.clone().unwrap_or_default();
@@ -701,8 +721,9 @@ async fn hand_over_alone(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     r.fail(format!(
-        "{ME}: no completed handover within {}: this replica still reports {} ({})",
+        "{ME}: no completed handover in the {} left of the hook's {}: this replica still reports {} ({})",
         human_duration(args.timeout),
+        human_duration(budget),
         last.role.unwrap_or(Role::Unknown).as_str(),
         match (last.has_leader, &last.error) {
             (_, Some(e)) => e.clone(),
@@ -850,6 +871,28 @@ mod tests {
             .collect();
         assert_eq!(marked, vec![false, false, true]);
         assert_eq!(said.len(), 1, "{said:?}");
+    }
+
+    #[test]
+    fn a_healthy_follower_answers_as_one() {
+        let r = cluster(&[m(Role::Leader), m(Role::Follower)]);
+        assert!(answers_as_follower(&r, "etcd-1"));
+    }
+
+    #[test]
+    fn a_member_whose_status_did_not_answer_is_no_target_though_its_health_passes() {
+        let r = cluster(&[m(Role::Leader), m(Role::Unknown)]);
+        assert!(!answers_as_follower(&r, "etcd-1"));
+    }
+
+    #[test]
+    fn a_follower_whose_health_check_fails_is_no_target() {
+        let sick = M {
+            health: CheckState::Failing,
+            ..m(Role::Follower)
+        };
+        let r = cluster(&[m(Role::Leader), sick]);
+        assert!(!answers_as_follower(&r, "etcd-1"));
     }
 
     #[test]

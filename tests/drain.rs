@@ -244,7 +244,7 @@ fn with_one_member_of_five_silently_down_a_node_is_still_drained() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("dr-one-down");
     deploy_etcd_n_variant(&ns.name, 5, tcp_probe);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (leader, _) = await_etcd_leader(&ns.name);
     let pods = followers(&ns.name, &leader);
     let (frozen, victim) = (&pods[0], &pods[1]);
     let node = node_of(&ns.name, victim);

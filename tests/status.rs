@@ -690,7 +690,7 @@ fn a_frozen_member_behind_a_tcp_probe_stays_ready_and_is_flagged_on_real_kubelet
     apply_on(&ns.name, &tcp, Nodes::Kubelet);
     wait_etcd_ready(&ns.name, 3);
     assert_pods_on(&ns.name, Nodes::Kubelet);
-    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let (leader, _) = await_etcd_leader(&ns.name);
     let follower = others_than(&leader, "etcd", 3).remove(0);
     let node = node_of(&ns.name, &follower);
     assert!(node.starts_with(Nodes::Kubelet.prefix()), "{node}");

@@ -723,6 +723,22 @@ pub fn etcd_leader(ns: &str) -> Option<(String, String)> {
     (leaders.len() == 1).then(|| leaders.remove(0))
 }
 
+/// The leader, once the members agree on one: readiness need not imply a leader (a TCP
+/// readiness probe passes as soon as the port listens, before the first election ends).
+pub fn await_etcd_leader(ns: &str) -> (String, String) {
+    let mut found = None;
+    wait_in(
+        ns,
+        Duration::from_secs(60),
+        "one etcd member to claim leadership",
+        || {
+            found = etcd_leader(ns);
+            found.is_some()
+        },
+    );
+    found.expect("a leader")
+}
+
 /// The host process id of a pod's first container, on either kind of node.
 pub fn container_pid(ns: &str, pod: &str) -> i32 {
     let p = kubectl_json(&["get", "pod", pod, "-n", ns]);

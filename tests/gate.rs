@@ -1129,6 +1129,60 @@ fn zookeeper_five_configured_on_three_pods_has_every_member_eviction_refused() {
     assert_eq!(uids(&ns.name), before, "nothing was evicted");
 }
 
+/// Plain `kubectl drain` prints each of the gate's refusals as it comes, in its own retry loop:
+/// the gate's 429, like a PodDisruptionBudget's, asks for no Retry-After, which client-go would
+/// first retry by itself (ten times, about 50 s, past `--timeout`) with nothing printed. Judged
+/// by counting what the gate itself logged: each of its refusals is one of kubectl's lines.
+#[test]
+fn plain_kubectl_drain_prints_every_refusal_of_the_gate() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-seen");
+    deploy_zookeeper_five_on_three(&ns.name);
+    let g = Gated::start(&ns.name);
+    let node = node_of(&ns.name, "zk-0");
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let (ok, said) = plain_drain(
+        &node,
+        &[
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--pod-selector=statefulset.kubernetes.io/pod-name=zk-0",
+            "--timeout=12s",
+        ],
+    );
+    assert!(!ok, "the eviction of zk-0 was refused: {said}");
+    let refusal = "where 3 are needed";
+    let shown = said
+        .lines()
+        .filter(|l| l.contains("(will retry after 5s)") && l.contains(refusal))
+        .count();
+    assert!(
+        shown >= 1,
+        "kubectl drain printed the gate's refusal: {said}"
+    );
+    let pod = format!("pod={}/zk-0 ", ns.name);
+    let logged = || {
+        g.gate
+            .stderr_so_far()
+            .lines()
+            .filter(|l| l.contains(&pod) && l.contains(refusal))
+            .count()
+    };
+    // The gate logs before it answers; its log is read by a thread of this process.
+    wait_until(
+        Duration::from_secs(10),
+        "the gate's log to catch up",
+        || logged() >= shown,
+    );
+    assert_eq!(
+        logged(),
+        shown,
+        "every refusal the gate gave was printed by kubectl drain, none retried unseen\n\
+         kubectl drain said: {said}\nthe gate's log: {}",
+        g.gate.stderr_so_far()
+    );
+}
+
 /// `kubectl raft drain` with the gate installed: its own evictions (it names its lock holder
 /// on them) pass, nothing waits on the gate's refusal of them.
 #[test]

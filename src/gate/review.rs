@@ -1,8 +1,12 @@
 //! The API server's AdmissionReview (admission.k8s.io/v1), as far as the gate reads and answers
 //! it: an eviction (`CREATE pods/eviction`). Anything else it is sent (a `DELETE pods`, which
 //! the kubelet's final deletion and the StatefulSet controller also send) is allowed: the gate
-//! decides evictions only. A refusal is a 429 with the gate's sentence and a Retry-After:
-//! evictors retry it; a 5xx would make `kubectl drain` give up.
+//! decides evictions only. A refusal is a 429 with the gate's sentence, as a
+//! PodDisruptionBudget's is when it allows no disruption, and like that one without a
+//! Retry-After: evictors retry it in their own
+//! loop (`kubectl drain` every 5 s, printing the reason each time, within its `--timeout`); a
+//! Retry-After would make client-go retry it silently first (ten times, about 50 s, past that
+//! timeout); a 5xx would make `kubectl drain` give up.
 
 use std::collections::BTreeMap;
 
@@ -10,9 +14,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{Request, Verdict, LOCK_HOLDER_ANNOTATION};
-
-/// How long an evictor is asked to wait before retrying (kubectl drain retries every 5 s).
-pub const RETRY_AFTER_SECONDS: u64 = 5;
 
 /// What the gate reads of one review.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,8 +178,7 @@ pub fn answer(uid: &str, verdict: &Verdict) -> Value {
                 "reason": "TooManyRequests",
                 "message": message,
                 "details": {
-                    "causes": [{"reason": code.reason(), "message": message}],
-                    "retryAfterSeconds": RETRY_AFTER_SECONDS
+                    "causes": [{"reason": code.reason(), "message": message}]
                 }
             }
         }),
@@ -337,7 +337,7 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_is_a_429_with_the_reason_and_a_retry_after_never_a_5xx() {
+    fn a_refusal_is_a_429_with_the_reason_never_a_5xx() {
         let v = answer(
             "u-1",
             &Verdict::Refuse(
@@ -355,10 +355,21 @@ mod tests {
             r["status"]["details"]["causes"][0]["reason"],
             "QuorumAtRisk"
         );
-        assert_eq!(
-            r["status"]["details"]["retryAfterSeconds"],
-            RETRY_AFTER_SECONDS
+    }
+
+    /// A Retry-After (`retryAfterSeconds`) makes client-go retry the eviction by itself, ten
+    /// times, before the evictor sees the refusal: `kubectl drain` would print nothing for
+    /// about 50 s and run past its `--timeout`. A PodDisruptionBudget's 429 when it allows no
+    /// disruption carries none.
+    #[test]
+    fn a_refusal_asks_for_no_retry_after_as_a_pdbs_does_not() {
+        let v = answer(
+            "u-2",
+            &Verdict::Refuse(Code::Busy, "db/etcd: being decided".into()),
         );
+        let details = &v["response"]["status"]["details"];
+        assert!(details.is_object(), "{v}");
+        assert!(details.get("retryAfterSeconds").is_none(), "{details}");
     }
 
     #[test]

@@ -334,6 +334,10 @@ pub struct YieldReport {
     pub overridden: Vec<String>,
     pub succeeded: bool,
     pub message: String,
+    /// Why the yield would not go ahead (nothing was sent): the planner's reason, a code a
+    /// script can branch on (docs/troubleshooting.md lists them), and its words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<crate::plan::Refusal>,
     #[serde(flatten)]
     pub waited: Option<Waited>,
     /// With --streams: the stepdowns of the old leader's other groups (a dry run: planned).
@@ -392,6 +396,7 @@ mod tests {
             overridden: vec![],
             succeeded: true,
             message: "etcd-1 handed leadership to etcd-2 in 212ms (term 7 → 8)".into(),
+            refusal: None,
             waited: Some(Waited {
                 outcome: Outcome::Transferred,
                 new_leader: Some("etcd-2".into()),

@@ -45,6 +45,12 @@ impl ClusterReport {
             .filter_map(|r| Some((r.raft.member_id.clone()?, r.pod.clone())))
             .collect()
     }
+
+    /// The replica of the one leader the report agrees on (`summary.leader`), if any.
+    pub fn leader_replica(&self) -> Option<&ReplicaReport> {
+        let leader = self.summary.leader.as_deref()?;
+        self.replicas.iter().find(|x| x.pod == leader)
+    }
 }
 
 /// What `status` knows of the eviction gate for one cluster.

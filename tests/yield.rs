@@ -88,7 +88,8 @@ fn yield_refuses_a_target_that_cannot_lead_with_the_reason() {
     deploy_etcd(&ns.name, 3);
     let leader = leader_pod(&ns.name);
     let follower = others_than(&leader, "etcd", 3).remove(0);
-    let refused = |to: &str, expect: &str| {
+    // Said on stderr, nothing on stdout; with `-o json`, the reason's code a script reads.
+    let refused = |to: &str, expect: &str, code: &str| {
         let out = raft(&["yield", "etcd", "-n", &ns.name, "--to", to]);
         assert_eq!(out.status.code(), Some(1), "--to {to}: {}", stdout(&out));
         let err = stderr(&out);
@@ -96,11 +97,34 @@ fn yield_refuses_a_target_that_cannot_lead_with_the_reason() {
             err.starts_with("error: cannot yield: ") && err.contains(expect),
             "--to {to}: {err}"
         );
+        assert_eq!(
+            stdout(&out),
+            "",
+            "--to {to}: nothing planned, nothing printed"
+        );
+        let out = raft(&["yield", "etcd", "-n", &ns.name, "--to", to, "-o", "json"]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "--to {to} -o json: {}",
+            stderr(&out)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a YieldReport");
+        assert_eq!(report["succeeded"], false, "{report:#}");
+        assert_eq!(report["refusal"]["reason"], code, "{report:#}");
+        assert!(
+            report["refusal"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(expect)),
+            "{report:#}"
+        );
     };
-    refused("etcd-7", "is not a replica of");
-    refused(&leader, "is already the leader");
+    refused("etcd-7", "is not a replica of", "TargetNotMember");
+    refused(&leader, "is already the leader", "TargetIsLeader");
     let pid = container_pid(&ns.name, &follower);
-    while_frozen(pid, || refused(&follower, "is unreachable"));
+    while_frozen(pid, || {
+        refused(&follower, "is unreachable", "TargetUnreachable")
+    });
     assert_eq!(leader_pod(&ns.name), leader, "nothing moved");
 }
 

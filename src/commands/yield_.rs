@@ -55,10 +55,11 @@ fn report_verdict(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
-    print(y, output, via, out)?;
+    let printed = print(y, output, via, out);
     if y.succeeded {
-        Ok(())
+        printed
     } else {
+        // Said and exit 1 even when stdout is gone (a closed pipe is otherwise a quiet exit 0).
         writeln!(err, "error: {}", y.message)?;
         Err(Reported.into())
     }
@@ -66,6 +67,10 @@ fn report_verdict(
 
 fn print(y: &YieldReport, output: Format, via: &str, out: &mut dyn Write) -> Result<()> {
     if crate::render::structured(y, output, out)? {
+        return Ok(());
+    }
+    // A refusal is said on stderr alone ("error: cannot yield: ..."): nothing was planned.
+    if y.refusal.is_some() {
         return Ok(());
     }
     let cluster = format!("{}/{}", y.namespace, y.name);

@@ -616,10 +616,7 @@ async fn rejoin<O: ClusterOps, E: Events>(
         let last = match ops.look().await {
             Ok(Some(now)) => {
                 let r = &now.input.report;
-                let leader = r
-                    .replicas
-                    .iter()
-                    .find(|x| r.summary.leader.as_deref() == Some(x.pod.as_str()));
+                let leader = r.leader_replica();
                 match r.replicas.iter().find(|x| x.pod == pod) {
                     Some(x) => {
                         match crate::assess::voter::rejoined(x, was_voter, leader, opts.max_lag) {

@@ -1192,10 +1192,7 @@ fn settle_admitted(
         })
         .collect();
     // The one leader the report agrees on, as `drain` reads it.
-    let leader = report
-        .replicas
-        .iter()
-        .find(|x| report.summary.leader.as_deref() == Some(x.pod.as_str()));
+    let leader = report.leader_replica();
     // Rejoined as `drain` judges it: what it was before, its system's readiness included.
     let rejoined = |a: &Admitted| {
         report.replicas.iter().any(|x| {

@@ -537,10 +537,7 @@ fn a_peer_may_recover(
     max_lag: u64,
 ) -> bool {
     use crate::assess::voter::{voter_health, Unhealthy};
-    let leader = report
-        .replicas
-        .iter()
-        .find(|r| report.summary.leader.as_deref() == Some(r.pod.as_str()));
+    let leader = report.leader_replica();
     report
         .replicas
         .iter()
@@ -634,10 +631,7 @@ async fn wait_for_others<S: Sink>(
     let look = || async {
         let obs = observe_cluster(transport, target.clone(), limit).await;
         let report = crate::assess::assess(&obs, &Snapshot::default());
-        let leader = report
-            .replicas
-            .iter()
-            .find(|r| report.summary.leader.as_deref() == Some(r.pod.as_str()));
+        let leader = report.leader_replica();
         let mut why = vec![];
         let healthy = report
             .replicas

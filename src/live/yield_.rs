@@ -154,6 +154,7 @@ fn started(
         overridden: vec![],
         succeeded: true,
         message: String::new(),
+        refusal: None,
         waited: None,
         groups_planned: vec![],
         groups: None,
@@ -210,7 +211,17 @@ async fn decide_and_act<S: Sink + Sync>(
         Err(r) if r.reason == RefusalReason::NoTransfer && settings.allow_election => {
             return election(surveyor, sink, settings, before_send, &obs, &report, &wait).await;
         }
-        Err(r) => bail!("cannot yield: {r}"),
+        // Refused before anything was sent: reported, with the reason's code for `-o json`.
+        Err(r) => {
+            let leader = report.summary.leader.clone().unwrap_or_default();
+            let term = report.summary.term;
+            return Ok(YieldReport {
+                succeeded: false,
+                message: format!("cannot yield: {r}"),
+                refusal: Some(r),
+                ..started(&report, "transfer", settings.dry_run, &leader, term)
+            });
+        }
     };
     for o in &plan.overridden {
         sink.say(&format!("Warning: --force overrides: {o}"));
@@ -339,8 +350,7 @@ async fn election<S: Sink + Sync>(
             "cannot delete {cluster}'s leader {leader}: fault tolerance is 0, so the election could not complete; fix the unhealthy members first, or --force"
         );
     }
-    let leader_report = report.replicas.iter().find(|r| r.pod == leader);
-    let term = leader_report.and_then(|r| r.raft.term);
+    let term = report.leader_replica().and_then(|r| r.raft.term);
     let mut y = YieldReport {
         why: format!(
             "{} cannot hand leadership over: the leader pod is deleted and the others elect a new leader",

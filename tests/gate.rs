@@ -843,6 +843,37 @@ fn with_the_gate_down_nothing_in_its_namespaces_is_evicted() {
     );
 }
 
+/// The system account's user, in a Secret the gate may use (to move the meta leader): named
+/// by the StatefulSet and labelled by its writer.
+fn nats_ops_credentials(ns: &str) {
+    kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "nats-ops",
+        "-n",
+        ns,
+        "--from-literal=NATS_USER=sys",
+        "--from-literal=NATS_PASSWORD=sys-secret",
+    ]);
+    kubectl_ok(&[
+        "label",
+        "secret",
+        "nats-ops",
+        "-n",
+        ns,
+        "kubectl-raft.io/credentials=true",
+    ]);
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "nats",
+        "-n",
+        ns,
+        "kubectl-raft.io/credentials-secret=nats-ops",
+    ]);
+}
+
 /// NATS: the JetStream meta leader's node drained by plain `kubectl drain`, under a publish
 /// load on an R3 stream. The gate moves the meta leader (a system-account request, with the
 /// credentials the StatefulSet names in a Secret its writer labelled for it) before the server
@@ -853,34 +884,7 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("gate-nats");
     deploy_nats(&ns.name, 3);
-    // The system account's user, in a Secret the gate may use: named by the StatefulSet and
-    // labelled by its writer.
-    kubectl_ok(&[
-        "create",
-        "secret",
-        "generic",
-        "nats-ops",
-        "-n",
-        &ns.name,
-        "--from-literal=NATS_USER=sys",
-        "--from-literal=NATS_PASSWORD=sys-secret",
-    ]);
-    kubectl_ok(&[
-        "label",
-        "secret",
-        "nats-ops",
-        "-n",
-        &ns.name,
-        "kubectl-raft.io/credentials=true",
-    ]);
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "nats",
-        "-n",
-        &ns.name,
-        "kubectl-raft.io/credentials-secret=nats-ops",
-    ]);
+    nats_ops_credentials(&ns.name);
     // As docs/gate.yaml runs it: replicas at their pod IPs, the stepdown over a TCP
     // connection of its own (no port-forward).
     let _g = Gated::start_with(&ns.name, &["--via", "direct"]);
@@ -966,6 +970,181 @@ fn plain_kubectl_drain_of_the_nats_meta_leaders_node_moves_it_first() {
         meta_term(&ns.name, &now),
         Some(term_before + 1),
         "one meta leader change (the transfer moves the term by 1; an election besides it would move it more)"
+    );
+    assert_eq!(summary["lost"], 0, "no publish lost: {summary}");
+}
+
+/// What the catch-up test's sampler saw at one moment, in this order: the first server's
+/// replacement (its own /healthz first, then its pod), then the second server's pod.
+#[derive(Debug, Clone, Copy)]
+struct CatchUp {
+    at: Duration,
+    /// The second `kubectl drain` has begun.
+    second_drain: bool,
+    /// The first server's replacement (a new UID) is Ready (its readiness probe: JetStream
+    /// enabled).
+    ready: bool,
+    /// ... and answers its whole /healthz: every stream it holds current (NATS's own word).
+    current: bool,
+    /// The second server's pod is deleting, or gone.
+    second_gone: bool,
+}
+
+/// How many messages the first server finds waiting when it is back, and their size: with
+/// `max_outstanding_catchup` at 1 KB its peers send them about one at a time, so that its
+/// catch-up takes seconds (it would take a fraction of one here otherwise; a real stream of
+/// gigabytes takes as long unthrottled).
+const CATCH_UP_MESSAGES: usize = 20_000;
+const CATCH_UP_SIZE: usize = 1024;
+
+/// NATS: plain `kubectl drain` of two servers' nodes in turn under a publish load on an R3
+/// stream (#38's case). The first server comes back behind by thousands of messages and
+/// catches up for seconds. Its readiness probe asks only that JetStream is enabled (as the
+/// official chart's does), so it is Ready, and the PodDisruptionBudget lets the second server
+/// go, long before its stream is current. The gate waits for NATS's own word, the server's
+/// whole /healthz: the second server's pod is not deleted before the first's replacement
+/// answered it (read from the servers and the pods, never from the gate); no publish is lost
+/// (read back).
+#[test]
+fn plain_kubectl_drain_of_two_nats_servers_nodes_waits_for_the_first_to_catch_up() {
+    let _nodes = exclusive_nodes();
+    let ns = TestNamespace::new("gate-nats-catchup");
+    let manifest = nats_manifest(3);
+    let throttled = manifest.replace(
+        "      max_file: 1GB\n",
+        "      max_file: 1GB\n      max_outstanding_catchup: 1KB\n",
+    );
+    assert_ne!(
+        throttled, manifest,
+        "the catch-up limit went into nats.conf"
+    );
+    deploy_nats_manifest(&ns.name, 3, Nodes::Agent, &throttled);
+    nats_ops_credentials(&ns.name);
+    let _g = Gated::start_with(&ns.name, &["--via", "direct"]);
+    let leader = meta_leader(&ns.name, "nats-0").expect("a meta leader");
+    create_stream(&ns.name, &leader, "CATCHUP");
+    // Two followers of the meta group, so that neither eviction waits for a transfer.
+    let [first, second]: [String; 2] = others_than(&leader, "nats", 3)
+        .try_into()
+        .expect("two other servers");
+    let (node1, node2) = (node_of(&ns.name, &first), node_of(&ns.name, &second));
+    wait_node_alone(&node1, &ns.name);
+    wait_node_alone(&node2, &ns.name);
+    let before = uids(&ns.name);
+    let load = Load::start_nats(&ns.name, "CATCHUP");
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::Arc;
+    let (stop, second_drain) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let sampler = {
+        let (stop, second_drain, ns, first, second, before) = (
+            stop.clone(),
+            second_drain.clone(),
+            ns.name.clone(),
+            first.clone(),
+            second.clone(),
+            before.clone(),
+        );
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            let mut seen = vec![];
+            while !stop.load(SeqCst) {
+                let current = nats_current(&ns, &first);
+                let pods = kubectl_json(&["get", "pods", "-n", &ns, "-l", "app=nats"]);
+                let pod = |name: &str| {
+                    pods["items"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|p| p["metadata"]["name"] == name)
+                        .cloned()
+                };
+                let new = pod(&first).filter(|p| {
+                    p["metadata"]["uid"].as_str() != before.get(&first).map(String::as_str)
+                        && p["metadata"]["deletionTimestamp"].is_null()
+                });
+                let ready = new.as_ref().is_some_and(|p| {
+                    p["status"]["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                });
+                let second_gone = pod(&second).is_none_or(|p| {
+                    p["metadata"]["uid"].as_str() != before.get(&second).map(String::as_str)
+                        || !p["metadata"]["deletionTimestamp"].is_null()
+                });
+                seen.push(CatchUp {
+                    at: start.elapsed(),
+                    second_drain: second_drain.load(SeqCst),
+                    ready,
+                    current: new.is_some() && current,
+                    second_gone,
+                });
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            seen
+        })
+    };
+    let args = [
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=240s",
+    ];
+    let _cordoned = Cordoned(vec![node1.clone(), node2.clone()]);
+    let (ok, said) = plain_drain(&node1, &args);
+    assert!(ok, "kubectl drain {node1} failed: {said}");
+    // While the first server is away: the messages it must catch up when it is back.
+    let burst = {
+        let (ns, leader) = (ns.name.clone(), leader.clone());
+        std::thread::spawn(move || {
+            publish_burst(&ns, &leader, "CATCHUP", CATCH_UP_MESSAGES, CATCH_UP_SIZE)
+        })
+    };
+    second_drain.store(true, SeqCst);
+    let (ok, said) = plain_drain(&node2, &args);
+    let published = burst.join().unwrap();
+    wait_in(
+        &ns.name,
+        Duration::from_secs(240),
+        "the second server's replacement Ready",
+        || kubectl_json(&["get", "sts", "nats", "-n", &ns.name])["status"]["readyReplicas"] == 3,
+    );
+    stop.store(true, SeqCst);
+    let seen = sampler.join().unwrap();
+    let summary = load.finish();
+    assert!(ok, "kubectl drain {node2} failed: {said}");
+    assert!(
+        published >= CATCH_UP_MESSAGES * 9 / 10,
+        "the burst was published ({published} of {CATCH_UP_MESSAGES} acknowledged)"
+    );
+    let first_at = |what: &str, f: &dyn Fn(&CatchUp) -> bool| {
+        seen.iter()
+            .position(f)
+            .unwrap_or_else(|| panic!("the sampler never saw {what}: {seen:?}"))
+    };
+    let ready = first_at("the first server's replacement Ready", &|s| s.ready);
+    let current = first_at("the first server's replacement current", &|s| s.current);
+    let gone = first_at("the second server's pod go", &|s| s.second_gone);
+    // What makes the case: the replacement Ready and not current, for longer than kubectl
+    // drain's 5 s between retries, while the second drain ran (an evictor that takes Ready for
+    // rejoined, as the PodDisruptionBudget does, would have had the second server then).
+    let window = seen[current].at.saturating_sub(seen[ready].at);
+    assert!(
+        window > Duration::from_secs(8) && seen[ready].second_drain,
+        "not the case this test is about: the first server's replacement was Ready {window:?} before it was current (the second drain running: {}); raise CATCH_UP_MESSAGES: {seen:?}",
+        seen[ready].second_drain
+    );
+    // The sampler reads the replacement's /healthz before the pods: the second pod seen gone
+    // in the sample before the one in which the replacement was first seen current may have
+    // gone after it did.
+    assert!(
+        gone + 1 >= current,
+        "{second} went {:?} before {first}'s replacement was current (Ready for {:?} by then): {seen:?}",
+        seen[current].at.saturating_sub(seen[gone].at),
+        seen[gone].at.saturating_sub(seen[ready].at),
     );
     assert_eq!(summary["lost"], 0, "no publish lost: {summary}");
 }

@@ -116,8 +116,13 @@ pub async fn roll<O: RolloutOps, E: Events>(
     r: &Rollout,
 ) -> Result<RestartReport> {
     // The record is written for a restart of the current revision; cleared when the run
-    // completes, even if it followed a new template meanwhile (it is then an update).
+    // completes, even if it followed a new template meanwhile (it is then an update), and
+    // when it ends an update that resumed a stopped restart's record (`uids`).
     let wrote_record = matches!(ops.restart_now(), Restart::Restart { .. });
+    let holds_record = match ops.restart_now() {
+        Restart::Restart { .. } => true,
+        Restart::Update { uids, .. } => !uids.is_empty(),
+    };
     if let Err(e) = begin(ops, events, r).await {
         events.finish();
         return Err(e);
@@ -166,7 +171,7 @@ pub async fn roll<O: RolloutOps, E: Events>(
         }
     };
     summary.message = if summary.result != ClusterResult::Stopped {
-        if wrote_record {
+        if holds_record {
             ops.set_record(None).await?;
         }
         match &r.driven {
@@ -366,9 +371,7 @@ mod tests {
 
         fn restart_now(&self) -> Restart {
             if self.changed() {
-                return Restart::Update {
-                    revision: "r3".into(),
-                };
+                return Restart::update("r3");
             }
             self.restart.clone()
         }
@@ -391,9 +394,7 @@ mod tests {
     }
 
     fn update() -> Restart {
-        Restart::Update {
-            revision: "r2".into(),
-        }
+        Restart::update("r2")
     }
 
     fn rollout(driven: Option<Driven>) -> Rollout {
@@ -511,6 +512,19 @@ mod tests {
     async fn a_restart_that_followed_a_new_template_clears_its_record() {
         let w = World::new(uids(), on_delete());
         w.template_changes.set(true);
+        let r = roll(&w, &Said::default(), &rollout(None)).await.unwrap();
+        assert!(r.succeeded, "{}", r.message);
+        assert_eq!(*w.record.borrow(), None, "{:?}", w.writes.borrow());
+    }
+
+    /// A rerun of a restart that had followed a new template resumes as an update that still
+    /// carries the restart's record (the members it never reached): the record is cleared
+    /// when the update ends, not left to make a later, unrelated restart "resume" it.
+    #[tokio::test(start_paused = true)]
+    async fn an_update_that_resumed_a_restarts_record_clears_it() {
+        let resumed = uids().following("r2".into());
+        let w = World::new(resumed, on_delete());
+        *w.record.borrow_mut() = Some("u0,u1,u2".into());
         let r = roll(&w, &Said::default(), &rollout(None)).await.unwrap();
         assert!(r.succeeded, "{}", r.message);
         assert_eq!(*w.record.borrow(), None, "{:?}", w.writes.borrow());
@@ -645,12 +659,7 @@ mod tests {
         w.template_changes.set(true);
         let said = Said::default();
         let r = roll(&w, &said, &rollout(None)).await.unwrap();
-        assert_eq!(
-            r.restart,
-            Restart::Update {
-                revision: "r3".into()
-            }
-        );
+        assert_eq!(r.restart, Restart::update("r3"));
         assert_eq!(r.followed.len(), 1);
         assert!(
             said.0

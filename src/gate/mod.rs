@@ -377,6 +377,75 @@ impl Record {
         Ok(r)
     }
 
+    /// Records an admission of `pod` (under `uid`) at `now`, `voter` or not before it, by the
+    /// lock holder or not: the entry written, which the record now holds.
+    ///
+    /// A retry after a refusal further down the chain (a PDB) replaces its entry: the same pod
+    /// under the same UID. An entry of an earlier UID is a replacement's obligation to rejoin,
+    /// which an eviction of that replacement (that may never take effect) does not lift;
+    /// several such obligations of one pod (a replacement evicted again and again) are one:
+    /// the earliest, held to the strictest test, so that the record stays bounded. The first
+    /// admission under this UID is kept (`since`): retries and replays do not start the bound
+    /// on how long they hold the others again; the lock holder's admissions carry none (its
+    /// own retries are its command's).
+    pub fn admit(
+        &mut self,
+        pod: &str,
+        uid: Option<&String>,
+        now: f64,
+        voter: bool,
+        by_holder: bool,
+    ) -> Admitted {
+        let same_uid = |a: &Admitted| a.uid.is_some() && a.uid.as_ref() == uid;
+        let since = self
+            .admitted
+            .iter()
+            .filter(|a| !by_holder && a.pod == pod && same_uid(a))
+            .map(|a| a.since.unwrap_or(a.at))
+            .min_by(f64::total_cmp);
+        self.admitted
+            .retain(|a| !(a.pod == pod && (a.uid.is_none() || a.uid.as_ref() == uid)));
+        let (older, mut kept): (Vec<Admitted>, Vec<Admitted>) = std::mem::take(&mut self.admitted)
+            .into_iter()
+            .partition(|a| a.pod == pod);
+        if let Some(first) = older.iter().min_by(|a, b| a.at.total_cmp(&b.at)) {
+            let voter = if older.iter().any(|a| a.voter == Some(true)) {
+                Some(true)
+            } else if older.iter().all(|a| a.voter == Some(false)) {
+                Some(false)
+            } else {
+                None
+            };
+            kept.push(Admitted {
+                voter,
+                ..first.clone()
+            });
+        }
+        let entry = Admitted {
+            pod: pod.to_string(),
+            uid: uid.cloned(),
+            at: now,
+            voter: Some(voter),
+            since,
+            stalled: false,
+        };
+        kept.push(entry.clone());
+        self.admitted = kept;
+        entry
+    }
+
+    /// Records a transfer from `from` (to `to`, if named) begun at `now`: the one the record
+    /// holds now.
+    pub fn begin_transfer(&mut self, from: &str, to: Option<&String>, now: f64) -> Started {
+        let t = Started {
+            from: from.to_string(),
+            to: to.cloned(),
+            at: now,
+        };
+        self.transfer = Some(t.clone());
+        t
+    }
+
     /// The record as it is stored: always in this gate's format.
     pub fn to_text(&self) -> String {
         let mut r = self.clone();
@@ -612,12 +681,7 @@ impl<O: GateOps> Gate<O> {
         // its own evictions wait for this one (the record below).
         let by_holder = match self.ops.lock_holder(&m).await? {
             Some(h) if req.lock_holder.as_deref() == Some(h.as_str()) => true,
-            Some(h) => {
-                return Ok(Verdict::Refuse(
-                    Code::LockHeld,
-                    format!("{cluster} is being drained or restarted by {} (kubectl raft's lock): its members are evicted by that command only until it ends; retry", public_holder(&h)),
-                ))
-            }
+            Some(h) => return Ok(lock_held(&cluster, &h)),
             None => false,
         };
         // What changes nothing: a dry run, and every decision of a trial mode.
@@ -640,20 +704,15 @@ impl<O: GateOps> Gate<O> {
         }
         let now = self.ops.now();
         let age = |key: String| self.age(&cluster, key);
-        let rejoining = settle_admitted(&mut record, &mut look, &m.pod, &age, &self.settings);
+        let rejoining = record.settle(&mut look, &m.pod, &age, &self.settings);
         if let Some(pod) = rejoining.iter().find(|p| **p != m.pod) {
             return Ok(Verdict::Refuse(
                 Code::Rejoining,
                 format!("{cluster}: {pod} was evicted and its replacement has not rejoined yet (as kubectl raft drain, the gate waits for it before the next member); retry"),
             ));
         }
-        let leader = look
-            .input
-            .report
-            .replicas
-            .iter()
-            .find(|x| x.raft.role == crate::model::Role::Leader)
-            .map(|x| x.pod.clone());
+        // The one leader the report agrees on, as `drain` and the rejoin test read it.
+        let leader = look.input.report.leader_replica().map(|x| x.pod.clone());
         if let Some(t) = &record.transfer {
             let running = age(transfer_key(t)) < self.settings.transfer_timeout
                 && leader.as_deref() == Some(t.from.as_str())
@@ -669,12 +728,6 @@ impl<O: GateOps> Gate<O> {
                 ));
             }
         }
-        let conflict = || {
-            Verdict::Refuse(
-                Code::Busy,
-                format!("{cluster}: another eviction of it was decided at the same moment; retry"),
-            )
-        };
         if by_holder {
             return self
                 .holders(&m, &mut record, now, quiet, &look, &opts)
@@ -733,7 +786,7 @@ impl<O: GateOps> Gate<O> {
                         // A dry run took nothing: no lock to look at again.
                         Some(v) if quiet => v,
                         Some(v) => self.still_unlocked(&m, v).await?,
-                        None => conflict(),
+                        None => written_meanwhile(&cluster),
                     }
                 }
                 Action::TransferThenEvict if quiet => Verdict::Warn(
@@ -748,18 +801,12 @@ impl<O: GateOps> Gate<O> {
                     if let Some(v) = self.backing_off(&cluster, &state.transfer, &record) {
                         return Ok(v);
                     }
-                    record.transfer = Some(Started {
-                        from: m.pod.clone(),
-                        to: step.target.clone(),
-                        at: now,
-                    });
+                    let t = record.begin_transfer(&m.pod, step.target.as_ref(), now);
                     if self.ops.write_record(&m, &record).await? == Written::Conflict {
-                        return Ok(conflict());
+                        return Ok(written_meanwhile(&cluster));
                     }
-                    if let Some(t) = &record.transfer {
-                        // Its age starts now, in this replica's clock.
-                        self.age(&cluster, transfer_key(t));
-                    }
+                    // Its age starts now, in this replica's clock.
+                    self.age(&cluster, transfer_key(&t));
                     // A slot of its own: a transfer that outlives its timeout cannot write its
                     // end onto the next one.
                     // A drain that took the lock meanwhile acts on its own: the transfer is not
@@ -847,10 +894,7 @@ impl<O: GateOps> Gate<O> {
     /// then refused, and the record's entry only holds others back until it expires.
     async fn still_unlocked(&self, m: &Member, allow: Verdict) -> Result<Verdict> {
         Ok(match self.ops.lock_holder(m).await? {
-            Some(h) => Verdict::Refuse(
-                Code::LockHeld,
-                format!("{} is being drained or restarted by {} (kubectl raft's lock): its members are evicted by that command only until it ends; retry", m.cluster(), public_holder(&h)),
-            ),
+            Some(h) => lock_held(&m.cluster(), &h),
             None => allow,
         })
     }
@@ -890,12 +934,6 @@ impl<O: GateOps> Gate<O> {
             ..given
         };
         let plan = plan_cluster(&input, &given);
-        let conflict = || {
-            Verdict::Refuse(
-                Code::Busy,
-                format!("{cluster}: another eviction of it was decided at the same moment; retry"),
-            )
-        };
         // The first step only, as for every evictor: a later one assumes the members before it
         // went and came back healthy, which nothing has shown yet.
         match plan.steps.first() {
@@ -928,7 +966,7 @@ impl<O: GateOps> Gate<O> {
                 allow,
             )
                     .await?
-                    .unwrap_or_else(conflict))
+                    .unwrap_or_else(|| written_meanwhile(&cluster)))
             }
             None => Ok(match plan.blocker {
                 Some(b) => Verdict::Refuse(Code::Blocked(b.reason), b.message),
@@ -969,55 +1007,11 @@ impl<O: GateOps> Gate<O> {
         if dry_run {
             return Ok(Some(allow));
         }
-        // A retry after a refusal further down the chain (a PDB) replaces its entry: the same
-        // pod under the same UID. An entry of an earlier UID is a replacement's obligation to
-        // rejoin, which an eviction of that replacement (that may never take effect) does not
-        // lift.
-        // Its first admission under this UID is kept (`since`): retries and replays do not
-        // start the bound on how long they hold the others again.
-        // The lock holder's admissions carry none: its own retries are its command's.
-        let since = record
-            .admitted
-            .iter()
-            .filter(|a| !by_holder && a.pod == m.pod && a.uid.is_some() && a.uid == m.uid)
-            .map(|a| a.since.unwrap_or(a.at))
-            .min_by(f64::total_cmp);
-        record
-            .admitted
-            .retain(|a| !(a.pod == m.pod && (a.uid.is_none() || a.uid == m.uid)));
-        // Several such obligations of one pod (a replacement evicted again and again) are one:
-        // the earliest, held to the strictest test; the record stays bounded.
-        let (older, mut kept): (Vec<Admitted>, Vec<Admitted>) =
-            std::mem::take(&mut record.admitted)
-                .into_iter()
-                .partition(|a| a.pod == m.pod);
-        if let Some(first) = older.iter().min_by(|a, b| a.at.total_cmp(&b.at)) {
-            let voter = if older.iter().any(|a| a.voter == Some(true)) {
-                Some(true)
-            } else if older.iter().all(|a| a.voter == Some(false)) {
-                Some(false)
-            } else {
-                None
-            };
-            kept.push(Admitted {
-                voter,
-                ..first.clone()
-            });
-        }
-        record.admitted = kept;
-        let entry = Admitted {
-            pod: m.pod.clone(),
-            uid: m.uid.clone(),
-            at: now,
-            voter: Some(voter),
-            since,
-            stalled: false,
-        };
+        let entry = record.admit(&m.pod, m.uid.as_ref(), now, voter, by_holder);
         // Its age starts now, in this replica's clock; so does the bound on its repeats (the
         // key of the first admission, which the repeats carry as `since`).
         self.age(&m.cluster(), admitted_key(&entry, "pending"));
         self.age(&m.cluster(), since_key(&entry));
-        record.admitted.push(entry);
         Ok(match self.ops.write_record(m, record).await? {
             Written::Done => Some(allow),
             Written::Conflict => None,
@@ -1066,13 +1060,7 @@ impl<O: GateOps> Gate<O> {
         a.stalled = true;
         Ok(Some(match self.ops.write_record(m, record).await? {
             Written::Done => refusal,
-            Written::Conflict => Verdict::Refuse(
-                Code::Busy,
-                format!(
-                    "{}: another eviction of it was decided at the same moment; retry",
-                    m.cluster()
-                ),
-            ),
+            Written::Conflict => written_meanwhile(&cluster),
         }))
     }
 
@@ -1121,6 +1109,23 @@ fn public_holder(holder: &str) -> String {
     }
 }
 
+/// The refusal of an eviction of `cluster` that another decision wrote the record for since
+/// this one read it.
+fn written_meanwhile(cluster: &str) -> Verdict {
+    Verdict::Refuse(
+        Code::Busy,
+        format!("{cluster}: another eviction of it was decided at the same moment; retry"),
+    )
+}
+
+/// The refusal of an eviction of `cluster` while `holder` holds its lock.
+fn lock_held(cluster: &str, holder: &str) -> Verdict {
+    Verdict::Refuse(
+        Code::LockHeld,
+        format!("{cluster} is being drained or restarted by {} (kubectl raft's lock): its members are evicted by that command only until it ends; retry", public_holder(holder)),
+    )
+}
+
 /// Whether this replica's own transfer away from `from` has ended (its record may still say
 /// it runs: the record is not written again when it ends).
 fn ended_here(slot: &TransferSlot, t: &Started) -> bool {
@@ -1156,94 +1161,97 @@ fn admitted_key(a: &Admitted, state: &str) -> String {
     )
 }
 
-/// The record's admissions against what the look shows, as `drain` waits between steps
-/// (ages by this replica's clock, from when it first saw each entry in each state):
-/// - the pod still runs under the admitted UID, not deleted: its eviction is under way (or was
-///   refused further down the chain, by a PDB): it counts as terminating for `admitted_for`,
-///   then is forgotten; not for its own retry (`evicted`), which replaces it;
-/// - the pod is terminating: the planner sees that itself;
-/// - a replacement (another UID) that is not a healthy voter yet: kept, and returned, so the
-///   next eviction waits for it, however long (as `drain` waits; the operator looks at it);
-/// - no pod of that name at all: waited for `rejoin_within`, then forgotten (the StatefulSet
-///   was scaled down, or its controller does not recreate it).
-///
-/// Entries that no longer matter are dropped (written with the next admission).
-fn settle_admitted(
-    record: &mut Record,
-    look: &mut Look,
-    evicted: &str,
-    age: &dyn Fn(String) -> Duration,
-    settings: &Settings,
-) -> Vec<String> {
-    let report = &look.input.report;
-    let pods: BTreeMap<String, (Option<String>, bool)> = look
-        .obs
-        .target
-        .pods
-        .iter()
-        .map(|p| {
-            (
-                p.metadata.name.clone().unwrap_or_default(),
+impl Record {
+    /// The record's admissions against what the look shows, as `drain` waits between steps
+    /// (ages by this replica's clock, from when it first saw each entry in each state):
+    /// - the pod still runs under the admitted UID, not deleted: its eviction is under way (or was
+    ///   refused further down the chain, by a PDB): it counts as terminating for `admitted_for`,
+    ///   then is forgotten; not for its own retry (`evicted`), which replaces it;
+    /// - the pod is terminating: the planner sees that itself;
+    /// - a replacement (another UID) that is not a healthy voter yet: kept, and returned, so the
+    ///   next eviction waits for it, however long (as `drain` waits; the operator looks at it);
+    /// - no pod of that name at all: waited for `rejoin_within`, then forgotten (the StatefulSet
+    ///   was scaled down, or its controller does not recreate it).
+    ///
+    /// Entries that no longer matter are dropped (written with the next admission).
+    pub fn settle(
+        &mut self,
+        look: &mut Look,
+        evicted: &str,
+        age: &dyn Fn(String) -> Duration,
+        settings: &Settings,
+    ) -> Vec<String> {
+        let report = &look.input.report;
+        let pods: BTreeMap<String, (Option<String>, bool)> = look
+            .obs
+            .target
+            .pods
+            .iter()
+            .map(|p| {
                 (
-                    p.metadata.uid.clone(),
-                    p.metadata.deletion_timestamp.is_some(),
-                ),
-            )
-        })
-        .collect();
-    // The one leader the report agrees on, as `drain` reads it.
-    let leader = report.leader_replica();
-    // Rejoined as `drain` judges it: what it was before, its system's readiness included.
-    let rejoined = |a: &Admitted| {
-        report.replicas.iter().any(|x| {
-            let voter = a
-                .voter
-                .unwrap_or_else(|| crate::assess::voter::counts_as_voter(x));
-            x.pod == a.pod
-                && crate::assess::voter::rejoined(x, voter, leader, settings.opts.max_lag).is_ok()
-        })
-    };
-    let mut pending = BTreeSet::new();
-    let mut rejoining = vec![];
-    record.admitted.retain(|a| {
-        let same = |uid: &Option<String>| a.uid.is_none() || *uid == a.uid;
-        match pods.get(&a.pod) {
-            Some((uid, false)) if same(uid) => {
-                let fresh = age(admitted_key(a, "pending")) < settings.admitted_for;
-                if fresh && a.pod != evicted {
-                    pending.insert(a.pod.clone());
+                    p.metadata.name.clone().unwrap_or_default(),
+                    (
+                        p.metadata.uid.clone(),
+                        p.metadata.deletion_timestamp.is_some(),
+                    ),
+                )
+            })
+            .collect();
+        // The one leader the report agrees on, as `drain` reads it.
+        let leader = report.leader_replica();
+        // Rejoined as `drain` judges it: what it was before, its system's readiness included.
+        let rejoined = |a: &Admitted| {
+            report.replicas.iter().any(|x| {
+                let voter = a
+                    .voter
+                    .unwrap_or_else(|| crate::assess::voter::counts_as_voter(x));
+                x.pod == a.pod
+                    && crate::assess::voter::rejoined(x, voter, leader, settings.opts.max_lag)
+                        .is_ok()
+            })
+        };
+        let mut pending = BTreeSet::new();
+        let mut rejoining = vec![];
+        self.admitted.retain(|a| {
+            let same = |uid: &Option<String>| a.uid.is_none() || *uid == a.uid;
+            match pods.get(&a.pod) {
+                Some((uid, false)) if same(uid) => {
+                    let fresh = age(admitted_key(a, "pending")) < settings.admitted_for;
+                    if fresh && a.pod != evicted {
+                        pending.insert(a.pod.clone());
+                    }
+                    // Not holding the others once its last admission expired, but remembered: the
+                    // next admission carries `since` on (`remembered_for`); once stalled, until
+                    // the others have had `admitted_for` (its evictions refused meanwhile).
+                    let remembered = if a.stalled {
+                        age(admitted_key(a, "pending")) < 2 * settings.admitted_for
+                    } else {
+                        age(since_key(a)) < settings.remembered_for()
+                    };
+                    fresh || remembered
                 }
-                // Not holding the others once its last admission expired, but remembered: the
-                // next admission carries `since` on (`remembered_for`); once stalled, until
-                // the others have had `admitted_for` (its evictions refused meanwhile).
-                let remembered = if a.stalled {
-                    age(admitted_key(a, "pending")) < 2 * settings.admitted_for
-                } else {
-                    age(since_key(a)) < settings.remembered_for()
-                };
-                fresh || remembered
+                Some((uid, true)) if same(uid) => true,
+                Some(_) => {
+                    let keep = !rejoined(a);
+                    if keep {
+                        rejoining.push(a.pod.clone());
+                    }
+                    keep
+                }
+                None => {
+                    let keep = age(admitted_key(a, "missing")) < settings.rejoin_within;
+                    if keep {
+                        rejoining.push(a.pod.clone());
+                    }
+                    keep
+                }
             }
-            Some((uid, true)) if same(uid) => true,
-            Some(_) => {
-                let keep = !rejoined(a);
-                if keep {
-                    rejoining.push(a.pod.clone());
-                }
-                keep
-            }
-            None => {
-                let keep = age(admitted_key(a, "missing")) < settings.rejoin_within;
-                if keep {
-                    rejoining.push(a.pod.clone());
-                }
-                keep
+        });
+        for x in &mut look.input.report.replicas {
+            if pending.contains(x.pod.as_str()) {
+                x.terminating = true;
             }
         }
-    });
-    for x in &mut look.input.report.replicas {
-        if pending.contains(x.pod.as_str()) {
-            x.terminating = true;
-        }
+        rejoining
     }
-    rejoining
 }

@@ -10,7 +10,9 @@
 //! configured voters; no other member is down or unrejoined because of an earlier eviction;
 //! the leader is never admitted. Liveness (the converse): once the faults end and every
 //! replacement is back, every member's eviction is admitted within a bounded number of an
-//! evictor's retries: the gate holds nothing back for ever.
+//! evictor's retries: the gate holds nothing back for ever. A member stuck standing for
+//! election (cut off, its term climbing at every look) may outlast the faults: its own
+//! eviction is then admitted first, and every other once its replacement is back.
 //!
 //! Runs on tokio's paused clock; the record is shared by both replicas as the API would keep
 //! it (written only on the version read).
@@ -35,6 +37,10 @@ enum State {
     Gone,
     /// Its replacement answers, healthy, but its system's readiness check fails (catching up).
     Catching,
+    /// It answers, standing for election and knowing no leader (cut off from the others; etcd
+    /// and ZooKeeper say as much of a member that lost its leader), its term one higher at
+    /// every look.
+    Candidate,
 }
 
 #[derive(Debug, Clone)]
@@ -71,6 +77,8 @@ enum Op {
     /// Member `i` wins an election just after the gate's next look (its leader paused, a
     /// hashicorp/raft follower timing out): the look says follower, the truth says leader.
     LeadsAfterLook(usize),
+    /// Follower `i` is cut off and stands for election, again and again (until `Recover`).
+    StandsForElection(usize),
     Tick(u64),
 }
 
@@ -78,6 +86,8 @@ struct World {
     members: Vec<Member>,
     leader: usize,
     term: u64,
+    /// How many times the replicas were asked (a candidate's term climbs with each).
+    asked: std::cell::Cell<u64>,
     /// A member that wins an election just after the next look.
     leads_after_look: Option<usize>,
 }
@@ -93,6 +103,7 @@ impl World {
 
     /// What the replicas answer now.
     fn report(&self) -> crate::report::ClusterReport {
+        self.asked.set(self.asked.get() + 1);
         let ms: Vec<_> = self
             .members
             .iter()
@@ -128,6 +139,13 @@ impl World {
                         state: CheckState::Failing,
                         detail: "a stream is not current".into(),
                     });
+                }
+                State::Candidate => {
+                    x.raft.role = Role::Candidate;
+                    x.raft.has_leader = Some(false);
+                    x.raft.term = Some(self.term + self.asked.get());
+                    x.raft.health.state = CheckState::Failing;
+                    x.ready = false;
                 }
             }
         }
@@ -297,6 +315,7 @@ fn arb_op(n: usize) -> impl Strategy<Value = Op> {
         2 => (0..n).prop_map(Op::CaughtUp),
         1 => any::<bool>().prop_map(Op::TransferEnds),
         1 => (0..n).prop_map(Op::LeadsAfterLook),
+        1 => (0..n).prop_map(Op::StandsForElection),
         2 => prop::sample::select(vec![1u64, 5, 31, 61, 700]).prop_map(Op::Tick),
     ]
 }
@@ -389,7 +408,7 @@ async fn run(sim: &Sim, ops: Vec<Op>) -> Result<(), String> {
             }
             Op::Recover(i) => {
                 let mut w = sim.world.lock().unwrap();
-                if w.members[i].state == State::Hung {
+                if matches!(w.members[i].state, State::Hung | State::Candidate) {
                     w.members[i].state = State::Up;
                 }
             }
@@ -407,34 +426,47 @@ async fn run(sim: &Sim, ops: Vec<Op>) -> Result<(), String> {
             }
             Op::TransferEnds(moved) => sim.finish_transfer(moved),
             Op::LeadsAfterLook(i) => sim.world.lock().unwrap().leads_after_look = Some(i),
+            Op::StandsForElection(i) => {
+                let mut w = sim.world.lock().unwrap();
+                if w.members[i].state == State::Up && w.members[i].voter && i != w.leader {
+                    w.members[i].state = State::Candidate;
+                }
+            }
             Op::Tick(secs) => {
                 tokio::time::advance(Duration::from_secs(secs)).await;
                 sim.tick(secs);
             }
         }
     }
-    // The faults end; every replacement comes back; transfers end.
-    {
+    // The faults end; every replacement comes back; transfers end. One member standing for
+    // election may stay so (it is stuck, not faulted): the first, if any.
+    let stuck = {
         let mut w = sim.world.lock().unwrap();
-        for x in &mut w.members {
-            x.state = State::Up;
+        let stuck = w.members.iter().position(|x| x.state == State::Candidate);
+        for (i, x) in w.members.iter_mut().enumerate() {
+            if Some(i) != stuck {
+                x.state = State::Up;
+            }
         }
         w.leads_after_look = None;
-    }
+        stuck
+    };
     while !sim.transfers.lock().unwrap().is_empty() {
         sim.finish_transfer(true);
     }
     // The converse: a node upgrade, node by node, as `kubectl drain` does it: every member on
     // the node evicted at once, each refused one retried every 5 s; a replacement comes back
-    // healthy before the next round.
-    let nodes: BTreeSet<u32> = sim
-        .world
-        .lock()
-        .unwrap()
-        .members
-        .iter()
-        .map(|x| x.node)
-        .collect();
+    // healthy before the next round. The stuck candidate's node goes first (no other member
+    // can go while it counts as down, as no other could while a member hangs).
+    let nodes: Vec<u32> = {
+        let w = sim.world.lock().unwrap();
+        let first = stuck.map(|i| w.members[i].node);
+        let rest: BTreeSet<u32> = w.members.iter().map(|x| x.node).collect();
+        first
+            .into_iter()
+            .chain(rest.into_iter().filter(|n| Some(*n) != first))
+            .collect()
+    };
     for node in nodes {
         let mut left: Vec<usize> = (0..n)
             .filter(|i| sim.world.lock().unwrap().members[*i].node == node)
@@ -494,7 +526,8 @@ proptest! {
                 | Op::Recover(i)
                 | Op::Replace(i)
                 | Op::CaughtUp(i)
-                | Op::LeadsAfterLook(i) => *i < n,
+                | Op::LeadsAfterLook(i)
+                | Op::StandsForElection(i) => *i < n,
                 _ => true,
             })
             .collect();
@@ -503,6 +536,7 @@ proptest! {
                 members,
                 leader,
                 term: 5,
+                asked: std::cell::Cell::new(0),
                 leads_after_look: None,
             }),
             holder: "alice@laptop pid 7 started 1 (kubectl raft drain n1)".into(),
@@ -537,6 +571,7 @@ fn the_oracle_catches_a_gate_that_admits_everything() {
                 .collect(),
             leader: 1,
             term: 5,
+            asked: std::cell::Cell::new(0),
             leads_after_look: None,
         }),
         holder: String::new(),

@@ -1215,6 +1215,44 @@ fn a_record_reads_back_as_written() {
     assert_eq!(back.format, RECORD_FORMAT);
 }
 
+/// The record's own rule for a retry: the same pod under the same UID is one entry, and it
+/// keeps the time of its first admission (`since`), so that retries and replays do not start
+/// again the bound on how long they hold the others.
+#[test]
+fn a_retried_admission_is_one_entry_that_keeps_its_first_time() {
+    let uid = Some("u1".to_string());
+    let mut r = Record::default();
+    r.admit("etcd-1", uid.as_ref(), 10.0, true, false);
+    let again = r.admit("etcd-1", uid.as_ref(), 40.0, true, false);
+    assert_eq!(r.admitted.len(), 1, "{:?}", r.admitted);
+    assert_eq!((again.at, again.since), (40.0, Some(10.0)));
+    // The lock holder's own retries are its command's: they carry no `since`.
+    let holders = r.admit("etcd-1", uid.as_ref(), 70.0, true, true);
+    assert_eq!(holders.since, None);
+}
+
+/// The record's own rule for a replacement evicted in turn: its predecessor's obligation to
+/// rejoin stays (the earliest, as a voter if any was one), beside the new admission.
+#[test]
+fn a_replacements_admission_keeps_its_predecessors_obligation() {
+    let mut r = Record::default();
+    r.admit("etcd-1", Some(&"u1".to_string()), 10.0, true, false);
+    r.admit("etcd-1", Some(&"u2".to_string()), 20.0, false, false);
+    r.admit("etcd-1", Some(&"u3".to_string()), 30.0, false, false);
+    let kept: Vec<_> = r
+        .admitted
+        .iter()
+        .map(|a| (a.uid.clone().unwrap(), a.at, a.voter))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("u1".to_string(), 10.0, Some(true)),
+            ("u3".to_string(), 30.0, Some(false))
+        ]
+    );
+}
+
 /// A `kubectl raft restart` brings each member back onto its node: the second of two members
 /// that share a node is the holder's next eviction once the first is back, not held behind
 /// the first by a plan of the whole node.

@@ -207,7 +207,7 @@ impl Following {
                     self.notes.lock().expect("not poisoned").push(format!(
                         "the pod template changed during the run (revision {from} to {to}): following it; members at {from} are updated too, and leadership goes only to members at {to}"
                     ));
-                    *restart = Restart::Update { revision: to };
+                    *restart = restart.following(to);
                 }
                 Followed::Conflict(why) => conflict = Some(why),
             }

@@ -22,8 +22,33 @@ pub enum Restart {
     /// A restart of the current revision: every member whose pod is one of these (UIDs).
     Restart { uids: BTreeSet<String> },
     /// A pending update of an `OnDelete` StatefulSet: every member not at its update revision
-    /// (a deleted member comes back at it).
-    Update { revision: String },
+    /// (a deleted member comes back at it); and, where it follows a template changed during a
+    /// restart, every member still of that restart (`uids`) whatever its revision: a template
+    /// changed and changed back (r1 to r2 to r1) leaves them at the revision, not restarted.
+    Update {
+        revision: String,
+        #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+        uids: BTreeSet<String>,
+    },
+}
+
+impl Restart {
+    /// An update to `revision`.
+    pub fn update(revision: impl Into<String>) -> Restart {
+        Restart::Update {
+            revision: revision.into(),
+            uids: BTreeSet::new(),
+        }
+    }
+
+    /// This restart after its template changed to `to` (`Followed::Revision`): an update to
+    /// `to` that still replaces every member this one had still to replace.
+    pub fn following(&self, to: String) -> Restart {
+        let uids = match self {
+            Restart::Restart { uids } | Restart::Update { uids, .. } => uids.clone(),
+        };
+        Restart::Update { revision: to, uids }
+    }
 }
 
 /// How the StatefulSet can be restarted, or why `restart` must not drive it.
@@ -195,7 +220,10 @@ pub fn pending(pods: &[Pod], restart: &Restart) -> BTreeSet<String> {
     pods.iter()
         .filter(|p| match restart {
             Restart::Restart { uids } => p.metadata.uid.as_ref().is_some_and(|u| uids.contains(u)),
-            Restart::Update { revision: r } => revision(p) != Some(r.as_str()),
+            Restart::Update { revision: r, uids } => {
+                revision(p) != Some(r.as_str())
+                    || p.metadata.uid.as_ref().is_some_and(|u| uids.contains(u))
+            }
         })
         .filter_map(|p| p.metadata.name.clone())
         .collect()
@@ -234,7 +262,7 @@ pub fn follow(
         .and_then(|s| s.type_.clone())
         .unwrap_or_else(|| "RollingUpdate".into());
     match restart {
-        Restart::Update { revision } => {
+        Restart::Update { revision, .. } => {
             if strategy != "OnDelete" {
                 return Followed::Conflict(format!(
                     "the StatefulSet's update strategy was changed to {strategy} during the update: its controller now replaces members itself, in reverse ordinal order whichever leads. Stopped so that two rollouts do not interleave; set it back to OnDelete (or stage the update) and run the same command again"
@@ -363,45 +391,64 @@ pub fn decide(
     // A saved strategy on a StatefulSet that is no longer OnDelete is stale: someone (a GitOps
     // sync) set theirs since, and it is theirs that is kept and put back.
     let saved = saved_strategy(sts).filter(|_| is_on_delete(sts));
+    // The record of a restart that stopped is on the cluster's lock (older versions kept it on
+    // the StatefulSet: read there too): the members it had still to restart, by UID.
+    let on_sts = sts
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RESTART_PENDING))
+        .map(String::as_str);
+    let marked = on_lock
+        .or(on_sts)
+        .map(from_annotation)
+        .filter(|r| !pending(pods, r).is_empty());
+    // An update that a stopped restart had followed (a template changed during it, and maybe
+    // changed back) still restarts the members that restart never reached, whatever their
+    // revision; the record is cleared when the update ends.
+    let update = |revision: String| {
+        match &marked {
+        Some(r) => (
+            r.following(revision),
+            Some(format!(
+                "resuming the restart that {RESTART_PENDING} on its lock records, as an update to its newest template: {} member(s) it never reached are restarted too",
+                pending(pods, r).len()
+            )),
+        ),
+        None => (Restart::update(revision), None),
+    }
+    };
     Ok(match mode(sts, pods) {
         Mode::ControllerRolling { current, update } => return Err(format!(
             "{cluster} is being rolled by its controller (RollingUpdate from revision {current} to {update}): it replaces members in reverse ordinal order whichever leads. Let it finish; next time stage the update (spec.updateStrategy.rollingUpdate.partition at the number of replicas before changing the template, or type OnDelete) and kubectl raft restart drives it in the safe order"
         )),
-        Mode::Staged { revision, strategy } => Decision::Run {
-            restart: Restart::Update { revision },
-            driven: Some(Driven {
-                strategy,
-                switch_now: true,
-            }),
-            note: None,
-        },
+        Mode::Staged { revision, strategy } => {
+            let (restart, note) = update(revision);
+            Decision::Run {
+                restart,
+                driven: Some(Driven {
+                    strategy,
+                    switch_now: true,
+                }),
+                note,
+            }
+        }
         Mode::Update { revision } => {
             let driven = saved.map(|strategy| Driven {
                 strategy,
                 switch_now: false,
             });
-            let note = driven.is_some().then(|| format!(
+            let (restart, resumed) = update(revision);
+            let note = resumed.or_else(|| driven.is_some().then(|| format!(
                 "resuming the staged update that {SAVED_STRATEGY} on the StatefulSet records; its update strategy is put back when every member is updated"
-            ));
+            )));
             Decision::Run {
-                restart: Restart::Update { revision },
+                restart,
                 driven,
                 note,
             }
         }
         Mode::Restart => {
-            // The record of a restart that stopped is on the cluster's lock (older versions
-            // kept it on the StatefulSet: read there too).
-            let on_sts = sts
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(RESTART_PENDING))
-                .map(String::as_str);
-            let marked = on_lock
-                .or(on_sts)
-                .map(from_annotation)
-                .filter(|r| !pending(pods, r).is_empty());
             match (marked, saved) {
                 // A restart that stopped: resume it (members replaced since are done), under
                 // OnDelete: the one it set, or set now (it stopped before its switch, or an
@@ -585,9 +632,7 @@ mod tests {
     const T1: &str = "uid-b";
 
     fn update(revision: &str) -> Restart {
-        Restart::Update {
-            revision: revision.into(),
-        }
+        Restart::update(revision)
     }
 
     #[test]
@@ -653,6 +698,65 @@ mod tests {
         );
     }
 
+    /// A template changed during a restart and changed back (r1 to r2 to r1, a GitOps revert):
+    /// the members the restart never reached run r1 again, the update revision, and are
+    /// still to restart. (Before, the restart followed each change as a plain update to its
+    /// revision, and ended with them never restarted.)
+    #[test]
+    fn a_template_changed_and_changed_back_leaves_no_member_unrestarted() {
+        let started = [
+            pod("a-0", "r1", T0),
+            pod("a-1", "r1", T1),
+            pod("a-2", "r1", "uid-c"),
+        ];
+        let restart = restart_all(&started);
+        // a-2 restarted at r1; then the template went to r2, and a-1 was updated to it.
+        let to_r2 = restart.following("r2".into());
+        let now = [
+            pod("a-0", "r1", T0),
+            pod("a-1", "r2", "uid-d"),
+            pod("a-2", "r1", "uid-e"),
+        ];
+        assert_eq!(
+            pending(&now, &to_r2),
+            ["a-0".to_string(), "a-2".to_string()].into()
+        );
+        // Back to r1: a-1 is behind it, and a-0 was never restarted.
+        let back = to_r2.following("r1".into());
+        assert_eq!(
+            pending(&now, &back),
+            ["a-0".to_string(), "a-1".to_string()].into()
+        );
+    }
+
+    /// The same, stopped after the template went back (r1 to r2 to r1) and run again: the
+    /// StatefulSet is an update to r1 (a member is at r2), and the restart's record on the
+    /// lock still names a member it never reached, at r1: the rerun restarts it too. (Before,
+    /// the rerun drove a plain update and left it, and its record, behind.)
+    #[test]
+    fn a_rerun_after_a_template_changed_back_restarts_what_the_record_names() {
+        let now = [
+            pod("a-0", "r1", T0),
+            pod("a-1", "r2", "uid-d"),
+            pod("a-2", "r1", "uid-e"),
+        ];
+        let record = to_annotation(&[T0.into(), T1.into(), "uid-c".into()].into());
+        let Ok(Decision::Run { restart, note, .. }) = decide(
+            "ns/a",
+            &sts("OnDelete", "r1", "r1"),
+            &now,
+            Some(&record),
+            false,
+        ) else {
+            panic!("a run")
+        };
+        assert_eq!(
+            pending(&now, &restart),
+            ["a-0".to_string(), "a-1".to_string()].into()
+        );
+        assert!(note.is_some_and(|n| n.contains("never reached")));
+    }
+
     #[test]
     fn a_controller_rollout_that_ended_between_two_looks_stops_the_restart_too() {
         let restart = restart_all(&[pod("a-0", "r1", T0), pod("a-1", "r1", T1)]);
@@ -690,12 +794,7 @@ mod tests {
                 revision: "r2".into()
             }
         );
-        let left = pending(
-            &pods,
-            &Restart::Update {
-                revision: "r2".into(),
-            },
-        );
+        let left = pending(&pods, &Restart::update("r2"));
         assert_eq!(left, ["a-1".to_string()].into());
     }
 

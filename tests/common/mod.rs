@@ -509,10 +509,19 @@ pub fn deploy_nats(ns: &str, servers: u32) {
 
 /// tests/manifests/nats-N.yaml with its pods on the given kind of node.
 pub fn deploy_nats_on(ns: &str, servers: u32, nodes: Nodes) {
-    let manifest =
-        std::fs::read_to_string(repo().join(format!("tests/manifests/nats-{servers}.yaml")))
-            .expect("the NATS manifest");
-    apply_on(ns, &manifest, nodes);
+    deploy_nats_manifest(ns, servers, nodes, &nats_manifest(servers));
+}
+
+/// tests/manifests/nats-N.yaml as it is.
+pub fn nats_manifest(servers: u32) -> String {
+    std::fs::read_to_string(repo().join(format!("tests/manifests/nats-{servers}.yaml")))
+        .expect("the NATS manifest")
+}
+
+/// `manifest`, a NATS cluster of `servers`, with its pods on the given kind of node, every
+/// server Ready and a meta leader.
+pub fn deploy_nats_manifest(ns: &str, servers: u32, nodes: Nodes, manifest: &str) {
+    apply_on(ns, manifest, nodes);
     wait_in(
         ns,
         Duration::from_secs(120),
@@ -561,6 +570,58 @@ pub fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value
             .ok()?;
         serde_json::from_slice(&reply.payload).ok()
     })
+}
+
+/// `count` messages of `size` bytes published to stream `stream` (subject `STREAM.fill`) as
+/// the account APP's user, straight to `server`'s pod IP, 64 at a time: how many the stream
+/// acknowledged (a JetStream publish is a request answered with the message's sequence).
+pub fn publish_burst(ns: &str, server: &str, stream: &str, count: usize, size: usize) -> usize {
+    use futures::StreamExt;
+    let ip = pod_json(ns, server)["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let Ok(client) =
+            async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
+                .connect(format!("nats://{ip}:4222"))
+                .await
+        else {
+            return 0;
+        };
+        let payload = bytes::Bytes::from(vec![b'x'; size]);
+        let subject = format!("{stream}.fill");
+        futures::stream::iter(0..count)
+            .map(|_| {
+                let (client, payload, subject) = (client.clone(), payload.clone(), subject.clone());
+                async move {
+                    let reply = client.request(subject, payload).await.ok()?;
+                    let ack: Value = serde_json::from_slice(&reply.payload).ok()?;
+                    ack["seq"].as_u64()
+                }
+            })
+            .buffer_unordered(64)
+            .filter(|seq| futures::future::ready(seq.is_some()))
+            .count()
+            .await
+    })
+}
+
+/// Whether `server` answers its whole /healthz with 200: NATS's own word that its JetStream
+/// assets (every stream and consumer it holds) are current, beyond the readiness probe's
+/// `js-enabled-only`.
+pub fn nats_current(ns: &str, server: &str) -> bool {
+    kubectl(&[
+        "get",
+        "--raw",
+        &format!("/api/v1/namespaces/{ns}/pods/{server}:8222/proxy/healthz"),
+    ])
+    .status
+    .success()
 }
 
 /// The JetStream meta group's term as `server` reports it (/raftz).

@@ -155,9 +155,22 @@ fn a_paused_drain_overtaken_by_a_second_one_stops_before_it_acts() {
     let mut first = Running::start(&["drain", &node, "--timeout", "4m", "-o", "json"]);
     first.wait_for("would leave 1 healthy voter(s)", Duration::from_secs(60));
     // Paused, as by Ctrl-Z or a closed laptop: it stops renewing its lock. A second operator
-    // comes once the Lease has looked dead for longer than its duration.
+    // comes once the Lease has looked dead for longer than its duration: made 5 s here (a
+    // Lease's own shorter duration is honoured) so that the test does not wait out the 30 s
+    // kubectl raft writes; the stale-lock test in tests/drain.rs waits that one.
     signal(first.pid(), "STOP");
-    lease_unchanged_for(&lock_lease(&ns.name, "etcd"), Duration::from_secs(32));
+    let lease = lock_lease(&ns.name, "etcd");
+    kubectl_ok(&[
+        "patch",
+        "lease",
+        &lease,
+        "-n",
+        LOCK_NS,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"leaseDurationSeconds":5}}"#,
+    ]);
+    lease_unchanged_for(&lease, Duration::from_secs(7));
     let mut second = Running::start(&["drain", &node, "--timeout", "4m", "-o", "json"]);
     second.wait_for("took over", Duration::from_secs(90));
     second.wait_for("would leave 1 healthy voter(s)", Duration::from_secs(60));

@@ -382,7 +382,7 @@ fn the_gate_decides_with_exactly_its_roles_and_fails_closed_without_any_of_them(
         }
         who.without(&verb, &resource);
         let (answer, said) = gate_as(&who, &ns.name, &follower);
-        who.restore();
+        who.restore(&verb, &resource);
         let right = format!("{verb} {resource}");
         let names = |text: &str| names_right(text, &verb, &resource);
         match answer {

@@ -530,6 +530,24 @@ mod tests {
         assert_eq!(*w.record.borrow(), None, "{:?}", w.writes.borrow());
     }
 
+    /// The same update, stopped again: the record stays for the next rerun, and is not written
+    /// again (it is the earlier run's).
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_update_that_resumed_a_restarts_record_keeps_it() {
+        let resumed = uids().following("r2".into());
+        let w = World::new(resumed, on_delete());
+        *w.record.borrow_mut() = Some("u0,u1,u2".into());
+        hang_after_first(&w);
+        let r = roll(&w, &Said::default(), &rollout(None)).await.unwrap();
+        assert!(!r.succeeded, "{}", r.message);
+        assert_eq!(w.record.borrow().as_deref(), Some("u0,u1,u2"));
+        assert!(
+            !w.writes.borrow().iter().any(|x| x.starts_with("record")),
+            "{:?}",
+            w.writes.borrow()
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_stopped_restart_keeps_its_record_for_the_rerun() {
         let w = World::new(uids(), partition_3());

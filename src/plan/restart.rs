@@ -411,7 +411,7 @@ pub fn decide(
         Some(r) => (
             r.following(revision),
             Some(format!(
-                "resuming the restart that {RESTART_PENDING} on its lock records, as an update to its newest template: {} member(s) it never reached are restarted too",
+                "resuming the restart that {RESTART_PENDING} on its lock records, as an update to its newest template: the {} member(s) it never reached are restarted whatever revision they run",
                 pending(pods, r).len()
             )),
         ),
@@ -439,9 +439,13 @@ pub fn decide(
                 switch_now: false,
             });
             let (restart, resumed) = update(revision);
-            let note = resumed.or_else(|| driven.is_some().then(|| format!(
+            let kept = driven.is_some().then(|| format!(
                 "resuming the staged update that {SAVED_STRATEGY} on the StatefulSet records; its update strategy is put back when every member is updated"
-            )));
+            ));
+            let note = match (resumed, kept) {
+                (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                (a, b) => a.or(b),
+            };
             Decision::Run {
                 restart,
                 driven,

@@ -33,7 +33,12 @@ impl Bound {
     }
 
     fn grants(&self, verb: &str, resource: &str) -> bool {
-        self.role["rules"].as_array().unwrap().iter().any(|r| {
+        self.rule(verb, resource).is_some()
+    }
+
+    /// The first rule that grants `verb` on `resource`.
+    fn rule(&self, verb: &str, resource: &str) -> Option<&Value> {
+        self.role["rules"].as_array().unwrap().iter().find(|r| {
             r["resources"]
                 .as_array()
                 .unwrap()
@@ -41,6 +46,20 @@ impl Bound {
                 .any(|x| x == resource)
                 && r["verbs"].as_array().unwrap().iter().any(|x| x == verb)
         })
+    }
+
+    /// What `kubectl auth can-i` asks to tell whether the authorizer grants `verb` on
+    /// `resource` by this role: the verb, the resource, and the first of the rule's
+    /// resourceNames if it has any (a rule kept to names grants nothing unnamed).
+    fn probe(&self, verb: &str, resource: &str) -> Vec<String> {
+        let name = self
+            .rule(verb, resource)
+            .and_then(|r| r["resourceNames"][0].as_str());
+        [verb, resource]
+            .into_iter()
+            .chain(name)
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -187,7 +206,8 @@ impl RbacSubject {
                 }
             }
         };
-        self.wait_can(&role_rule_probe(&bound.role), &bound.check_ns, true);
+        let (verb, resource) = role_rule(&bound.role);
+        self.wait_can(&bound.probe(&verb, &resource), &bound.check_ns, true);
         self.roles.push(bound);
         self
     }
@@ -238,7 +258,7 @@ impl RbacSubject {
             let before = state();
             let (code, out, err) = self.raft(args);
             let after = state();
-            self.restore();
+            self.restore(verb, resource);
             let right = format!("{verb} {resource}");
             if code != Some(1) {
                 wrong.push(format!("without {right} it exited {code:?}: {out}{err}"));
@@ -273,27 +293,37 @@ impl RbacSubject {
             self.apply(&rules_without(&b.role, verb, resource));
         }
         self.wait_can(
-            &[verb.to_string(), resource.to_string()],
+            &granting[0].probe(verb, resource),
             &granting[0].check_ns,
             false,
         );
     }
 
-    /// Every rule of the roles as docs/rbac.yaml has them.
-    pub fn restore(&self) {
-        for b in &self.roles {
+    /// The roles that `without(verb, resource)` changed, as docs/rbac.yaml has them again,
+    /// once the authorizer grants that right again where each of them grants it.
+    pub fn restore(&self, verb: &str, resource: &str) {
+        let granting: Vec<&Bound> = self
+            .roles
+            .iter()
+            .filter(|b| b.grants(verb, resource))
+            .collect();
+        for b in &granting {
             self.apply(&b.role);
         }
-        for b in &self.roles {
-            self.wait_can(&role_rule_probe(&b.role), &b.check_ns, true);
+        for b in &granting {
+            self.wait_can(&b.probe(verb, resource), &b.check_ns, true);
         }
     }
 
-    /// Waits until the authorizer answers `kubectl auth can-i VERB RESOURCE -n NS` as the
-    /// ServiceAccount with `allowed` (RBAC changes reach it through an informer).
-    fn wait_can(&self, verb_resource: &[String], ns: &str, allowed: bool) {
+    /// Waits until the authorizer answers `kubectl auth can-i VERB RESOURCE[/NAME] -n NS` as
+    /// the ServiceAccount with `allowed` (RBAC changes reach it through an informer).
+    fn wait_can(&self, probe: &[String], ns: &str, allowed: bool) {
         let who = format!("system:serviceaccount:{}:{}", self.ns, self.sa);
-        let (verb, resource) = (&verb_resource[0], &verb_resource[1]);
+        let (verb, resource) = (&probe[0], &probe[1]);
+        let named = |base: &str| match probe.get(2) {
+            Some(name) => format!("{base}/{name}"),
+            None => base.to_string(),
+        };
         wait_until(
             Duration::from_secs(30),
             &format!("can-i {verb} {resource} as {who} to be {allowed}"),
@@ -303,7 +333,17 @@ impl RbacSubject {
                     Some((b, s)) => (b, format!("--subresource={s}")),
                     None => (resource.as_str(), "--subresource=".to_string()),
                 };
-                let out = kubectl(&["auth", "can-i", verb, base, &sub, "-n", ns, "--as", &who]);
+                let out = kubectl(&[
+                    "auth",
+                    "can-i",
+                    verb,
+                    &named(base),
+                    &sub,
+                    "-n",
+                    ns,
+                    "--as",
+                    &who,
+                ]);
                 out.status.success() == allowed
             },
         );
@@ -329,13 +369,14 @@ impl RbacSubject {
     }
 }
 
-/// A (verb, resource) the role grants, to tell when the role has reached the authorizer.
-fn role_rule_probe(role: &Value) -> Vec<String> {
+/// A (verb, resource) the role grants (its first rule's first), to tell when the role has
+/// reached the authorizer.
+fn role_rule(role: &Value) -> (String, String) {
     let rule = &role["rules"][0];
-    vec![
+    (
         rule["verbs"][0].as_str().unwrap().to_string(),
         rule["resources"][0].as_str().unwrap().to_string(),
-    ]
+    )
 }
 
 impl Drop for RbacSubject {

@@ -291,7 +291,7 @@ fn drain_refuses_while_another_replica_is_frozen() {
             &[
                 &node,
                 "--timeout",
-                "20s",
+                "8s",
                 "--assume-voters-are-pods",
                 "--assume-followers-current",
             ],

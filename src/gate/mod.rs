@@ -705,149 +705,128 @@ impl<O: GateOps> Gate<O> {
         let now = self.ops.now();
         let age = |key: String| self.age(&cluster, key);
         let rejoining = record.settle(&mut look, &m.pod, &age, &self.settings);
-        if let Some(pod) = rejoining.iter().find(|p| **p != m.pod) {
-            return Ok(Verdict::Refuse(
-                Code::Rejoining,
-                format!("{cluster}: {pod} was evicted and its replacement has not rejoined yet (as kubectl raft drain, the gate waits for it before the next member); retry"),
-            ));
-        }
-        // The one leader the report agrees on, as `drain` and the rejoin test read it.
-        let leader = look.input.report.leader_replica().map(|x| x.pod.clone());
-        if let Some(t) = &record.transfer {
-            let running = age(transfer_key(t)) < self.settings.transfer_timeout
-                && leader.as_deref() == Some(t.from.as_str())
-                && !ended_here(&state.transfer, t);
-            if running {
-                let to = t.to.as_deref().unwrap_or("another member");
-                return Ok(Verdict::Refuse(
-                    Code::TransferInProgress,
-                    format!(
-                        "{cluster}: transferring leadership from {} to {to}; retry",
-                        t.from
-                    ),
-                ));
+        let mine = state.transfer.lock().expect("not poisoned").clone();
+        // Judge: the gate's rules, on what was gathered, without a read or a write.
+        let judged = judge(&Case {
+            cluster: &cluster,
+            member: &m,
+            look: &look,
+            record: &record,
+            rejoining: &rejoining,
+            mine: mine.as_ref(),
+            age: &age,
+            settings: &self.settings,
+            quiet,
+            by_holder,
+            opts,
+        });
+        // Commit: what the judgement asks for, each write on the version read.
+        self.commit(judged, &m, &mut record, now, quiet, look, &mut state)
+            .await
+    }
+
+    /// Carries a judgement out: an admission once the member (and, but for the lock holder,
+    /// its controller) is asked again and found as looked, then recorded on the version read
+    /// and, but for a dry run, checked against a lock taken meanwhile; a transfer recorded,
+    /// then started; a member's evictions marked as without effect.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit(
+        &self,
+        judged: Judged,
+        m: &Member,
+        record: &mut Record,
+        now: f64,
+        quiet: bool,
+        look: Look,
+        state: &mut ClusterState,
+    ) -> Result<Verdict> {
+        let cluster = m.cluster();
+        match judged {
+            Judged::Answer(v) => Ok(v),
+            Judged::Stall(refusal) => {
+                if quiet {
+                    return Ok(refusal);
+                }
+                for a in record.admitted.iter_mut() {
+                    if a.pod == m.pod && a.uid.is_some() && a.uid == m.uid {
+                        a.stalled = true;
+                    }
+                }
+                Ok(match self.ops.write_record(m, record).await? {
+                    Written::Done => refusal,
+                    Written::Conflict => written_meanwhile(&cluster),
+                })
             }
-        }
-        if by_holder {
-            return self
-                .holders(&m, &mut record, now, quiet, &look, &opts)
-                .await;
-        }
-        if let Some(v) = self.no_effect(&m, &mut record, quiet).await? {
-            return Ok(v);
-        }
-        // The owner's word counts for the gate's own decisions only: the lock holder's are
-        // checked above with every assumption given, and a word mistyped by a tenant never
-        // holds back an admin's `kubectl raft drain`.
-        let pods_only = look.input.report.summary.voters_from == crate::report::VotersFrom::Pods;
-        if let Err(why) = assumed(look.obs.target.gate_assume.as_deref(), pods_only, &mut opts) {
-            return Ok(Verdict::Refuse(
-                Code::CannotDecide,
-                format!("{cluster}: {why}"),
-            ));
-        }
-        let plan = plan_cluster(&look.input, &opts);
-        let verdict = match plan.steps.first() {
-            Some(step) if step.pod != m.pod => Verdict::Refuse(
-                Code::OtherFirst,
-                format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
-            ),
-            Some(step) => match step.action {
-                Action::Evict | Action::EvictLeader => {
-                    // A rollout begun since the look (its probes take seconds) holds it back.
+            Judged::Admit {
+                step,
+                allow,
+                voter,
+                by_holder,
+            } => {
+                // A rollout begun since the look (its probes take seconds) holds it back.
+                if !by_holder {
                     if let Some(why) = self.ops.controller_busy_now(&look).await {
                         return Ok(Verdict::Refuse(
                             Code::Blocked(crate::plan::drain::BlockReason::RolloutInProgress),
                             format!("{cluster}: {why}; an eviction beside it could leave two members down; retry"),
                         ));
                     }
-                    if let Some(v) = self.changed_since(&look, step).await {
-                        return Ok(v);
-                    }
-                    let allow = Verdict::Allow(format!(
-                        "{cluster}: {} ({}); {} healthy voter(s) stay where {} are needed",
-                        m.pod, step.why, step.healthy_voters_during, step.quorum
-                    ));
-                    let voter = crate::assess::voter::was_voter(&look.input.report, &m.pod);
+                }
+                if let Some(v) = self.changed_since(&look, &step).await {
+                    return Ok(v);
+                }
+                Ok(
                     match self
-                        .admit(
-                            &m,
-                            &mut record,
-                            now,
-                            quiet,
-                            Admission {
-                                voter,
-                                by_holder: false,
-                            },
-                            allow,
-                        )
+                        .admit(m, record, now, quiet, Admission { voter, by_holder }, allow)
                         .await?
                     {
-                        // A dry run took nothing: no lock to look at again.
-                        Some(v) if quiet => v,
-                        Some(v) => self.still_unlocked(&m, v).await?,
+                        // A dry run took nothing, and the lock holder holds the lock: no lock
+                        // to look at again.
+                        Some(v) if quiet || by_holder => v,
+                        Some(v) => self.still_unlocked(m, v).await?,
                         None => written_meanwhile(&cluster),
-                    }
+                    },
+                )
+            }
+            Judged::Transfer { step, opts } => {
+                let t = record.begin_transfer(&m.pod, step.target.as_ref(), now);
+                if self.ops.write_record(m, record).await? == Written::Conflict {
+                    return Ok(written_meanwhile(&cluster));
                 }
-                Action::TransferThenEvict if quiet => Verdict::Warn(
-                    Code::WouldTransfer,
+                // Its age starts now, in this replica's clock.
+                self.age(&cluster, transfer_key(&t));
+                // A drain that took the lock meanwhile acts on its own: the transfer is not
+                // started beside it (the record's entry only holds back, and expires).
+                if let Verdict::Refuse(c, why) = self
+                    .still_unlocked(m, Verdict::Allow(String::new()))
+                    .await?
+                {
+                    return Ok(Verdict::Refuse(c, why));
+                }
+                // A slot of its own: a transfer that outlives its timeout cannot write its end
+                // onto the next one.
+                let slot: TransferSlot = Arc::new(Mutex::new(Some(Transfer {
+                    from: m.pod.clone(),
+                    to: step.target.clone(),
+                    record_at: now,
+                    started: Instant::now(),
+                    ended: None,
+                })));
+                state.transfer = slot.clone();
+                let to = step
+                    .target
+                    .clone()
+                    .unwrap_or_else(|| "another member".into());
+                self.ops.start_transfer(look, step, opts, slot);
+                Ok(Verdict::Refuse(
+                    Code::TransferStarted,
                     format!(
-                        "{cluster}: {} leads; a real eviction would start a transfer to {} first",
-                        m.pod,
-                        step.target.as_deref().unwrap_or("another member")
+                        "{cluster}: {} leads; transferring leadership to {to} first; retry",
+                        m.pod
                     ),
-                ),
-                Action::TransferThenEvict => {
-                    if let Some(v) = self.backing_off(&cluster, &state.transfer, &record) {
-                        return Ok(v);
-                    }
-                    let t = record.begin_transfer(&m.pod, step.target.as_ref(), now);
-                    if self.ops.write_record(&m, &record).await? == Written::Conflict {
-                        return Ok(written_meanwhile(&cluster));
-                    }
-                    // Its age starts now, in this replica's clock.
-                    self.age(&cluster, transfer_key(&t));
-                    // A slot of its own: a transfer that outlives its timeout cannot write its
-                    // end onto the next one.
-                    // A drain that took the lock meanwhile acts on its own: the transfer is not
-                    // started beside it (the record's entry only holds back, and expires).
-                    if let Verdict::Refuse(c, why) = self
-                        .still_unlocked(&m, Verdict::Allow(String::new()))
-                        .await?
-                    {
-                        return Ok(Verdict::Refuse(c, why));
-                    }
-                    let slot: TransferSlot = Arc::new(Mutex::new(Some(Transfer {
-                        from: m.pod.clone(),
-                        to: step.target.clone(),
-                        record_at: now,
-                        started: Instant::now(),
-                        ended: None,
-                    })));
-                    state.transfer = slot.clone();
-                    let to = step
-                        .target
-                        .clone()
-                        .unwrap_or_else(|| "another member".into());
-                    self.ops.start_transfer(look, step.clone(), opts, slot);
-                    Verdict::Refuse(
-                        Code::TransferStarted,
-                        format!(
-                            "{cluster}: {} leads; transferring leadership to {to} first; retry",
-                            m.pod
-                        ),
-                    )
-                }
-            },
-            None => match plan.blocker {
-                Some(b) => refused(b, pods_only),
-                None => Verdict::Allow(format!(
-                    "{cluster}: {} is not one of its members now",
-                    m.pod
-                )),
-            },
-        };
-        Ok(verdict)
+                ))
+            }
+        }
     }
 
     /// The refusal of an eviction of `m` from a node nobody drains (not cordoned, no drainer's
@@ -899,82 +878,6 @@ impl<O: GateOps> Gate<O> {
         })
     }
 
-    /// The lock holder's own eviction. It decided it with the same planner and its own flags,
-    /// on a look of its own; the gate checks it on its fresh look with every flag that only
-    /// the operator may give taken as given (`--allow-degraded`, the `--assume-*`, local data):
-    /// what no flag overrides still holds (a quorum of healthy voters, the leader only after
-    /// its transfer, one member at a time).
-    async fn holders(
-        &self,
-        m: &Member,
-        record: &mut Record,
-        now: f64,
-        dry_run: bool,
-        look: &Look,
-        opts: &DrainOptions,
-    ) -> Result<Verdict> {
-        use crate::plan::drain::Assume;
-        let cluster = m.cluster();
-        let given = DrainOptions {
-            allow_degraded: true,
-            delete_emptydir_data: true,
-            allow_hostpath_data: true,
-            assume_voters_are_pods: Assume::Every,
-            assume_followers_current: Assume::Every,
-            ..opts.clone()
-        };
-        // Only this member leaves, wherever it runs: the holder's own order among members that
-        // share its node is its own (a restart brings each back onto the same node), and
-        // nothing is assumed of another member it has not evicted yet (one that hangs counts
-        // as down).
-        let mut input = look.input.clone();
-        input.replace = BTreeSet::from([m.pod.clone()]);
-        let given = DrainOptions {
-            nodes: BTreeSet::new(),
-            ..given
-        };
-        let plan = plan_cluster(&input, &given);
-        // The first step only, as for every evictor: a later one assumes the members before it
-        // went and came back healthy, which nothing has shown yet.
-        match plan.steps.first() {
-            Some(step) if step.pod != m.pod => Ok(Verdict::Refuse(
-                Code::OtherFirst,
-                format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
-            )),
-            Some(step) if step.action == Action::TransferThenEvict => Ok(Verdict::Refuse(
-                Code::WouldTransfer,
-                format!("{cluster}: {} leads; its leadership is handed over before it is evicted; retry", m.pod),
-            )),
-            Some(step) => {
-                if let Some(v) = self.changed_since(look, step).await {
-                    return Ok(v);
-                }
-                let allow = Verdict::Allow(format!(
-                    "{cluster}'s lock holder decided this eviction with the same planner"
-                ));
-                let voter = crate::assess::voter::was_voter(&look.input.report, &m.pod);
-                Ok(self
-                    .admit(
-                m,
-                record,
-                now,
-                dry_run,
-                Admission {
-                    voter,
-                    by_holder: true,
-                },
-                allow,
-            )
-                    .await?
-                    .unwrap_or_else(|| written_meanwhile(&cluster)))
-            }
-            None => Ok(match plan.blocker {
-                Some(b) => Verdict::Refuse(Code::Blocked(b.reason), b.message),
-                None => Verdict::Allow(format!("{cluster}: {} is not one of its members now", m.pod)),
-            }),
-        }
-    }
-
     /// A refusal when the member, asked again now, is not what the look found
     /// (`plan::drain::still_as_looked`, drain's own test before its eviction).
     async fn changed_since(&self, look: &Look, step: &DrainStep) -> Option<Verdict> {
@@ -1017,84 +920,274 @@ impl<O: GateOps> Gate<O> {
             Written::Conflict => None,
         })
     }
+}
 
-    /// A refusal of a member whose evictions have been admitted for `pending_at_most` without
-    /// one taking effect (its pod running on under the same UID): a PDB that refuses them, or
-    /// a review replayed, would otherwise hold the cluster's other evictions for as long as it
-    /// is retried. The first replica to refuse marks the entry `stalled` in the record, so
-    /// that every replica refuses it, whatever its own clock says, until the entry is dropped.
-    /// A dry run is answered the same, and marks nothing.
-    async fn no_effect(
-        &self,
-        m: &Member,
-        record: &mut Record,
-        dry_run: bool,
-    ) -> Result<Option<Verdict>> {
-        let cluster = m.cluster();
-        let age = |key: String| self.age(&cluster, key);
-        let Some(a) = record
-            .admitted
-            .iter_mut()
-            .find(|a| a.pod == m.pod && a.uid.is_some() && a.uid == m.uid)
-        else {
-            return Ok(None);
-        };
-        let since = age(since_key(a));
-        if !a.stalled && since < self.settings.pending_at_most {
-            return Ok(None);
-        }
-        let left = (2 * self.settings.admitted_for).saturating_sub(age(admitted_key(a, "pending")));
-        let refusal = Verdict::Refuse(
-            Code::NoEffect,
+/// What one decision judges, gathered once by this replica: the member, its cluster's fresh
+/// look and shared record (both settled: admissions matched against the pods, replacements
+/// still to rejoin), this replica's own last transfer, and its clock for the record's ages.
+struct Case<'a> {
+    cluster: &'a str,
+    member: &'a Member,
+    look: &'a Look,
+    record: &'a Record,
+    /// Members evicted earlier whose replacements have not rejoined.
+    rejoining: &'a [String],
+    /// The last transfer this replica started, if any.
+    mine: Option<&'a Transfer>,
+    /// How long ago this replica first saw a key of the record.
+    age: &'a dyn Fn(String) -> Duration,
+    settings: &'a Settings,
+    /// A dry run, or a trial mode: nothing is to change.
+    quiet: bool,
+    /// The eviction is the lock holder's (it names the holder, which holds the lock).
+    by_holder: bool,
+    /// `drain`'s options for the member's node.
+    opts: DrainOptions,
+}
+
+/// What the gate's rules make of an eviction: an answer now, or what the commit must do.
+#[derive(Debug)]
+enum Judged {
+    Answer(Verdict),
+    /// Refuse with this `NoEffect` refusal, marking the member's entry `stalled` first.
+    Stall(Verdict),
+    /// Admit the step's member (once asked again), answering `allow`.
+    Admit {
+        step: DrainStep,
+        allow: Verdict,
+        voter: bool,
+        by_holder: bool,
+    },
+    /// Begin the member's transfer (it leads), answering 429.
+    Transfer {
+        step: DrainStep,
+        opts: DrainOptions,
+    },
+}
+
+/// The gate's rules, in order, as a chain of small checks on what was gathered (the API
+/// server's `eviction.go` and `drain`'s planner have the same shape): a replacement still to
+/// rejoin, a transfer under way; then, for the lock holder, its own plan; for every other
+/// evictor, evictions that never take effect, the owner's assumptions and the plan's first
+/// step, with the transfer's backoff for a leader. No read, no write: `Gate::commit` acts.
+fn judge(c: &Case) -> Judged {
+    let (cluster, m) = (c.cluster, c.member);
+    if let Some(pod) = c.rejoining.iter().find(|p| **p != m.pod) {
+        return Judged::Answer(Verdict::Refuse(
+            Code::Rejoining,
+            format!("{cluster}: {pod} was evicted and its replacement has not rejoined yet (as kubectl raft drain, the gate waits for it before the next member); retry"),
+        ));
+    }
+    if let Some(v) = transfer_running(c) {
+        return Judged::Answer(v);
+    }
+    if c.by_holder {
+        return holders(c);
+    }
+    if let Some(refusal) = no_effect(c) {
+        return refusal;
+    }
+    // The owner's word counts for the gate's own decisions only: the lock holder's are
+    // checked with every assumption given, and a word mistyped by a tenant never holds back
+    // an admin's `kubectl raft drain`.
+    let mut opts = c.opts.clone();
+    let pods_only = c.look.input.report.summary.voters_from == crate::report::VotersFrom::Pods;
+    if let Err(why) = assumed(
+        c.look.obs.target.gate_assume.as_deref(),
+        pods_only,
+        &mut opts,
+    ) {
+        return Judged::Answer(Verdict::Refuse(
+            Code::CannotDecide,
+            format!("{cluster}: {why}"),
+        ));
+    }
+    let plan = plan_cluster(&c.look.input, &opts);
+    match plan.steps.first() {
+        Some(step) if step.pod != m.pod => Judged::Answer(Verdict::Refuse(
+            Code::OtherFirst,
+            format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
+        )),
+        Some(step) => match step.action {
+            Action::Evict | Action::EvictLeader => Judged::Admit {
+                step: step.clone(),
+                allow: Verdict::Allow(format!(
+                    "{cluster}: {} ({}); {} healthy voter(s) stay where {} are needed",
+                    m.pod, step.why, step.healthy_voters_during, step.quorum
+                )),
+                voter: crate::assess::voter::was_voter(&c.look.input.report, &m.pod),
+                by_holder: false,
+            },
+            Action::TransferThenEvict if c.quiet => Judged::Answer(Verdict::Warn(
+                Code::WouldTransfer,
+                format!(
+                    "{cluster}: {} leads; a real eviction would start a transfer to {} first",
+                    m.pod,
+                    step.target.as_deref().unwrap_or("another member")
+                ),
+            )),
+            Action::TransferThenEvict => match backing_off(c) {
+                Some(v) => Judged::Answer(v),
+                None => Judged::Transfer {
+                    step: step.clone(),
+                    opts,
+                },
+            },
+        },
+        None => Judged::Answer(match plan.blocker {
+            Some(b) => refused(b, pods_only),
+            None => Verdict::Allow(format!(
+                "{cluster}: {} is not one of its members now",
+                m.pod
+            )),
+        }),
+    }
+}
+
+/// A refusal while a transfer recorded for the cluster runs: begun less than
+/// `transfer_timeout` ago (by this replica's clock), its member still the leader the report
+/// agrees on, and not ended here.
+fn transfer_running(c: &Case) -> Option<Verdict> {
+    let t = c.record.transfer.as_ref()?;
+    // The one leader the report agrees on, as `drain` and the rejoin test read it.
+    let leader = c.look.input.report.leader_replica().map(|x| x.pod.as_str());
+    let ended_here = c
+        .mine
+        .is_some_and(|mine| mine.from == t.from && mine.record_at == t.at && mine.ended.is_some());
+    let running = (c.age)(transfer_key(t)) < c.settings.transfer_timeout
+        && leader == Some(t.from.as_str())
+        && !ended_here;
+    running.then(|| {
+        let to = t.to.as_deref().unwrap_or("another member");
+        Verdict::Refuse(
+            Code::TransferInProgress,
             format!(
-                "{}: {}'s eviction was first admitted {}s ago and again since, and none took effect (a PodDisruptionBudget refusing it, or a review replayed); so that it does not hold the cluster's other evictions for ever, it is refused for {}s more; retry",
-                cluster,
-                m.pod,
-                since.as_secs(),
-                left.as_secs()
+                "{}: transferring leadership from {} to {to}; retry",
+                c.cluster, t.from
             ),
-        );
-        if a.stalled || dry_run {
-            return Ok(Some(refusal));
-        }
-        a.stalled = true;
-        Ok(Some(match self.ops.write_record(m, record).await? {
-            Written::Done => refusal,
-            Written::Conflict => written_meanwhile(&cluster),
-        }))
-    }
+        )
+    })
+}
 
-    /// A refusal while no transfer of this cluster may start: this replica's last one failed
-    /// less than `transfer_backoff` after it began, or any replica began one less than
-    /// `transfer_backoff` ago. Evictors retry every few seconds: without this, a transfer that
-    /// fails (or a leader that takes leadership back), or a forged review, would be tried on
-    /// every retry.
-    fn backing_off(&self, cluster: &str, slot: &TransferSlot, record: &Record) -> Option<Verdict> {
-        let backoff = self.settings.transfer_backoff;
-        let mine = slot.lock().expect("not poisoned").clone();
-        if let Some(Transfer {
-            from,
-            started,
-            ended: Some(Err(e)),
-            ..
-        }) = mine
-        {
-            if started.elapsed() < backoff {
-                return Some(Verdict::Refuse(
-                    Code::TransferBackoff,
-                    format!("{cluster}: {e}; the next transfer from {from} may begin {}s after this one; retry", backoff.as_secs()),
-                ));
-            }
-        }
-        let t = record.transfer.as_ref()?;
-        let age = self.age(cluster, transfer_key(t));
-        (age < backoff).then(|| {
-            Verdict::Refuse(
-                Code::TransferBackoff,
-                format!("{cluster}: a transfer from {} began {}s ago; the next may begin {}s after it; retry", t.from, age.as_secs(), backoff.as_secs()),
-            )
-        })
+/// The lock holder's own eviction. It decided it with the same planner and its own flags, on
+/// a look of its own; the gate checks it on its fresh look with every flag that only the
+/// operator may give taken as given (`--allow-degraded`, the `--assume-*`, local data): what
+/// no flag overrides still holds (a quorum of healthy voters, the leader only after its
+/// transfer, one member at a time).
+fn holders(c: &Case) -> Judged {
+    use crate::plan::drain::Assume;
+    let (cluster, m) = (c.cluster, c.member);
+    // Only this member leaves, wherever it runs: the holder's own order among members that
+    // share its node is its own (a restart brings each back onto the same node), and nothing
+    // is assumed of another member it has not evicted yet (one that hangs counts as down).
+    let given = DrainOptions {
+        allow_degraded: true,
+        delete_emptydir_data: true,
+        allow_hostpath_data: true,
+        assume_voters_are_pods: Assume::Every,
+        assume_followers_current: Assume::Every,
+        nodes: BTreeSet::new(),
+        ..c.opts.clone()
+    };
+    let mut input = c.look.input.clone();
+    input.replace = BTreeSet::from([m.pod.clone()]);
+    let plan = plan_cluster(&input, &given);
+    // The first step only, as for every evictor: a later one assumes the members before it
+    // went and came back healthy, which nothing has shown yet.
+    match plan.steps.first() {
+        Some(step) if step.pod != m.pod => Judged::Answer(Verdict::Refuse(
+            Code::OtherFirst,
+            format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
+        )),
+        Some(step) if step.action == Action::TransferThenEvict => Judged::Answer(Verdict::Refuse(
+            Code::WouldTransfer,
+            format!(
+                "{cluster}: {} leads; its leadership is handed over before it is evicted; retry",
+                m.pod
+            ),
+        )),
+        Some(step) => Judged::Admit {
+            step: step.clone(),
+            allow: Verdict::Allow(format!(
+                "{cluster}'s lock holder decided this eviction with the same planner"
+            )),
+            voter: crate::assess::voter::was_voter(&c.look.input.report, &m.pod),
+            by_holder: true,
+        },
+        None => Judged::Answer(match plan.blocker {
+            Some(b) => Verdict::Refuse(Code::Blocked(b.reason), b.message),
+            None => Verdict::Allow(format!(
+                "{cluster}: {} is not one of its members now",
+                m.pod
+            )),
+        }),
     }
+}
+
+/// A refusal of a member whose evictions have been admitted for `pending_at_most` without
+/// one taking effect (its pod running on under the same UID): a PDB that refuses them, or a
+/// review replayed, would otherwise hold the cluster's other evictions for as long as it is
+/// retried. The first replica to refuse marks the entry `stalled` in the record
+/// (`Judged::Stall`), so that every replica refuses it, whatever its own clock says, until
+/// the entry is dropped. A dry run is answered the same, and marks nothing.
+fn no_effect(c: &Case) -> Option<Judged> {
+    let m = c.member;
+    let a = c
+        .record
+        .admitted
+        .iter()
+        .find(|a| a.pod == m.pod && a.uid.is_some() && a.uid == m.uid)?;
+    let since = (c.age)(since_key(a));
+    if !a.stalled && since < c.settings.pending_at_most {
+        return None;
+    }
+    let left = (2 * c.settings.admitted_for).saturating_sub((c.age)(admitted_key(a, "pending")));
+    let refusal = Verdict::Refuse(
+        Code::NoEffect,
+        format!(
+            "{}: {}'s eviction was first admitted {}s ago and again since, and none took effect (a PodDisruptionBudget refusing it, or a review replayed); so that it does not hold the cluster's other evictions for ever, it is refused for {}s more; retry",
+            c.cluster,
+            m.pod,
+            since.as_secs(),
+            left.as_secs()
+        ),
+    );
+    Some(if a.stalled {
+        Judged::Answer(refusal)
+    } else {
+        Judged::Stall(refusal)
+    })
+}
+
+/// A refusal while no transfer of this cluster may start: this replica's last one failed
+/// less than `transfer_backoff` after it began, or any replica began one less than
+/// `transfer_backoff` ago. Evictors retry every few seconds: without this, a transfer that
+/// fails (or a leader that takes leadership back), or a forged review, would be tried on
+/// every retry.
+fn backing_off(c: &Case) -> Option<Verdict> {
+    let (cluster, backoff) = (c.cluster, c.settings.transfer_backoff);
+    if let Some(Transfer {
+        from,
+        started,
+        ended: Some(Err(e)),
+        ..
+    }) = c.mine
+    {
+        if started.elapsed() < backoff {
+            return Some(Verdict::Refuse(
+                Code::TransferBackoff,
+                format!("{cluster}: {e}; the next transfer from {from} may begin {}s after this one; retry", backoff.as_secs()),
+            ));
+        }
+    }
+    let t = c.record.transfer.as_ref()?;
+    let age = (c.age)(transfer_key(t));
+    (age < backoff).then(|| {
+        Verdict::Refuse(
+            Code::TransferBackoff,
+            format!("{cluster}: a transfer from {} began {}s ago; the next may begin {}s after it; retry", t.from, age.as_secs(), backoff.as_secs()),
+        )
+    })
 }
 
 /// A lock holder as a refusal names it to any evictor: who and what, without the process id
@@ -1124,15 +1217,6 @@ fn lock_held(cluster: &str, holder: &str) -> Verdict {
         Code::LockHeld,
         format!("{cluster} is being drained or restarted by {} (kubectl raft's lock): its members are evicted by that command only until it ends; retry", public_holder(holder)),
     )
-}
-
-/// Whether this replica's own transfer away from `from` has ended (its record may still say
-/// it runs: the record is not written again when it ends).
-fn ended_here(slot: &TransferSlot, t: &Started) -> bool {
-    slot.lock()
-        .expect("not poisoned")
-        .as_ref()
-        .is_some_and(|mine| mine.from == t.from && mine.record_at == t.at && mine.ended.is_some())
 }
 
 /// The key under which a replica remembers when it first saw a record's transfer.

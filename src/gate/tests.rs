@@ -1558,3 +1558,95 @@ async fn a_trial_records_no_admission() {
         "nothing recorded"
     );
 }
+
+/// The judge alone, on gathered facts (no reads, no writes): a three-member etcd led by
+/// etcd-0, member N on node nN with UID uid-N; the eviction of `pod` from its node.
+fn judged(pod: &str, record: &Record, rejoining: &[String], age: Duration) -> Judged {
+    let mut report = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
+    report.summary.leader = Some("etcd-0".into());
+    let pods = (0..3)
+        .map(|i| crate::drain::fixtures::pod(&format!("etcd-{i}"), Some(&format!("uid-{i}"))))
+        .collect();
+    let look = crate::drain::fixtures::look(report, pods, true);
+    let i = pod.trim_start_matches("etcd-");
+    let member = Member {
+        namespace: "db".into(),
+        name: "etcd".into(),
+        pod: pod.into(),
+        uid: Some(format!("uid-{i}")),
+        node: Some(format!("n{i}")),
+    };
+    let settings = Settings::default();
+    let age = move |_: String| age;
+    judge(&Case {
+        cluster: "db/etcd",
+        member: &member,
+        look: &look,
+        record,
+        rejoining,
+        mine: None,
+        age: &age,
+        settings: &settings,
+        quiet: false,
+        by_holder: false,
+        opts: DrainOptions {
+            nodes: BTreeSet::from([format!("n{i}")]),
+            ..settings.opts.clone()
+        },
+    })
+}
+
+fn refusal_of(j: &Judged) -> Option<Code> {
+    match j {
+        Judged::Answer(Verdict::Refuse(c, _)) | Judged::Stall(Verdict::Refuse(c, _)) => Some(*c),
+        _ => None,
+    }
+}
+
+#[test]
+fn the_judge_holds_the_others_while_a_replacement_rejoins() {
+    let rejoining = ["etcd-1".to_string()];
+    let j = judged("etcd-2", &Record::default(), &rejoining, Duration::ZERO);
+    assert_eq!(refusal_of(&j), Some(Code::Rejoining), "{j:?}");
+}
+
+#[test]
+fn the_judge_holds_the_cluster_while_its_recorded_transfer_runs() {
+    let mut record = Record::default();
+    record.begin_transfer("etcd-0", Some(&"etcd-1".to_string()), 1.0);
+    let j = judged("etcd-2", &record, &[], Duration::ZERO);
+    assert_eq!(refusal_of(&j), Some(Code::TransferInProgress), "{j:?}");
+    // Past the transfer's timeout (by this replica's clock) it holds nothing.
+    let j = judged("etcd-2", &record, &[], Duration::from_secs(61));
+    assert!(matches!(j, Judged::Admit { .. }), "{j:?}");
+}
+
+#[test]
+fn the_judge_admits_the_first_follower_and_starts_the_leaders_transfer() {
+    let j = judged("etcd-1", &Record::default(), &[], Duration::ZERO);
+    assert!(
+        matches!(&j, Judged::Admit { step, by_holder: false, .. } if step.pod == "etcd-1"),
+        "{j:?}"
+    );
+    let j = judged("etcd-0", &Record::default(), &[], Duration::ZERO);
+    assert!(
+        matches!(&j, Judged::Transfer { step, .. } if step.pod == "etcd-0"),
+        "{j:?}"
+    );
+}
+
+/// A member admitted again and again without effect: the first refusal asks the commit to
+/// mark it stalled; once marked, every refusal is an answer (nothing more to write).
+#[test]
+fn the_judge_marks_a_member_without_effect_once() {
+    let mut record = Record::default();
+    record.admit("etcd-1", Some(&"uid-1".to_string()), 1.0, true, false);
+    let j = judged("etcd-1", &record, &[], Duration::from_secs(121));
+    assert!(matches!(j, Judged::Stall(_)), "{j:?}");
+    record.admitted[0].stalled = true;
+    let j = judged("etcd-1", &record, &[], Duration::from_secs(121));
+    assert!(
+        matches!(j, Judged::Answer(Verdict::Refuse(Code::NoEffect, _))),
+        "{j:?}"
+    );
+}

@@ -22,8 +22,11 @@
 //! that race refuses (429, retried). A member whose eviction was admitted counts as
 //! terminating until the API server shows it so (or its replacement). Within one replica,
 //! decisions on one cluster are also taken one at a time.
-//! Everything the gate observes or starts goes through [`GateOps`]; `live::gate` implements it
-//! on a real cluster, the tests here on a scripted one.
+//! A decision gathers (the opt-in, the member, the lock, the node, the record, then one look),
+//! judges (`judge`: a pure chain of small checks on what was gathered), then commits
+//! (`Gate::commit`: the member asked again, the record written on the version read, the
+//! transfer started). Everything the gate observes or starts goes through [`GateOps`];
+//! `live::gate` implements it on a real cluster, the tests here on a scripted one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

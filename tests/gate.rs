@@ -994,12 +994,13 @@ struct CatchUp {
 /// `max_outstanding_catchup` at 1 KB its peers send them about one at a time, so that its
 /// catch-up takes seconds (it would take a fraction of one here otherwise; a real stream of
 /// gigabytes takes as long unthrottled).
-const CATCH_UP_MESSAGES: usize = 20_000;
-const CATCH_UP_SIZE: usize = 1024;
+const CATCH_UP_MESSAGES: usize = 400_000;
+const CATCH_UP_SIZE: usize = 256;
 
 /// NATS: plain `kubectl drain` of two servers' nodes in turn under a publish load on an R3
-/// stream (#38's case). The first server comes back behind by thousands of messages and
-/// catches up for seconds. Its readiness probe asks only that JetStream is enabled (as the
+/// stream (#38's case). The first server is frozen while thousands of messages are published,
+/// then its node is drained (a stuck server replaced): it comes back on its volume behind by
+/// all of them and catches up for seconds. Its readiness probe asks only that JetStream is enabled (as the
 /// official chart's does), so it is Ready, and the PodDisruptionBudget lets the second server
 /// go, long before its stream is current. The gate waits for NATS's own word, the server's
 /// whole /healthz: the second server's pod is not deleted before the first's replacement
@@ -1024,9 +1025,16 @@ fn plain_kubectl_drain_of_two_nats_servers_nodes_waits_for_the_first_to_catch_up
     let leader = meta_leader(&ns.name, "nats-0").expect("a meta leader");
     create_stream(&ns.name, &leader, "CATCHUP");
     // Two followers of the meta group, so that neither eviction waits for a transfer.
-    let [first, second]: [String; 2] = others_than(&leader, "nats", 3)
+    let [mut first, mut second]: [String; 2] = others_than(&leader, "nats", 3)
         .try_into()
         .expect("two other servers");
+    // The first is frozen while the stream takes the burst: not its leader, so that the burst
+    // does not wait for an election.
+    let stream_leader = js_app(&ns.name, &leader, "$JS.API.STREAM.INFO.CATCHUP", "")
+        .and_then(|r| r["cluster"]["leader"].as_str().map(str::to_string));
+    if stream_leader.as_deref() == Some(first.as_str()) {
+        std::mem::swap(&mut first, &mut second);
+    }
     let (node1, node2) = (node_of(&ns.name, &first), node_of(&ns.name, &second));
     wait_node_alone(&node1, &ns.name);
     wait_node_alone(&node2, &ns.name);
@@ -1094,18 +1102,23 @@ fn plain_kubectl_drain_of_two_nats_servers_nodes_waits_for_the_first_to_catch_up
         "--timeout=240s",
     ];
     let _cordoned = Cordoned(vec![node1.clone(), node2.clone()]);
+    // The messages the first server must catch up when it is back, published while it is
+    // frozen; then its node is drained with it still frozen (its pod is killed at the end of
+    // its grace period).
+    signal(container_pid(&ns.name, &first), "STOP");
+    let t0 = std::time::Instant::now();
+    let published = publish_burst(
+        &ns.name,
+        &leader,
+        "CATCHUP",
+        CATCH_UP_MESSAGES,
+        CATCH_UP_SIZE,
+    );
+    eprintln!("the burst: {published} acknowledged in {:?}", t0.elapsed());
     let (ok, said) = plain_drain(&node1, &args);
     assert!(ok, "kubectl drain {node1} failed: {said}");
-    // While the first server is away: the messages it must catch up when it is back.
-    let burst = {
-        let (ns, leader) = (ns.name.clone(), leader.clone());
-        std::thread::spawn(move || {
-            publish_burst(&ns, &leader, "CATCHUP", CATCH_UP_MESSAGES, CATCH_UP_SIZE)
-        })
-    };
     second_drain.store(true, SeqCst);
     let (ok, said) = plain_drain(&node2, &args);
-    let published = burst.join().unwrap();
     wait_in(
         &ns.name,
         Duration::from_secs(240),
@@ -1114,7 +1127,6 @@ fn plain_kubectl_drain_of_two_nats_servers_nodes_waits_for_the_first_to_catch_up
     );
     stop.store(true, SeqCst);
     let seen = sampler.join().unwrap();
-    let summary = load.finish();
     assert!(ok, "kubectl drain {node2} failed: {said}");
     assert!(
         published >= CATCH_UP_MESSAGES * 9 / 10,
@@ -1126,25 +1138,41 @@ fn plain_kubectl_drain_of_two_nats_servers_nodes_waits_for_the_first_to_catch_up
             .unwrap_or_else(|| panic!("the sampler never saw {what}: {seen:?}"))
     };
     let ready = first_at("the first server's replacement Ready", &|s| s.ready);
-    let current = first_at("the first server's replacement current", &|s| s.current);
     let gone = first_at("the second server's pod go", &|s| s.second_gone);
+    let catchups: Vec<String> = ["nats-0", "nats-1", "nats-2"]
+        .iter()
+        .flat_map(|p| {
+            stdout(&kubectl(&["logs", p, "-n", &ns.name]))
+                .lines()
+                .filter(|l| l.contains("Catchup"))
+                .map(|l| format!("{p}: {l}"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // The sampler reads the replacement's /healthz before the pods: the second pod seen gone
+    // in the sample before the one in which the replacement was first seen current may have
+    // gone after it did.
+    let current = seen.iter().position(|s| s.current);
+    assert!(
+        current.is_some_and(|c| gone + 1 >= c),
+        "{second} went while {first}'s replacement was not current yet (Ready for {:?} by then; current {}): {seen:?}\n{catchups:#?}",
+        seen[gone].at.saturating_sub(seen[ready].at),
+        current.map_or("never, while sampled".to_string(), |c| format!("{:?} later", seen[c].at.saturating_sub(seen[gone].at))),
+    );
+    let current = current.unwrap();
+    let summary = load.finish();
     // What makes the case: the replacement Ready and not current, for longer than kubectl
     // drain's 5 s between retries, while the second drain ran (an evictor that takes Ready for
     // rejoined, as the PodDisruptionBudget does, would have had the second server then).
     let window = seen[current].at.saturating_sub(seen[ready].at);
+    eprintln!(
+        "the replacement Ready {window:?} before it was current; the second server went {:?} after it was; catch-ups: {catchups:#?}",
+        seen[gone].at.saturating_sub(seen[current].at)
+    );
     assert!(
         window > Duration::from_secs(8) && seen[ready].second_drain,
         "not the case this test is about: the first server's replacement was Ready {window:?} before it was current (the second drain running: {}); raise CATCH_UP_MESSAGES: {seen:?}",
         seen[ready].second_drain
-    );
-    // The sampler reads the replacement's /healthz before the pods: the second pod seen gone
-    // in the sample before the one in which the replacement was first seen current may have
-    // gone after it did.
-    assert!(
-        gone + 1 >= current,
-        "{second} went {:?} before {first}'s replacement was current (Ready for {:?} by then): {seen:?}",
-        seen[current].at.saturating_sub(seen[gone].at),
-        seen[gone].at.saturating_sub(seen[ready].at),
     );
     assert_eq!(summary["lost"], 0, "no publish lost: {summary}");
 }

@@ -573,7 +573,7 @@ pub fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value
 }
 
 /// `count` messages of `size` bytes published to stream `stream` (subject `STREAM.fill`) as
-/// the account APP's user, straight to `server`'s pod IP, 64 at a time: how many the stream
+/// the account APP's user, straight to `server`'s pod IP, 1024 at a time: how many the stream
 /// acknowledged (a JetStream publish is a request answered with the message's sequence).
 pub fn publish_burst(ns: &str, server: &str, stream: &str, count: usize, size: usize) -> usize {
     use futures::StreamExt;
@@ -604,7 +604,7 @@ pub fn publish_burst(ns: &str, server: &str, stream: &str, count: usize, size: u
                     ack["seq"].as_u64()
                 }
             })
-            .buffer_unordered(64)
+            .buffer_unordered(1024)
             .filter(|seq| futures::future::ready(seq.is_some()))
             .count()
             .await

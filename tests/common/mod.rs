@@ -548,9 +548,13 @@ pub fn meta_leader(ns: &str, server: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// A JetStream API request as the account APP's user (app/app in the manifests), straight to
-/// the server's pod IP; the reply, or None when there was none.
-pub fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value> {
+/// `f` with a client of the account APP's user (app/app in the manifests), connected straight
+/// to `server`'s pod IP; None when it cannot connect.
+fn as_app<T, F: std::future::Future<Output = Option<T>>>(
+    ns: &str,
+    server: &str,
+    f: impl FnOnce(async_nats::Client) -> F,
+) -> Option<T> {
     let ip = pod_json(ns, server)["status"]["podIP"]
         .as_str()
         .unwrap()
@@ -564,6 +568,14 @@ pub fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value
             .connect(format!("nats://{ip}:4222"))
             .await
             .ok()?;
+        f(client).await
+    })
+}
+
+/// A JetStream API request as the account APP's user, straight to the server's pod IP; the
+/// reply, or None when there was none.
+pub fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value> {
+    as_app(ns, server, |client| async move {
         let reply = client
             .request(subject.to_string(), body.to_string().into_bytes().into())
             .await
@@ -577,25 +589,10 @@ pub fn js_app(ns: &str, server: &str, subject: &str, body: &str) -> Option<Value
 /// acknowledged (a JetStream publish is a request answered with the message's sequence).
 pub fn publish_burst(ns: &str, server: &str, stream: &str, count: usize, size: usize) -> usize {
     use futures::StreamExt;
-    let ip = pod_json(ns, server)["status"]["podIP"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let Ok(client) =
-            async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
-                .connect(format!("nats://{ip}:4222"))
-                .await
-        else {
-            return 0;
-        };
+    as_app(ns, server, |client| async move {
         let payload = bytes::Bytes::from(vec![b'x'; size]);
         let subject = format!("{stream}.fill");
-        futures::stream::iter(0..count)
+        let acknowledged = futures::stream::iter(0..count)
             .map(|_| {
                 let (client, payload, subject) = (client.clone(), payload.clone(), subject.clone());
                 async move {
@@ -607,8 +604,10 @@ pub fn publish_burst(ns: &str, server: &str, stream: &str, count: usize, size: u
             .buffer_unordered(1024)
             .filter(|seq| futures::future::ready(seq.is_some()))
             .count()
-            .await
+            .await;
+        Some(acknowledged)
     })
+    .unwrap_or(0)
 }
 
 /// Whether `server` answers its whole /healthz with 200: NATS's own word that its JetStream

@@ -25,7 +25,7 @@ KUBECONFIG=$(bash tests/world/up.sh --nodes 4)
 export KUBECONFIG
 # The world's kubectl (built from the same Kubernetes source) and the plugin, on PATH,
 # installed into a directory of its own as `cargo install` would.
-cargo build --release -q
+cargo build --locked --release -q
 mkdir -p "$KWORLD_DIR/plugins"
 install -m 0755 target/release/kubectl-raft "$KWORLD_DIR/plugins/kubectl-raft"
 export PATH="$KWORLD_DIR/plugins:$KWORLD_DIR/bin:$PATH"
@@ -65,7 +65,7 @@ say "kubectl raft yield etcd -n $ns --dry-run"
 kubectl raft yield etcd -n "$ns" --dry-run
 echo
 echo "== a sequential writer runs against every member while leadership moves" >&2
-cargo build --release -q --example writeload
+cargo build --locked --release -q --example writeload
 eps=$(kubectl get pods -n "$ns" -l app=etcd -o jsonpath='{range .items[*]}http://{.status.podIP}:2379,{end}' | sed 's/,$//')
 target/release/examples/writeload --endpoints "$eps" --duration 4s > "$KWORLD_DIR/demo-load.json" &
 sleep 1.5

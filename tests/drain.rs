@@ -129,7 +129,7 @@ fn the_leaders_node_goes_after_one_verified_transfer_on_real_kubelets() {
 }
 
 fn the_leaders_node_after_one_verified_transfer(nodes: Nodes) {
-    let _nodes = exclusive_nodes();
+    let _nodes = exclusive_on(nodes);
     let (ns, leader) = etcd_with_leader_on("dr-leader", 3, nodes);
     let node = node_of(&ns.name, &leader);
     let (c, w, _cordoned) = drain_under_load(&ns.name, std::slice::from_ref(&node));
@@ -194,7 +194,7 @@ fn a_silently_broken_follower_stops_the_eviction_of_another_on_real_kubelets() {
 }
 
 fn a_silently_broken_follower_stops_another(nodes: Nodes) {
-    let _nodes = exclusive_nodes();
+    let _nodes = exclusive_on(nodes);
     let (ns, leader) = etcd_with_leader_on("dr-frozen", 3, nodes);
     let pods = followers(&ns.name, &leader);
     let (frozen, victim) = (&pods[0], &pods[1]);
@@ -343,7 +343,7 @@ fn with_allow_degraded_a_pinned_member_goes_and_no_second_follows() {
 fn three_members_on_three_nodes_are_refused_in_the_dry_run() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("dr-three");
-    let allowed = ["kworld-1", "kworld-2", "kworld-3"];
+    let allowed = lane().nodes()[..3].to_vec();
     deploy_etcd_variant(&ns.name, |t| {
         t.replace(
             "      affinity:\n",
@@ -515,7 +515,7 @@ spec:
 
 /// The four kinds of ordinary pod on one node, labelled drain-test=ID; returns the node.
 fn deploy_ordinary(ns: &str, id: &str) -> String {
-    let node = format!("kworld-{}", common::NODES);
+    let node = lane().last_node();
     let text = ORDINARY.replace("NODE", &node).replace("ID", id);
     let f = tempfile(&text);
     kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
@@ -854,7 +854,7 @@ spec:
 fn an_ordinary_pod_is_evicted_with_the_grace_period_given() {
     let _nodes = exclusive_nodes();
     let ns = TestNamespace::new("dr-grace-pod");
-    let node = format!("kworld-{}", common::NODES);
+    let node = lane().last_node();
     let mark = scratch_dir(&ns.name);
     let text = SLOW_TO_STOP
         .replace("NODE", &node)

@@ -181,7 +181,7 @@ fn drain_of_the_meta_leaders_node_moves_it_first_on_real_kubelets() {
 }
 
 fn drain_of_the_meta_leaders_node(nodes: Nodes) {
-    let _nodes = exclusive_nodes();
+    let _nodes = exclusive_on(nodes);
     let (ns, leader) = nats_cluster_on("nats-drain", 3, nodes);
     let (node, c) = drain_node_of(&ns.name, &leader, &SYS);
     assert_eq!(drain_counts(&c), (Some(1), Some(1), Some(0)), "{c:#}");

@@ -1017,7 +1017,8 @@ fn assert_no_violation(summary: &Value) {
 /// CI's smoke: one fixed seed (or `NEMESIS_SEED`, or `NEMESIS_SCHEDULE`), about a minute.
 #[test]
 fn a_seeded_schedule_of_actors_and_faults_breaks_no_invariant() {
-    let _nodes = exclusive_nodes();
+    // Alone in the world: the observer's limits (silent, seen after, blind) are timings.
+    let _nodes = exclusive_all_nodes();
     let seed = env_u64("NEMESIS_SEED", SMOKE_SEED);
     let (seed, steps) = the_schedule(seed, env_u64("NEMESIS_STEPS", SMOKE_STEPS as u64) as usize);
     let summary = run(seed, &steps, Guard::Gate);
@@ -1085,7 +1086,8 @@ fn campaign() {
 /// that eviction is refused.
 #[test]
 fn an_eviction_beside_a_frozen_member_without_the_gate_is_a_violation() {
-    let _nodes = exclusive_nodes();
+    // Alone in the world: the observer's limits (silent, seen after, blind) are timings.
+    let _nodes = exclusive_all_nodes();
     let steps: Vec<Step> = ["freeze:1:40", "pause:12", "evict:2", "pause:4"]
         .iter()
         .map(|s| Step::parse(s).unwrap())

@@ -42,16 +42,16 @@ done
 step "cargo fmt --check"
 cargo fmt --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+step "cargo clippy --locked --all-targets -- -D warnings"
+cargo clippy --locked --all-targets -- -D warnings
 
 step "build the test world (cached)"
 t0=$(date +%s)
 tests/world/build.sh
 echo "world built or reused in $(( $(date +%s) - t0 ))s" >&2
 
-step "cargo build --bins --examples (the plugin, and the write-load client the end-to-end tests run)"
-cargo build --bins --examples
+step "cargo build --locked --bins --examples (the plugin, and the write-load client the end-to-end tests run)"
+cargo build --locked --bins --examples
 
 step "krew: render the manifest, validate it with krew's validator, install through krew"
 bash tests/krew.sh target/debug/kubectl-raft
@@ -69,7 +69,7 @@ echo "started (pid $image_pid, log $KWORLD_DIR/image.log)" >&2
 step "cargo test (unit tests, then end-to-end tests in the real world)"
 : > "$KWORLD_DIR/timings.tsv"
 tests_rc=0
-cargo test --lib --bins --tests --no-fail-fast || tests_rc=$?
+cargo test --locked --lib --bins --tests --no-fail-fast || tests_rc=$?
 
 step "image: the background release step's outcome"
 image_rc=0

@@ -249,7 +249,7 @@ fn restart_of_a_tls_etcd_replaces_every_member_and_moves_the_leader_once() {
 
 #[test]
 fn plain_kubectl_drain_of_a_tls_etcd_leaders_node_through_the_gate_gets_one_transfer() {
-    let _nodes = exclusive_nodes();
+    let _nodes = exclusive_all_nodes();
     let (ns, client, leader, term) = tls_etcd("tls-gate");
     let _g = Gated::start(&ns.name);
     let node = node_of(&ns.name, &leader);

@@ -78,6 +78,23 @@ fn five_member_etcd_comes_up() {
     assert!(leader.is_some(), "a 5-member etcd has exactly one leader");
 }
 
+/// The harness's lanes (tests/common/lanes.rs): a test's pods run on its lane's nodes only, so
+/// a test that drains another lane's nodes never touches them.
+#[test]
+fn a_tests_pods_run_on_its_lanes_nodes_only() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("world-lane");
+    deploy_etcd(&ns.name, 5);
+    let lane_nodes = lane().nodes();
+    for i in 0..5 {
+        let node = node_of(&ns.name, &format!("etcd-{i}"));
+        assert!(
+            lane_nodes.contains(&node),
+            "etcd-{i} runs on {node}, outside its lane {lane_nodes:?}"
+        );
+    }
+}
+
 /// Samples every member's view of the leader while something happens; counts samples in
 /// which no member knew a leader.
 struct LeaderWatch {
@@ -331,9 +348,10 @@ fn a_pdb_refusal_is_http_429_from_the_eviction_api() {
 
 #[test]
 fn a_node_whose_heartbeats_stop_turns_not_ready() {
-    let _nodes = exclusive_nodes();
+    // Every lane: a node NotReady is seen by the whole world (nodes_are_ready... counts them).
+    let _nodes = exclusive_all_nodes();
     world();
-    let node = format!("kworld-{NODES}");
+    let node = lane().last_node();
     let kworld = world_dir().join("bin/kworld");
     let pause = std::process::Command::new(&kworld)
         .args(["node-pause", &node])

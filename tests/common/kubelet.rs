@@ -31,6 +31,20 @@ impl Nodes {
     }
 }
 
+/// The real-kubelet nodes' names as the world names them (`kreal-1..N`).
+pub fn real_node_names() -> Vec<String> {
+    (1..=REAL_NODES).map(|i| format!("kreal-{i}")).collect()
+}
+
+/// Holds the nodes a test cordons, drains or silences: one lane of the agent's, or every lane
+/// for the real kubelets (one pool, in every lane).
+pub fn exclusive_on(nodes: Nodes) -> NodesGuard {
+    match nodes {
+        Nodes::Agent => exclusive_nodes(),
+        Nodes::Kubelet => exclusive_all_nodes(),
+    }
+}
+
 /// The real-kubelet nodes' names, as the API lists them.
 pub fn real_nodes() -> Vec<String> {
     let list = kubectl_json(&["get", "nodes", "-l", "kworld.local/node-kind=kubelet"]);

@@ -5,6 +5,7 @@
 
 pub mod gated;
 pub mod kubelet;
+pub mod lanes;
 pub mod load;
 pub mod pki;
 pub mod rbac;
@@ -13,6 +14,8 @@ pub mod running;
 pub use gated::*;
 #[allow(unused_imports)]
 pub use kubelet::*;
+#[allow(unused_imports)]
+pub use lanes::*;
 #[allow(unused_imports)]
 pub use load::*;
 #[allow(unused_imports)]
@@ -24,14 +27,13 @@ pub use running::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Nodes of the shared test world: two more than the 5-member etcd needs (with required
-/// anti-affinity, draining two of its nodes needs two spare ones).
-pub const NODES: u32 = 7;
+/// The agent's nodes in the shared test world: its lanes of seven (tests/common/lanes.rs).
+pub const NODES: u32 = LANES * LANE_NODES;
 
 pub struct World {
     pub kubeconfig: PathBuf,
@@ -114,6 +116,7 @@ pub fn world() -> &'static World {
                 "tests/world/up.sh printed {kubeconfig:?}, which does not exist"
             ));
         }
+        label_lanes(&kubeconfig)?;
         Ok(World {
             kubeconfig,
             dir: world_dir(),
@@ -125,15 +128,28 @@ pub fn world() -> &'static World {
     }
 }
 
-/// Tests that cordon, drain or silence nodes take this exclusively; the others share it.
-static NODES_LOCK: RwLock<()> = RwLock::new(());
-
-pub fn shared_nodes() -> RwLockReadGuard<'static, ()> {
-    NODES_LOCK.read().unwrap_or_else(|e| e.into_inner())
-}
-
-pub fn exclusive_nodes() -> RwLockWriteGuard<'static, ()> {
-    NODES_LOCK.write().unwrap_or_else(|e| e.into_inner())
+/// Puts each agent's node in its lane, and the real kubelets in every lane (lanes.rs).
+fn label_lanes(kubeconfig: &Path) -> Result<(), String> {
+    for l in (0..LANES).map(Lane) {
+        let mut args = vec!["label".to_string(), "node".to_string()];
+        args.extend(l.nodes());
+        args.extend(kubelet::real_node_names());
+        args.push(format!("{}=yes", l.label()));
+        args.push("--overwrite".to_string());
+        let out = Command::new(kubectl_bin())
+            .args(&args)
+            .env("KUBECONFIG", kubeconfig)
+            .output()
+            .map_err(|e| format!("cannot run kubectl label: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "kubectl {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub fn kubectl_bin() -> PathBuf {
@@ -146,21 +162,40 @@ fn run(mut cmd: Command, what: &str, limit: Duration) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    // Both pipes are read while the command runs: one that writes more than a pipe holds
+    // (`kubectl get nodes -o json` of the world's 18 nodes) would otherwise block, unread,
+    // until the limit called it hung.
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
+            let _ = child.wait();
             panic!(
                 "{what} did not finish within {limit:?} (hung)\nstdout: {}\nstderr: {}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&out.join().unwrap_or_default()),
+                String::from_utf8_lossy(&err.join().unwrap_or_default())
             );
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
     }
 }
 
@@ -287,7 +322,18 @@ impl TestNamespace {
     pub fn new(prefix: &str) -> Self {
         world();
         let name = format!("{prefix}-{}", unique());
-        kubectl_ok(&["create", "namespace", &name]);
+        // In the lane the test holds, its pods are placed on that lane's nodes only.
+        let annotations = match current_lane() {
+            Some(l) => format!(
+                r#","annotations":{{"scheduler.alpha.kubernetes.io/node-selector":"{}=yes"}}"#,
+                l.label()
+            ),
+            None => String::new(),
+        };
+        let f = tempfile(&format!(
+            r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{name}"{annotations}}}}}"#
+        ));
+        kubectl_ok(&["create", "-f", f.path_str()]);
         // The ServiceAccount admission needs the namespace's default ServiceAccount.
         wait_until(Duration::from_secs(30), "default ServiceAccount", || {
             kubectl(&["get", "sa", "default", "-n", &name])

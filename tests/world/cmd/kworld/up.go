@@ -152,7 +152,9 @@ func cmdUp(args []string) error {
 			// of it: the world has no kube-proxy to make a ClusterIP work.
 			"--enable-aggregator-routing=true",
 			"--admission-control-config-file=" + l.run("admission.yaml"),
-			"--enable-admission-plugins=NamespaceLifecycle,ServiceAccount,DefaultStorageClass,StorageObjectInUseProtection,DefaultTolerationSeconds,PersistentVolumeClaimResize"}},
+			// PodNodeSelector: a test's namespace places its pods in the lane of nodes the
+			// test holds (tests/common/lanes.rs).
+			"--enable-admission-plugins=NamespaceLifecycle,PodNodeSelector,ServiceAccount,DefaultStorageClass,StorageObjectInUseProtection,DefaultTolerationSeconds,PersistentVolumeClaimResize"}},
 		{"kube-controller-manager", "kube-controller-manager", []string{
 			"--kubeconfig=" + l.run("controller-manager.kubeconfig"),
 			"--authentication-kubeconfig=" + l.run("controller-manager.kubeconfig"),

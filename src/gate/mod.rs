@@ -334,6 +334,14 @@ pub struct Admitted {
     pub stalled: bool,
 }
 
+impl Admitted {
+    /// This entry is of `pod` under `uid` (an entry without a UID, of a gate before UIDs, is
+    /// of none).
+    pub fn is(&self, pod: &str, uid: Option<&String>) -> bool {
+        self.pod == pod && self.uid.is_some() && self.uid.as_ref() == uid
+    }
+}
+
 /// A transfer a gate replica started (seconds since the epoch).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -399,11 +407,10 @@ impl Record {
         voter: bool,
         by_holder: bool,
     ) -> Admitted {
-        let same_uid = |a: &Admitted| a.uid.is_some() && a.uid.as_ref() == uid;
         let since = self
             .admitted
             .iter()
-            .filter(|a| !by_holder && a.pod == pod && same_uid(a))
+            .filter(|a| !by_holder && a.is(pod, uid))
             .map(|a| a.since.unwrap_or(a.at))
             .min_by(f64::total_cmp);
         self.admitted
@@ -588,14 +595,21 @@ struct ClusterState {
     transfer: TransferSlot,
 }
 
+/// How long a replica remembers when it first saw a record's entry after it last asked: an
+/// entry still in a record is asked at every decision of its cluster, so its age keeps
+/// counting for as long as it matters (it never starts again at 0, which would hold a
+/// finished transfer or a stale admission back again).
+const FORGET_AFTER: Duration = Duration::from_secs(3600);
+
 /// The gate: decisions one cluster at a time, over [`GateOps`].
 pub struct Gate<O> {
     pub ops: O,
     pub settings: Settings,
     clusters: Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<ClusterState>>>>,
-    /// When this replica first saw each entry of a record (by its stamp): ages are judged by
-    /// this process's own clock, never by comparing another replica's wall clock with it.
-    first_seen: Mutex<BTreeMap<String, Instant>>,
+    /// When this replica first saw each entry of a record (by its stamp), and when it last
+    /// asked: ages are judged by this process's own clock, never by comparing another
+    /// replica's wall clock with it.
+    first_seen: Mutex<BTreeMap<String, (Instant, Instant)>>,
 }
 
 impl<O: GateOps> Gate<O> {
@@ -610,12 +624,28 @@ impl<O: GateOps> Gate<O> {
 
     /// The answer to one eviction, within `decide_within` (past it: refused, to be retried).
     pub async fn review(&self, req: &Request) -> Verdict {
-        let verdict = self.decided(req).await;
+        self.review_by(
+            req,
+            tokio::time::Instant::now() + self.settings.decide_within,
+        )
+        .await
+    }
+
+    /// The answer to one eviction by `deadline`: `decide_within` after its review arrived,
+    /// the time its body took to arrive included (the webhook's own timeout counts from the
+    /// sending, and its expiry is a 500 that makes kubectl drain give up).
+    pub async fn review_by(&self, req: &Request, deadline: tokio::time::Instant) -> Verdict {
+        let verdict = self.decided(req, deadline).await;
         self.settings.mode.answer(verdict, req.dry_run)
     }
 
-    async fn decided(&self, req: &Request) -> Verdict {
-        match tokio::time::timeout(self.settings.decide_within, self.decide(req)).await {
+    /// How long a decision may take, from its review's arrival.
+    pub fn decide_within(&self) -> Duration {
+        self.settings.decide_within
+    }
+
+    async fn decided(&self, req: &Request, deadline: tokio::time::Instant) -> Verdict {
+        match tokio::time::timeout_at(deadline, self.decide(req)).await {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => Verdict::Refuse(
                 Code::CannotDecide,
@@ -624,7 +654,7 @@ impl<O: GateOps> Gate<O> {
             Err(_) => Verdict::Refuse(
                 Code::CannotDecide,
                 format!(
-                    "kubectl-raft gate could not decide the eviction of {}/{} within {}s (a replica or the API server is slow); retry",
+                    "kubectl-raft gate could not decide the eviction of {}/{} within {}s of its review's arrival (a replica or the API server is slow); retry",
                     req.namespace,
                     req.pod,
                     self.settings.decide_within.as_secs()
@@ -751,7 +781,7 @@ impl<O: GateOps> Gate<O> {
                     return Ok(refusal);
                 }
                 for a in record.admitted.iter_mut() {
-                    if a.pod == m.pod && a.uid.is_some() && a.uid == m.uid {
+                    if a.is(&m.pod, m.uid.as_ref()) {
                         a.stalled = true;
                     }
                 }
@@ -866,9 +896,10 @@ impl<O: GateOps> Gate<O> {
     fn age(&self, cluster: &str, key: String) -> Duration {
         let now = Instant::now();
         let mut seen = self.first_seen.lock().expect("not poisoned");
-        seen.retain(|_, at| now.duration_since(*at) < Duration::from_secs(3600));
-        let at = *seen.entry(format!("{cluster}/{key}")).or_insert(now);
-        now.duration_since(at)
+        seen.retain(|_, (_, asked)| now.duration_since(*asked) < FORGET_AFTER);
+        let (first, asked) = seen.entry(format!("{cluster}/{key}")).or_insert((now, now));
+        *asked = now;
+        now.duration_since(*first)
     }
 
     /// `allow`, unless a `kubectl raft drain` or `restart` took the cluster's lock while this
@@ -1007,10 +1038,7 @@ fn judge(c: &Case) -> Judged {
     }
     let plan = plan_cluster(&c.look.input, &opts);
     match plan.steps.first() {
-        Some(step) if step.pod != m.pod => Judged::Answer(Verdict::Refuse(
-            Code::OtherFirst,
-            format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
-        )),
+        Some(step) if step.pod != m.pod => other_first(cluster, step),
         Some(step) => match step.action {
             Action::Evict | Action::EvictLeader => Judged::Admit {
                 step: step.clone(),
@@ -1098,10 +1126,7 @@ fn holders(c: &Case) -> Judged {
     // The first step only, as for every evictor: a later one assumes the members before it
     // went and came back healthy, which nothing has shown yet.
     match plan.steps.first() {
-        Some(step) if step.pod != m.pod => Judged::Answer(Verdict::Refuse(
-            Code::OtherFirst,
-            format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
-        )),
+        Some(step) if step.pod != m.pod => other_first(cluster, step),
         Some(step) if step.action == Action::TransferThenEvict => Judged::Answer(Verdict::Refuse(
             Code::WouldTransfer,
             format!(
@@ -1139,7 +1164,7 @@ fn no_effect(c: &Case) -> Option<Judged> {
         .record
         .admitted
         .iter()
-        .find(|a| a.pod == m.pod && a.uid.is_some() && a.uid == m.uid)?;
+        .find(|a| a.is(&m.pod, m.uid.as_ref()))?;
     let since = (c.age)(since_key(a));
     if !a.stalled && since < c.settings.pending_at_most {
         return None;
@@ -1212,6 +1237,16 @@ fn written_meanwhile(cluster: &str) -> Verdict {
         Code::Busy,
         format!("{cluster}: another eviction of it was decided at the same moment; retry"),
     )
+}
+
+/// The refusal of an eviction of `cluster` while `step`, the plan's first, is another
+/// member's: only the first step may be acted on (later ones assume the members before them
+/// went and came back healthy).
+fn other_first(cluster: &str, step: &DrainStep) -> Judged {
+    Judged::Answer(Verdict::Refuse(
+        Code::OtherFirst,
+        format!("{cluster}: {} goes first ({}); retry", step.pod, step.why),
+    ))
 }
 
 /// The refusal of an eviction of `cluster` while `holder` holds its lock.

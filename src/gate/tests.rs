@@ -877,6 +877,54 @@ async fn a_look_that_hangs_is_refused_before_the_webhooks_deadline() {
     assert!(started.elapsed() <= g.settings.decide_within);
 }
 
+/// The webhook's deadline counts from the review's arrival, its body's time included: a
+/// review whose body took most of `decide_within` to arrive is answered by the deadline it was
+/// given, not `decide_within` after the body came.
+#[tokio::test(start_paused = true)]
+async fn a_review_is_answered_by_the_deadline_its_arrival_set() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_secs(3600);
+    let g = gate(&s);
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    let v = g.review_by(&evict("etcd-0"), deadline).await;
+    assert_eq!(v.reason(), "CannotDecide", "{v:?}");
+    assert!(
+        started.elapsed() <= Duration::from_secs(2),
+        "answered {:?} after the review was given 2 s",
+        started.elapsed()
+    );
+}
+
+/// An entry still in a record is asked about at every decision of its cluster: its age keeps
+/// counting past an hour (were it to start again at 0, a finished transfer would read as
+/// running again, and an expired admission as fresh).
+#[tokio::test(start_paused = true)]
+async fn an_entry_asked_about_keeps_its_age_past_an_hour() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    g.age("db/etcd", "transfer/etcd-1/1".into());
+    for _ in 0..7 {
+        tokio::time::advance(Duration::from_secs(600)).await;
+        g.age("db/etcd", "transfer/etcd-1/1".into());
+    }
+    assert_eq!(
+        g.age("db/etcd", "transfer/etcd-1/1".into()),
+        Duration::from_secs(4200)
+    );
+}
+
+/// What no decision asked about for an hour is forgotten (the memory stays bounded): seen
+/// again, it is new, as it is to a replica that has just started.
+#[tokio::test(start_paused = true)]
+async fn an_entry_not_asked_about_for_an_hour_is_forgotten() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    g.age("db/etcd", "transfer/etcd-1/1".into());
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert_eq!(g.age("db/etcd", "transfer/etcd-1/1".into()), Duration::ZERO);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_look_that_fails_is_a_refusal_to_retry_not_an_error() {
     let mut s = Scripted::new();

@@ -218,8 +218,13 @@ struct Server {
 }
 
 impl Server {
-    async fn validate(self: &Arc<Self>, body: &[u8]) -> (StatusCode, String) {
-        let started = Instant::now();
+    /// The answer to the review in `body`, which arrived at `arrived` (the decision's budget
+    /// counts from then).
+    async fn validate(
+        self: &Arc<Self>,
+        body: &[u8],
+        arrived: tokio::time::Instant,
+    ) -> (StatusCode, String) {
         let parsed = match review::parse(body) {
             Ok(p) => p,
             Err(e) => return (StatusCode::BAD_REQUEST, e),
@@ -231,11 +236,14 @@ impl Server {
             }
             Parsed::Pod { uid, request, user } => (uid, request, user),
         };
-        let verdict = self.gate.review(&request).await;
+        let verdict = self
+            .gate
+            .review_by(&request, arrived + self.gate.decide_within())
+            .await;
         let key = format!("{}/{}", request.namespace, request.pod);
         self.metrics
             .latency
-            .observe(started.elapsed().as_secs_f64());
+            .observe(arrived.elapsed().as_secs_f64());
         self.metrics
             .decisions
             .get_or_create(&DecisionLabels {
@@ -372,12 +380,20 @@ impl Server {
                     tracing::warn!("a review refused 403: {why}");
                     return reply(StatusCode::FORBIDDEN, "text/plain", format!("{why}\n"));
                 }
-                let limits = self.limits;
+                // One budget from the review's arrival: its body, then its decision, both
+                // within `decide_within` (below the webhook's timeout), so that a slow body
+                // leaves the decision less time rather than the answer later than the API
+                // server waits.
+                let arrived = tokio::time::Instant::now();
+                let limits = Limits {
+                    body_within: self.limits.body_within.min(self.gate.decide_within()),
+                    ..self.limits
+                };
                 let body = match read_body(req, &limits, &self.bodies).await {
                     Ok(b) => b,
                     Err((code, why)) => return reply(code, "text/plain", format!("{why}\n")),
                 };
-                let (code, json) = self.validate(&body).await;
+                let (code, json) = self.validate(&body, arrived).await;
                 reply(code, "application/json", json)
             }
             _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),

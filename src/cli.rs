@@ -288,8 +288,9 @@ pub struct GateServeArgs {
     #[arg(long = "drain-taint", value_name = "KEY")]
     pub drain_taints: Vec<String>,
 
-    /// The longest one decision may take; past it the eviction is refused (429) and retried.
-    /// Keep it under the webhook's timeoutSeconds.
+    /// The longest a review may take from its arrival (its TLS handshake and body included);
+    /// past it the eviction is refused (429) and retried. Keep it 2s under the webhook's
+    /// timeoutSeconds (a shorter timeout the API server sends with a review is honoured).
     #[arg(long, value_name = "DURATION", default_value = "8s", value_parser = parse_duration)]
     pub decide_within: Duration,
 

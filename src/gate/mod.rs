@@ -626,16 +626,22 @@ impl<O: GateOps> Gate<O> {
     pub async fn review(&self, req: &Request) -> Verdict {
         self.review_by(
             req,
-            tokio::time::Instant::now() + self.settings.decide_within,
+            tokio::time::Instant::now(),
+            self.settings.decide_within,
         )
         .await
     }
 
-    /// The answer to one eviction by `deadline`: `decide_within` after its review arrived,
-    /// the time its body took to arrive included (the webhook's own timeout counts from the
-    /// sending, and its expiry is a 500 that makes kubectl drain give up).
-    pub async fn review_by(&self, req: &Request, deadline: tokio::time::Instant) -> Verdict {
-        let verdict = self.decided(req, deadline).await;
+    /// The answer to one eviction within `budget` of `arrived`, when its review arrived: the
+    /// time its body took to arrive counts (the webhook's own timeout counts from the sending,
+    /// and its expiry is a 500 that makes kubectl drain give up).
+    pub async fn review_by(
+        &self,
+        req: &Request,
+        arrived: tokio::time::Instant,
+        budget: Duration,
+    ) -> Verdict {
+        let verdict = self.decided(req, arrived, budget).await;
         self.settings.mode.answer(verdict, req.dry_run)
     }
 
@@ -644,8 +650,13 @@ impl<O: GateOps> Gate<O> {
         self.settings.decide_within
     }
 
-    async fn decided(&self, req: &Request, deadline: tokio::time::Instant) -> Verdict {
-        match tokio::time::timeout_at(deadline, self.decide(req)).await {
+    async fn decided(
+        &self,
+        req: &Request,
+        arrived: tokio::time::Instant,
+        budget: Duration,
+    ) -> Verdict {
+        match tokio::time::timeout_at(arrived + budget, self.decide(req)).await {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => Verdict::Refuse(
                 Code::CannotDecide,
@@ -657,7 +668,7 @@ impl<O: GateOps> Gate<O> {
                     "kubectl-raft gate could not decide the eviction of {}/{} within {}s of its review's arrival (a replica or the API server is slow); retry",
                     req.namespace,
                     req.pod,
-                    self.settings.decide_within.as_secs()
+                    budget.as_secs()
                 ),
             ),
         }

@@ -199,6 +199,34 @@ impl ResolvesServerCert for Current {
     }
 }
 
+/// When a request's time began as its sender counts it: for the first request on a
+/// connection, the connection's accept (the API server's timeout began before it connected
+/// and shook hands); for the next ones, the request's own arrival (its headers read).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrived(pub tokio::time::Instant);
+
+/// What the gate keeps of the time the API server says it waits, for the rounding of that
+/// time up to a second and for the answer's way back: with the default `timeoutSeconds: 10`,
+/// the 8 s of `--decide-within`'s default.
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(2);
+
+/// The most a review may take from its arrival: `decide_within`, or less where the API server
+/// waits less. It sends how long it waits with each call (`?timeout=10s`: what is left of the
+/// webhook's `timeoutSeconds`, rounded up to a second); the gate answers [`TIMEOUT_MARGIN`]
+/// before that. A webhook installed with a shorter timeout than the default is then answered
+/// in time, rather than with the 500 that makes kubectl drain give up.
+pub(crate) fn budget(query: Option<&str>, decide_within: Duration) -> Duration {
+    let waits = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("timeout="))
+        .and_then(|v| humantime::parse_duration(v).ok());
+    match waits {
+        Some(w) => decide_within.min(w.saturating_sub(TIMEOUT_MARGIN)),
+        None => decide_within,
+    }
+}
+
 struct Server {
     gate: Gate<KubeGate>,
     limits: Limits,
@@ -218,12 +246,13 @@ struct Server {
 }
 
 impl Server {
-    /// The answer to the review in `body`, which arrived at `arrived` (the decision's budget
-    /// counts from then).
+    /// The answer to the review in `body`, which arrived at `arrived` with `budget` to be
+    /// answered in (the body's time included).
     async fn validate(
         self: &Arc<Self>,
         body: &[u8],
         arrived: tokio::time::Instant,
+        budget: Duration,
     ) -> (StatusCode, String) {
         let parsed = match review::parse(body) {
             Ok(p) => p,
@@ -236,10 +265,7 @@ impl Server {
             }
             Parsed::Pod { uid, request, user } => (uid, request, user),
         };
-        let verdict = self
-            .gate
-            .review_by(&request, arrived + self.gate.decide_within())
-            .await;
+        let verdict = self.gate.review_by(&request, arrived, budget).await;
         let key = format!("{}/{}", request.namespace, request.pod);
         self.metrics
             .latency
@@ -380,20 +406,26 @@ impl Server {
                     tracing::warn!("a review refused 403: {why}");
                     return reply(StatusCode::FORBIDDEN, "text/plain", format!("{why}\n"));
                 }
-                // One budget from the review's arrival: its body, then its decision, both
-                // within `decide_within` (below the webhook's timeout), so that a slow body
-                // leaves the decision less time rather than the answer later than the API
-                // server waits.
-                let arrived = tokio::time::Instant::now();
+                // One budget from the review's arrival (for a connection's first review, the
+                // connection's: the API server's timeout began before it connected): its body,
+                // then its decision, so that a slow body or handshake leaves the decision less
+                // time rather than the answer later than the API server waits.
+                let arrived = req
+                    .extensions()
+                    .get::<Arrived>()
+                    .map_or_else(tokio::time::Instant::now, |a| a.0);
+                let budget = budget(req.uri().query(), self.gate.decide_within());
                 let limits = Limits {
-                    body_within: self.limits.body_within.min(self.gate.decide_within()),
+                    body_within: self.limits.body_within.min(
+                        (arrived + budget).saturating_duration_since(tokio::time::Instant::now()),
+                    ),
                     ..self.limits
                 };
                 let body = match read_body(req, &limits, &self.bodies).await {
                     Ok(b) => b,
                     Err((code, why)) => return reply(code, "text/plain", format!("{why}\n")),
                 };
-                let (code, json) = self.validate(&body, arrived).await;
+                let (code, json) = self.validate(&body, arrived, budget).await;
                 reply(code, "application/json", json)
             }
             _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
@@ -673,6 +705,7 @@ pub(crate) async fn serve_connections<S, F>(
                 }
             },
         };
+        let accepted = tokio::time::Instant::now();
         let Some(slot) = PeerSlot::take(&peers, peer.ip(), limits.per_peer) else {
             tracing::debug!(
                 "{peer}: {} connections from its address already; closed",
@@ -714,7 +747,12 @@ pub(crate) async fn serve_connections<S, F>(
             let svc = {
                 let (served, caller) = (served.clone(), caller.clone());
                 hyper::service::service_fn(move |mut req: Request<Incoming>| {
-                    served.store(true, std::sync::atomic::Ordering::Relaxed);
+                    let first = !served.swap(true, std::sync::atomic::Ordering::Relaxed);
+                    req.extensions_mut().insert(Arrived(if first {
+                        accepted
+                    } else {
+                        tokio::time::Instant::now()
+                    }));
                     req.extensions_mut()
                         .insert(caller.get().cloned().unwrap_or_default());
                     service(req)
@@ -826,9 +864,6 @@ mod tests {
         takes: Duration,
         delay: Duration,
     ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stopping = CancellationToken::new();
         let lim = limits();
         let budget = Arc::new(tokio::sync::Semaphore::new(lim.bodies_at_once / 1024));
         let service = move |req: Request<Incoming>| {
@@ -845,6 +880,21 @@ mod tests {
                     .unwrap()
             }
         };
+        start_serving(service, delay).await
+    }
+
+    /// A server of `service` under the test limits; its address, its stop token and its end.
+    async fn start_serving<S, F>(
+        service: S,
+        delay: Duration,
+    ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>)
+    where
+        S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+        F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stopping = CancellationToken::new();
         let shutdown = Shutdown {
             delay,
             drain_within: Duration::from_secs(5),
@@ -855,9 +905,81 @@ mod tests {
             service,
             stopping.clone(),
             shutdown,
-            lim,
+            limits(),
         ));
         (addr, stopping, ended)
+    }
+
+    /// A server that answers how long ago each request arrived (its `Arrived`), in ms.
+    async fn start_arrivals() -> SocketAddr {
+        let service = |req: Request<Incoming>| async move {
+            let ms = req
+                .extensions()
+                .get::<Arrived>()
+                .map(|a| a.0.elapsed().as_millis())
+                .unwrap_or(u128::MAX);
+            Response::new(Full::new(Bytes::from(ms.to_string())))
+        };
+        start_serving(service, Duration::ZERO).await.0
+    }
+
+    /// The number an answer of `start_arrivals` ends with.
+    fn millis(answer: &str) -> u128 {
+        let n = answer.rsplit("\r\n\r\n").next().unwrap_or("");
+        n.parse()
+            .unwrap_or_else(|_| panic!("an answer in ms: {answer}"))
+    }
+
+    /// A connection's first request arrived, as the API server counts it, when the connection
+    /// was accepted: its handshake and the wait for its headers count against the decision.
+    #[tokio::test]
+    async fn a_connections_first_request_arrived_when_it_was_accepted() {
+        let addr = start_arrivals().await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        c.write_all(post("x").as_bytes()).await.unwrap();
+        let a = read_answer(&mut c).await;
+        assert!(millis(&a) >= 150, "{a}");
+    }
+
+    /// A later request on a kept-alive connection arrived when it came, not when the
+    /// connection was accepted.
+    #[tokio::test]
+    async fn a_later_request_on_a_connection_arrived_when_it_came() {
+        let addr = start_arrivals().await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(post("x").as_bytes()).await.unwrap();
+        read_answer(&mut c).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        c.write_all(post("x").as_bytes()).await.unwrap();
+        let a = read_answer(&mut c).await;
+        assert!(millis(&a) < 150, "{a}");
+    }
+
+    #[test]
+    fn the_budget_is_decide_within_when_the_api_server_says_no_timeout() {
+        assert_eq!(
+            budget(Some("other=1"), Duration::from_secs(8)),
+            Duration::from_secs(8)
+        );
+    }
+
+    /// A webhook installed with `timeoutSeconds: 5`: the API server sends `?timeout=5s`, and
+    /// the gate answers within 3 s, not `--decide-within`'s 8.
+    #[test]
+    fn the_budget_is_what_the_api_server_waits_less_a_margin() {
+        assert_eq!(
+            budget(Some("timeout=5s"), Duration::from_secs(8)),
+            Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn the_budget_is_never_more_than_decide_within() {
+        assert_eq!(
+            budget(Some("timeout=30s"), Duration::from_secs(8)),
+            Duration::from_secs(8)
+        );
     }
 
     fn post(body: &str) -> String {

@@ -601,6 +601,16 @@ struct ClusterState {
 /// finished transfer or a stale admission back again).
 const FORGET_AFTER: Duration = Duration::from_secs(3600);
 
+/// A review's answer, and whether it was about an eviction the gate acts on (a member's, from
+/// a node being drained or by the lock holder): only those leave a trace beyond the log (an
+/// Event on the pod, the clock of how long it was held). Anyone who reaches the gate's port
+/// can have the others answered, a refusal to decide in time included.
+#[derive(Debug, Clone)]
+pub struct Answered {
+    pub verdict: Verdict,
+    pub acted_on: bool,
+}
+
 /// The gate: decisions one cluster at a time, over [`GateOps`].
 pub struct Gate<O> {
     pub ops: O,
@@ -630,6 +640,7 @@ impl<O: GateOps> Gate<O> {
             self.settings.decide_within,
         )
         .await
+        .verdict
     }
 
     /// The answer to one eviction within `budget` of `arrived`, when its review arrived: the
@@ -640,9 +651,13 @@ impl<O: GateOps> Gate<O> {
         req: &Request,
         arrived: tokio::time::Instant,
         budget: Duration,
-    ) -> Verdict {
-        let verdict = self.decided(req, arrived, budget).await;
-        self.settings.mode.answer(verdict, req.dry_run)
+    ) -> Answered {
+        let acted_on = std::sync::atomic::AtomicBool::new(false);
+        let verdict = self.decided(req, arrived, budget, &acted_on).await;
+        Answered {
+            verdict: self.settings.mode.answer(verdict, req.dry_run),
+            acted_on: acted_on.load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
     /// How long a decision may take, from its review's arrival.
@@ -655,8 +670,9 @@ impl<O: GateOps> Gate<O> {
         req: &Request,
         arrived: tokio::time::Instant,
         budget: Duration,
+        acted_on: &std::sync::atomic::AtomicBool,
     ) -> Verdict {
-        match tokio::time::timeout_at(arrived + budget, self.decide(req)).await {
+        match tokio::time::timeout_at(arrived + budget, self.decide(req, acted_on)).await {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => Verdict::Refuse(
                 Code::CannotDecide,
@@ -674,7 +690,13 @@ impl<O: GateOps> Gate<O> {
         }
     }
 
-    async fn decide(&self, req: &Request) -> Result<Verdict> {
+    /// The decision; `acted_on` is set once it is about an eviction the gate acts on (a
+    /// member's, from a node being drained or by the lock holder, or a dry run of one).
+    async fn decide(
+        &self,
+        req: &Request,
+        acted_on: &std::sync::atomic::AtomicBool,
+    ) -> Result<Verdict> {
         if let Some(why) = self.ops.not_sent_here(&req.namespace).await? {
             return Ok(Verdict::Allow(format!(
                 "{why}: not the gate's to decide; nothing done"
@@ -706,6 +728,7 @@ impl<O: GateOps> Gate<O> {
                 }
             }
         }
+        acted_on.store(true, std::sync::atomic::Ordering::Relaxed);
         let state = self
             .clusters
             .lock()

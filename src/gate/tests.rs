@@ -22,6 +22,8 @@ struct Scripted {
     lock_calls: Mutex<u32>,
     /// How long a look takes (a slow replica).
     look_takes: Duration,
+    /// How long finding the pod's member takes (a slow API server).
+    member_takes: Duration,
     look_fails: bool,
     /// What the StatefulSet, read again just before an admission, says of its controller (a
     /// `kubectl rollout restart` after the look).
@@ -74,6 +76,7 @@ impl Scripted {
             lock_taken_at_call: Mutex::new(None),
             lock_calls: Mutex::new(0),
             look_takes: Duration::ZERO,
+            member_takes: Duration::ZERO,
             look_fails: false,
             controller_busy: Mutex::new(None),
             assume: None,
@@ -155,6 +158,7 @@ impl GateOps for &Scripted {
     }
 
     async fn member(&self, namespace: &str, pod: &str) -> Result<Option<Member>> {
+        tokio::time::sleep(self.member_takes).await;
         if !pod.starts_with("etcd-") {
             return Ok(None);
         }
@@ -889,13 +893,57 @@ async fn a_review_is_answered_within_the_budget_counted_from_its_arrival() {
     tokio::time::advance(Duration::from_millis(1500)).await;
     let v = g
         .review_by(&evict("etcd-0"), arrived, Duration::from_secs(2))
-        .await;
+        .await
+        .verdict;
     assert_eq!(v.reason(), "CannotDecide", "{v:?}");
     assert!(
         arrived.elapsed() <= Duration::from_secs(2),
         "answered {:?} after the review arrived with 2 s to answer",
         arrived.elapsed()
     );
+}
+
+/// A review not decided before the gate knew whether it acts on it (its node being drained)
+/// leaves no trace beyond the log: anyone can send one too slowly, or with a short
+/// `?timeout=`, for any pod.
+#[tokio::test(start_paused = true)]
+async fn a_review_out_of_time_before_its_node_was_checked_is_not_acted_on() {
+    let mut s = Scripted::new();
+    s.member_takes = Duration::from_secs(3600);
+    let g = gate(&s);
+    let a = g
+        .review_by(&evict("etcd-0"), Instant::now(), Duration::from_secs(2))
+        .await;
+    assert_eq!(a.verdict.reason(), "CannotDecide", "{a:?}");
+    assert!(!a.acted_on, "{a:?}");
+}
+
+/// A review out of time while its cluster was looked at is one the gate acts on: its refusal
+/// is an Event on the pod, and its clock of how long the eviction was held runs.
+#[tokio::test(start_paused = true)]
+async fn a_review_out_of_time_during_its_look_is_acted_on() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_secs(3600);
+    let g = gate(&s);
+    let a = g
+        .review_by(&evict("etcd-0"), Instant::now(), Duration::from_secs(2))
+        .await;
+    assert_eq!(a.verdict.reason(), "CannotDecide", "{a:?}");
+    assert!(a.acted_on, "{a:?}");
+}
+
+/// A member's eviction from a node nobody drains is answered without a trace (anyone can post
+/// one).
+#[tokio::test(start_paused = true)]
+async fn an_eviction_from_a_node_not_drained_is_not_acted_on() {
+    let s = Scripted::new();
+    s.undrained.lock().unwrap().insert("n1".into());
+    let g = gate(&s);
+    let a = g
+        .review_by(&evict("etcd-0"), Instant::now(), Duration::from_secs(8))
+        .await;
+    assert_eq!(a.verdict.reason(), "NotDraining", "{a:?}");
+    assert!(!a.acted_on, "{a:?}");
 }
 
 /// An entry still in a record is asked about at every decision of its cluster: its age keeps

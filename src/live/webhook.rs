@@ -200,10 +200,20 @@ impl ResolvesServerCert for Current {
 }
 
 /// When a request's time began as its sender counts it: for the first request on a
-/// connection, the connection's accept (the API server's timeout began before it connected
-/// and shook hands); for the next ones, the request's own arrival (its headers read).
+/// connection that comes within [`PROMPT`] of its handshake, the connection's accept (the API
+/// server's timeout began before it connected and shook hands); otherwise the request's own
+/// arrival (its headers read).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Arrived(pub tokio::time::Instant);
+
+/// The least time a review's body is given, its budget spent or not (the API server sends
+/// the body with its headers: a second is plenty).
+const BODY_FLOOR: Duration = Duration::from_secs(1);
+
+/// How soon after its connection's handshake a first request must come to be charged the
+/// connection's time too: the API server dialled for it. One that comes later was sent on a
+/// connection kept idle since (Go's transport pools a connection it dialled and did not use).
+const PROMPT: Duration = Duration::from_secs(1);
 
 /// What the gate keeps of the time the API server says it waits, for the rounding of that
 /// time up to a second and for the answer's way back: with the default `timeoutSeconds: 10`,
@@ -265,7 +275,8 @@ impl Server {
             }
             Parsed::Pod { uid, request, user } => (uid, request, user),
         };
-        let verdict = self.gate.review_by(&request, arrived, budget).await;
+        let answered = self.gate.review_by(&request, arrived, budget).await;
+        let verdict = answered.verdict;
         let key = format!("{}/{}", request.namespace, request.pod);
         self.metrics
             .latency
@@ -283,10 +294,12 @@ impl Server {
             })
             .inc();
         tracing::info!(pod = %key, user = %user, dry_run = request.dry_run, verdict = %verdict.reason(), "{}", verdict.message());
-        // A refusal anyone could provoke for any pod (its node not being drained) writes
-        // nothing, not even an Event on the pod (which status would show as its last refusal),
-        // nor starts a clock of how long a real eviction of it was held: logged and counted.
-        if !request.dry_run && verdict.reason() != Code::NotDraining.reason() {
+        // A refusal anyone could provoke for any pod (its node not being drained, or a review
+        // sent too slowly or with a short `?timeout=` to be decided before that is known)
+        // writes nothing, not even an Event on the pod (which status would show as its last
+        // refusal), nor starts a clock of how long a real eviction of it was held: logged and
+        // counted.
+        if !request.dry_run && answered.acted_on {
             self.remember(&key, &verdict);
             // After the answer, never before it: a slow API server must not make the answer
             // miss the webhook's timeout (a 500, which makes kubectl drain give up).
@@ -415,10 +428,12 @@ impl Server {
                     .get::<Arrived>()
                     .map_or_else(tokio::time::Instant::now, |a| a.0);
                 let budget = budget(req.uri().query(), self.gate.decide_within());
+                // At least BODY_FLOOR for the body, whose review's uid the answer must carry: a
+                // budget spent already is answered 429 (`CannotDecide`), never 408.
+                let left =
+                    (arrived + budget).saturating_duration_since(tokio::time::Instant::now());
                 let limits = Limits {
-                    body_within: self.limits.body_within.min(
-                        (arrived + budget).saturating_duration_since(tokio::time::Instant::now()),
-                    ),
+                    body_within: self.limits.body_within.min(left.max(BODY_FLOOR)),
                     ..self.limits
                 };
                 let body = match read_body(req, &limits, &self.bodies).await {
@@ -742,17 +757,24 @@ pub(crate) async fn serve_connections<S, F>(
         tokio::spawn(async move {
             let _held = (slot, permit);
             let served = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            // When the connection's handshake ended (its accept, without TLS).
+            let handshaken: Arc<std::sync::OnceLock<tokio::time::Instant>> = Arc::default();
             // Who the connection's handshake showed its caller to be, on each of its requests.
             let caller: Arc<std::sync::OnceLock<Caller>> = Arc::default();
             let svc = {
-                let (served, caller) = (served.clone(), caller.clone());
+                let (served, caller, handshaken) =
+                    (served.clone(), caller.clone(), handshaken.clone());
                 hyper::service::service_fn(move |mut req: Request<Incoming>| {
                     let first = !served.swap(true, std::sync::atomic::Ordering::Relaxed);
-                    req.extensions_mut().insert(Arrived(if first {
-                        accepted
-                    } else {
-                        tokio::time::Instant::now()
-                    }));
+                    let now = tokio::time::Instant::now();
+                    let shaken = handshaken.get().copied().unwrap_or(accepted);
+                    req.extensions_mut().insert(Arrived(
+                        if first && now.duration_since(shaken) <= PROMPT {
+                            accepted
+                        } else {
+                            now
+                        },
+                    ));
                     req.extensions_mut()
                         .insert(caller.get().cloned().unwrap_or_default());
                     service(req)
@@ -805,6 +827,7 @@ pub(crate) async fn serve_connections<S, F>(
                             }
                         };
                         let _ = caller.set(Caller::of(stream.get_ref().1));
+                        let _ = handshaken.set(tokio::time::Instant::now());
                         watcher
                             .watch(http.serve_connection(TokioIo::new(stream), svc))
                             .await
@@ -880,13 +903,14 @@ mod tests {
                     .unwrap()
             }
         };
-        start_serving(service, delay).await
+        start_serving(service, delay, limits()).await
     }
 
-    /// A server of `service` under the test limits; its address, its stop token and its end.
+    /// A server of `service` under `lim`; its address, its stop token and its end.
     async fn start_serving<S, F>(
         service: S,
         delay: Duration,
+        lim: Limits,
     ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>)
     where
         S: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
@@ -905,12 +929,13 @@ mod tests {
             service,
             stopping.clone(),
             shutdown,
-            limits(),
+            lim,
         ));
         (addr, stopping, ended)
     }
 
-    /// A server that answers how long ago each request arrived (its `Arrived`), in ms.
+    /// A server that answers how long ago each request arrived (its `Arrived`), in ms; a
+    /// connection may wait 3 s for its first request.
     async fn start_arrivals() -> SocketAddr {
         let service = |req: Request<Incoming>| async move {
             let ms = req
@@ -920,7 +945,12 @@ mod tests {
                 .unwrap_or(u128::MAX);
             Response::new(Full::new(Bytes::from(ms.to_string())))
         };
-        start_serving(service, Duration::ZERO).await.0
+        let lim = Limits {
+            first_request_within: Duration::from_secs(3),
+            header_within: Duration::from_secs(3),
+            ..limits()
+        };
+        start_serving(service, Duration::ZERO, lim).await.0
     }
 
     /// The number an answer of `start_arrivals` ends with.
@@ -940,6 +970,19 @@ mod tests {
         c.write_all(post("x").as_bytes()).await.unwrap();
         let a = read_answer(&mut c).await;
         assert!(millis(&a) >= 150, "{a}");
+    }
+
+    /// A first request that comes long after its connection's handshake was sent on a
+    /// connection kept idle since (Go's transport pools one it dialled and did not use): it
+    /// arrived when it came, or it would find its budget spent.
+    #[tokio::test]
+    async fn a_first_request_long_after_its_handshake_arrived_when_it_came() {
+        let addr = start_arrivals().await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        tokio::time::sleep(PROMPT + Duration::from_millis(300)).await;
+        c.write_all(post("x").as_bytes()).await.unwrap();
+        let a = read_answer(&mut c).await;
+        assert!(millis(&a) < PROMPT.as_millis(), "{a}");
     }
 
     /// A later request on a kept-alive connection arrived when it came, not when the

@@ -1153,34 +1153,35 @@ fn plain_kubectl_drain_of_two_nats_servers_nodes_waits_for_the_first_to_catch_up
         .collect();
     // The sampler reads the replacement's /healthz before the pods: the second pod seen gone
     // in one sample may have gone after the next sample's /healthz was read. The replacement
-    // must have been current then and stayed so. (Its first "current" proves nothing: a NATS
-    // server just started may answer its whole /healthz before it has learned of its
-    // streams, once, seconds before it is Ready: seen in CI.)
-    // Three samples in a row, from the one that saw the pod gone or the next: a single
-    // "current" may be that blip.
+    // must have been current then, in a run of at least three current samples (its first
+    // "current" proves nothing: a NATS server just started may answer its whole /healthz
+    // once before it has learned of its streams, seconds before it is Ready: seen in CI).
+    let run_around = |i: usize| {
+        let before = (0..=i).rev().take_while(|&k| seen[k].current).count();
+        let after = (i..seen.len()).take_while(|&k| seen[k].current).count();
+        (i + 1 - before, before + after - 1)
+    };
     let covering = [gone, gone + 1]
         .into_iter()
-        .find(|&i| seen.len() >= i + 3 && seen[i..i + 3].iter().all(|s| s.current));
+        .filter(|&i| i < seen.len() && seen[i].current)
+        .find(|&i| run_around(i).1 >= 3);
     assert!(
         covering.is_some(),
         "{second} went while {first}'s replacement was not current (Ready for {:?} by then; current {}): {seen:?}\n{catchups:#?}",
         seen[gone].at.saturating_sub(seen[ready].at),
         seen.iter().skip(gone).find(|s| s.current).map_or("never, while sampled".to_string(), |s| format!("{:?} later", s.at.saturating_sub(seen[gone].at))),
     );
-    let current = (0..=covering.unwrap())
-        .rev()
-        .take_while(|&i| seen[i].current)
-        .last()
-        .unwrap();
+    let covering = covering.unwrap();
+    let current = run_around(covering).0;
     let summary = load.finish();
     // What makes the case: the replacement Ready and not current, for longer than kubectl
     // drain's 5 s between retries, while the second drain ran (an evictor that takes Ready for
     // rejoined, as the PodDisruptionBudget does, would have had the second server then): the
-    // longest such run of samples, to the first sample out of it.
+    // longest such run of samples, to the first sample out of it, up to the one the second
+    // pod's going was judged by (what follows is not what the gate decided on).
     let mut window = Duration::ZERO;
     let mut since = None;
-    // Only before the second pod was seen gone: what follows is not what the gate decided on.
-    for s in &seen[..=gone] {
+    for s in &seen[..=covering] {
         if s.ready && !s.current && s.second_drain {
             since.get_or_insert(s.at);
         } else if let Some(b) = since.take() {

@@ -63,7 +63,8 @@ fn one(t: &[&str], at: &mut usize) -> Option<bool> {
             (t.get(*at) == Some(&")")).then_some(())?;
             v
         }
-        id => ALLOWED.contains(&id.trim_end_matches('+')),
+        "AND" | "OR" | "WITH" | ")" => return None,
+        id => ALLOWED.contains(&id),
     };
     *at += 1;
     // An exception (`WITH LLVM-exception`) only grants more.
@@ -114,4 +115,6 @@ fn a_licence_outside_the_list_is_refused_even_beside_an_allowed_one() {
     assert_eq!(satisfied("Apache-2.0 WITH LLVM-exception"), Some(true));
     assert_eq!(satisfied("MIT/Apache-2.0"), Some(true));
     assert_eq!(satisfied("MIT OR"), None);
+    assert_eq!(satisfied("MIT OR OR"), None);
+    assert_eq!(satisfied("Apache-2.0+"), Some(false));
 }

@@ -299,7 +299,7 @@ impl Server {
         // writes nothing, not even an Event on the pod (which status would show as its last
         // refusal), nor starts a clock of how long a real eviction of it was held: logged and
         // counted.
-        if !request.dry_run && answered.acted_on {
+        if !request.dry_run && answered.acted_on && verdict.reason() != Code::NotDraining.reason() {
             self.remember(&key, &verdict);
             // After the answer, never before it: a slow API server must not make the answer
             // miss the webhook's timeout (a 500, which makes kubectl drain give up).

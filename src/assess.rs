@@ -797,7 +797,7 @@ fn credentials_unreadable(_: &ClusterReport, obs: &ClusterObservation) -> Vec<Wa
         Some(e) => vec![w(
             WarningCode::CredentialsUnreadable,
             None,
-            format!("{e}; observed with the environment's credentials only"),
+            format!("{e}; observed without its credentials (over its TLS, where it has one)"),
         )],
         None => vec![],
     }

@@ -152,16 +152,13 @@ fn clusters_from_statefulsets(
                 .cloned()),
         };
         // The annotation's scheme, beside whichever profile: a built-in system served over
-        // TLS is that system with `kubectl-raft.io/scheme: https`.
+        // TLS is that system with `kubectl-raft.io/scheme: https`, or pods that declare only
+        // its TLS port.
         let profile = profile.and_then(|p| {
             let scheme =
                 annotations::scheme(&ann).with_context(|| format!("statefulset {ns}/{name}"))?;
-            Ok(p.map(|mut p| {
-                if let Some(s) = scheme {
-                    p.scheme = s;
-                }
-                p
-            }))
+            let spec = template.and_then(|t| t.spec.as_ref());
+            Ok(p.map(|p| crate::profile::served(p, spec, scheme)))
         });
         let profile = match profile {
             Ok(p) => p,
@@ -257,10 +254,8 @@ fn clusters_from_selector(
                 ),
             },
         };
-        let mut profile = profile;
-        if let Some(s) = annotations::scheme(&ann)? {
-            profile.scheme = s;
-        }
+        let profile =
+            crate::profile::served(profile, first.spec.as_ref(), annotations::scheme(&ann)?);
         let n = pods.len() as u32;
         out.push(ClusterTarget {
             namespace: ns,

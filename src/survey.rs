@@ -614,9 +614,21 @@ impl Surveyor {
     /// credentials, or, when they cannot be read, none, as the survey observes it (its report
     /// says why: `credentials_error`). Acting (a transfer) uses `transport_for` and stops.
     pub async fn reading_transport(&self, target: &ClusterTarget) -> Transport {
-        self.transport_for(target)
-            .await
-            .unwrap_or_else(|_| self.transport.clone())
+        self.reading(target).await.0
+    }
+
+    /// The transport to read a cluster with, and why it lacks what it lacks: with its
+    /// credentials and TLS; where its credentials cannot be read, without them but still over
+    /// its TLS (a verified connection stays verified); where its TLS cannot be read, with
+    /// neither (its HTTPS ports then refused on the routes that verify).
+    async fn reading(&self, target: &ClusterTarget) -> (Transport, Option<anyhow::Error>) {
+        let vars = self.credentials.for_cluster(target).await;
+        let tls = self.credentials.tls_for_cluster(target).await;
+        match (vars, tls) {
+            (Ok(vars), Ok(tls)) => (self.transport.with_vars(vars).with_tls(tls), None),
+            (Err(e), Ok(tls)) => (self.transport.with_tls(tls), Some(e)),
+            (Ok(_), Err(e)) | (Err(e), Err(_)) => (self.transport.clone(), Some(e)),
+        }
     }
 
     /// Every cluster at once; the transport bounds the requests in flight. A cluster whose
@@ -625,25 +637,14 @@ impl Surveyor {
     pub async fn observe(&self, targets: Vec<ClusterTarget>) -> Vec<ClusterObservation> {
         let clusters = targets.len();
         futures::future::join_all(targets.into_iter().map(|t| async move {
-            match self.transport_for(&t).await {
-                Ok(transport) => {
-                    let transport = transport.with_share(clusters);
-                    let unverified = transport.reads_https_unverified()
-                        && t.profile.scheme == crate::profile::Scheme::Https;
-                    let mut obs = observe_cluster(&transport, t, self.probe_timeout).await;
-                    obs.tls_unverified = unverified;
-                    obs
-                }
-                Err(e) => {
-                    let transport = self.transport.with_share(clusters);
-                    let unverified = transport.reads_https_unverified()
-                        && t.profile.scheme == crate::profile::Scheme::Https;
-                    let mut obs = observe_cluster(&transport, t, self.probe_timeout).await;
-                    obs.credentials_error = Some(crate::errors::anyhow_chain(&e));
-                    obs.tls_unverified = unverified;
-                    obs
-                }
-            }
+            let (transport, error) = self.reading(&t).await;
+            let transport = transport.with_share(clusters);
+            let unverified = transport.reads_https_unverified()
+                && t.profile.scheme == crate::profile::Scheme::Https;
+            let mut obs = observe_cluster(&transport, t, self.probe_timeout).await;
+            obs.credentials_error = error.map(|e| crate::errors::anyhow_chain(&e));
+            obs.tls_unverified = unverified;
+            obs
         }))
         .await
     }

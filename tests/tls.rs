@@ -47,21 +47,19 @@ fn status_reads_an_etcd_that_requires_client_certificates_on_every_route() {
     let _nodes = shared_nodes();
     let (ns, client, leader, term) = tls_etcd("tls-status");
     assert_requires_client_certificates(&ns.name, &client);
+    status_on_every_route("etcd", &ns.name, &leader, term);
+}
+
+/// `status` of a TLS cluster on each route: every voter healthy, the leader and the term its
+/// servers report (read with curl by the caller), read verified.
+fn status_on_every_route(sts: &str, ns: &str, leader: &str, term: u64) {
     for via in ["proxy", "port-forward", "direct"] {
-        let report = status_json(&[
-            "etcd",
-            "-n",
-            &ns.name,
-            "--via",
-            via,
-            "--probe-timeout",
-            "5s",
-        ]);
-        let c = cluster(&report, &ns.name);
+        let report = status_json(&[sts, "-n", ns, "--via", via, "--probe-timeout", "5s"]);
+        let c = cluster(&report, ns);
         let s = &c["summary"];
         assert_eq!(s["healthyVoters"], 3, "--via {via}: {c:#}");
-        assert_eq!(s["leader"], leader.as_str(), "--via {via}");
-        assert_eq!(s["term"], term, "--via {via}: the term etcd reports");
+        assert_eq!(s["leader"], leader, "--via {via}");
+        assert_eq!(s["term"], term, "--via {via}: the term the servers report");
         let codes: Vec<&str> = c["warnings"]
             .as_array()
             .unwrap()
@@ -180,30 +178,50 @@ fn a_tls_secret_its_writer_did_not_label_is_not_used() {
 
 /// A TLS etcd whose annotation names its labelled client Secret: the namespace, the client's
 /// files, the leader and the term (by etcd, read with curl).
-fn tls_etcd(prefix: &str) -> (TestNamespace, std::path::PathBuf, String, u64) {
+fn tls_etcd(prefix: &str) -> TlsCluster {
+    tls_cluster(prefix, deploy_etcd_tls, "etcd-client-tls", etcd_tls_leader)
+}
+
+/// A TLS cluster: its namespace, the client's files, the leader and the term (by its servers,
+/// read with curl).
+type TlsCluster = (TestNamespace, std::path::PathBuf, String, u64);
+
+/// A TLS cluster deployed by `deploy`, whose annotation names the labelled client Secret
+/// `secret`, and its leader by `leader`.
+fn tls_cluster(
+    prefix: &str,
+    deploy: fn(&str, &TestCa) -> std::path::PathBuf,
+    secret: &str,
+    leader: fn(&str, &Path) -> Option<(String, u64)>,
+) -> TlsCluster {
     let ns = TestNamespace::new(prefix);
     let ca = TestCa::new();
-    let client = deploy_etcd_tls(&ns.name, &ca);
-    client_secret(
-        &ns.name,
-        &client,
-        "etcd-client-tls",
-        &["ca.crt", "tls.crt", "tls.key"],
-    );
-    let (leader, term) = etcd_tls_leader(&ns.name, &client).expect("one leader, by etcd");
-    (ns, client, leader, term)
+    let client = deploy(&ns.name, &ca);
+    client_secret(&ns.name, &client, secret, &["ca.crt", "tls.crt", "tls.key"]);
+    let (l, term) = leader(&ns.name, &client).expect("one leader, by its servers");
+    (ns, client, l, term)
 }
 
 /// The leader and term once every member is back and etcd names a leader other than `old`.
 fn tls_leader_after(ns: &str, client: &Path, old: &str) -> (String, u64) {
     wait_etcd_ready(ns, 3);
+    new_leader(ns, client, old, etcd_tls_leader)
+}
+
+/// The leader and term once the servers (read by `leader`) name one other than `old`.
+fn new_leader(
+    ns: &str,
+    client: &Path,
+    old: &str,
+    leader: fn(&str, &Path) -> Option<(String, u64)>,
+) -> (String, u64) {
     let mut now = None;
     wait_in(
         ns,
-        Duration::from_secs(20),
-        "etcd to name a new leader",
+        Duration::from_secs(30),
+        "a new leader, by the servers",
         || {
-            now = etcd_tls_leader(ns, client).filter(|(l, _)| l != old);
+            now = leader(ns, client).filter(|(l, _)| l != old);
             now.is_some()
         },
     );
@@ -213,18 +231,26 @@ fn tls_leader_after(ns: &str, client: &Path, old: &str) -> (String, u64) {
 #[test]
 fn drain_of_a_tls_etcd_leaders_node_moves_it_once_before_the_eviction() {
     let _nodes = exclusive_nodes();
-    let (ns, client, leader, term) = tls_etcd("tls-drain");
+    drain_of_the_leaders_node_moves_it_once(tls_etcd("tls-drain"), tls_leader_after);
+}
+
+/// `kubectl raft drain` of the leader's node: it ends, and the servers' own term is one
+/// higher (one transfer, no election), the new leader elsewhere.
+fn drain_of_the_leaders_node_moves_it_once(
+    (ns, client, leader, term): TlsCluster,
+    after: fn(&str, &Path, &str) -> (String, u64),
+) {
     let node = node_of(&ns.name, &leader);
     wait_node_alone(&node, &ns.name);
     let _cordoned = Cordoned(vec![node.clone()]);
     let (code, report, err) = verb_json("drain", &[&node, "--timeout", "90s"]);
     assert_eq!(code, Some(0), "drain failed: {err}\n{report:#}");
-    let (now, after) = tls_leader_after(&ns.name, &client, &leader);
+    let (now, new_term) = after(&ns.name, &client, &leader);
     assert_ne!(node_of(&ns.name, &now), node);
     assert_eq!(
-        after,
+        new_term,
         term + 1,
-        "one transfer, no election (by etcd's own term)"
+        "one transfer, no election (by the servers' own term)"
     );
 }
 
@@ -309,5 +335,151 @@ fn yield_local_in_a_prestop_hook_hands_over_a_tls_etcd_with_the_pods_mounted_cer
         after,
         term + 1,
         "one transfer, no election (by etcd's own term)"
+    );
+}
+
+// The Consul stand-in (hashicorp/raft behind Consul's HTTP API) on HTTPS only, client
+// certificates required (Consul's `verify_incoming`), its pods declaring only the port `https`
+// as Consul's Helm chart does: no scheme annotation, the consul profile's TLS port. The truth
+// is hashicorp/raft's own Stats() on each server, read with curl.
+
+/// The stand-in with its labelled client Secret: the namespace, the client's files, the
+/// leader and the term (by the servers).
+fn tls_consul(prefix: &str) -> TlsCluster {
+    tls_cluster(
+        prefix,
+        deploy_hraft_tls,
+        "hraft-client-tls",
+        hraft_tls_leader,
+    )
+}
+
+/// A new leader, by the servers, once there is one other than `old`.
+fn consul_leader_after(ns: &str, client: &Path, old: &str) -> (String, u64) {
+    new_leader(ns, client, old, hraft_tls_leader)
+}
+
+#[test]
+fn status_reads_a_consul_standin_that_requires_client_certificates_on_every_route() {
+    let _nodes = shared_nodes();
+    let (ns, client, leader, term) = tls_consul("tls-consul-status");
+    // Positive control: the server refuses curl without a client certificate.
+    let ip = pod_json(&ns.name, "hraft-0")["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let host = format!("hraft-0.hraft.{}.svc", ns.name);
+    let bare = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "3", "--cacert"])
+        .arg(client.join("ca.crt"))
+        .args(["--resolve", &format!("{host}:8501:{ip}")])
+        .arg(format!("https://{host}:8501/v1/agent/self"))
+        .output()
+        .unwrap();
+    // (The same request with the client certificate is how the leader above was read.)
+    assert!(
+        !bare.status.success() && bare.stdout.is_empty(),
+        "the stand-in answered a client without a certificate: {}",
+        String::from_utf8_lossy(&bare.stdout)
+    );
+    status_on_every_route("hraft", &ns.name, &leader, term);
+}
+
+#[test]
+fn yield_hands_over_the_leadership_of_a_tls_consul_standin() {
+    let _nodes = shared_nodes();
+    let (ns, client, before, term) = tls_consul("tls-consul-yield");
+    let (code, y, err) = yield_json(&["hraft", "-n", &ns.name, "--via", "direct"]);
+    assert_eq!(code, Some(0), "yield failed: {err}\n{y:#}");
+    let (after, new_term) = consul_leader_after(&ns.name, &client, &before);
+    assert_eq!(y["newLeader"], after.as_str(), "{y:#}");
+    assert_eq!(new_term, term + 1, "one transfer, no election");
+}
+
+#[test]
+fn drain_of_a_tls_consul_standin_leaders_node_moves_it_once_before_the_eviction() {
+    let _nodes = exclusive_nodes();
+    drain_of_the_leaders_node_moves_it_once(tls_consul("tls-consul-drain"), consul_leader_after);
+}
+
+#[test]
+fn a_tls_consul_standin_read_without_a_client_certificate_says_so() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("tls-consul-nocert");
+    let ca = TestCa::new();
+    let client = deploy_hraft_tls(&ns.name, &ca);
+    client_secret(&ns.name, &client, "hraft-client-tls", &["ca.crt"]);
+    let out = raft(&["status", "hraft", "-n", &ns.name, "--probe-timeout", "5s"]);
+    assert!(!out.status.success(), "status succeeded: {}", stdout(&out));
+    let d = stderr(&out);
+    assert!(
+        d.contains("requires a client certificate"),
+        "no client certificate: {d}"
+    );
+}
+
+/// A credentials Secret that cannot be read (absent) costs the cluster its token, not its TLS:
+/// the replicas are still read over verified TLS with the client certificate.
+#[test]
+fn an_unreadable_credentials_secret_keeps_the_clusters_tls() {
+    let _nodes = shared_nodes();
+    let (ns, _client, leader, _term) = tls_etcd("tls-nocreds");
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/credentials-secret=absent",
+    ]);
+    let report = status_json(&[
+        "etcd",
+        "-n",
+        &ns.name,
+        "--via",
+        "direct",
+        "--probe-timeout",
+        "5s",
+    ]);
+    let c = cluster(&report, &ns.name);
+    let codes: Vec<&str> = c["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"CredentialsUnreadable"), "{c:#}");
+    assert_eq!(c["summary"]["healthyVoters"], 3, "{c:#}");
+    assert_eq!(c["summary"]["leader"], leader.as_str(), "{c:#}");
+}
+
+/// Its credentials Secret cannot be read, so its leader's transfer (sent with them) would fail:
+/// the restart stops before its first eviction, naming why, instead of replacing the followers
+/// and stopping at the leader. (Read without its credentials, over its TLS, the cluster looks
+/// healthy.)
+#[test]
+fn restart_of_a_cluster_whose_credentials_cannot_be_read_stops_before_its_first_eviction() {
+    let _nodes = shared_nodes();
+    let (ns, client, leader, term) = tls_etcd("tls-restart-nocreds");
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "etcd",
+        "-n",
+        &ns.name,
+        "kubectl-raft.io/credentials-secret=absent",
+    ]);
+    let before = uids(&ns.name);
+    let (code, report, err) = verb_json("restart", &["etcd", "-n", &ns.name, "--timeout", "60s"]);
+    assert_eq!(code, Some(1), "{err}\n{report:#}");
+    assert!(
+        err.contains("could not be read") && err.contains("before changing anything"),
+        "{err}"
+    );
+    assert_eq!(uids(&ns.name), before, "no member was replaced");
+    assert_eq!(
+        etcd_tls_leader(&ns.name, &client),
+        Some((leader, term)),
+        "nothing moved (by etcd)"
     );
 }

@@ -28,14 +28,18 @@ pub fn run(args: &SystemsArgs, out: &mut dyn Write) -> Result<()> {
                 "DESCRIPTION",
             ]);
             for p in &catalog.profiles {
-                let port = p
-                    .port
-                    .names
-                    .iter()
-                    .cloned()
-                    .chain(p.port.numbers.iter().map(|n| n.to_string()))
-                    .collect::<Vec<_>>()
-                    .join("|");
+                let ports = |spec: &crate::profile::PortSpec| {
+                    spec.names
+                        .iter()
+                        .cloned()
+                        .chain(spec.numbers.iter().map(|n| n.to_string()))
+                        .collect::<Vec<_>>()
+                        .join("|")
+                };
+                let mut port = ports(&p.port);
+                if let Some(tls) = &p.tls_port {
+                    port = format!("{port}, tls {}", ports(tls));
+                }
                 let by = p
                     .detect
                     .images

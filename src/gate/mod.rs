@@ -29,6 +29,7 @@
 //! `live::gate` implements it on a real cluster, the tests here on a scripted one.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -611,6 +612,51 @@ pub struct Answered {
     pub acted_on: bool,
 }
 
+/// How far one decision got, read by its caller when its time runs out.
+struct Progress {
+    /// When its time runs out (its review's arrival plus its budget).
+    deadline: tokio::time::Instant,
+    /// The least of its time left to record a transfer and start it: `COMMIT_NEEDS`, or half
+    /// of a shorter budget (a webhook installed with `timeoutSeconds: 3` has 1 s in all).
+    commit_needs: Duration,
+    /// It is about an eviction the gate acts on (`Answered::acted_on`).
+    acted_on: AtomicBool,
+    /// It is recording a transfer and starting it: let finish past its deadline.
+    committing: AtomicBool,
+}
+
+impl Progress {
+    fn until(arrived: tokio::time::Instant, budget: Duration) -> Self {
+        Progress {
+            deadline: arrived + budget,
+            commit_needs: COMMIT_NEEDS.min(budget / 2),
+            acted_on: AtomicBool::new(false),
+            committing: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The least of a review's time left to record a transfer and start it (a record write and a
+/// lock read), or half its budget if that is less: with less, it is refused to be retried,
+/// and nothing is written.
+const COMMIT_NEEDS: Duration = Duration::from_secs(1);
+
+/// How long a transfer being recorded and started may run past its review's deadline: within
+/// the 2 s the budget leaves under the webhook's own timeout (`live::webhook`), of which the
+/// API server's rounding up takes at most 1 s and the answer's way back the rest.
+const COMMIT_OVERRUN: Duration = Duration::from_millis(750);
+
+/// The refusal of a decision that failed (a read or a write): retried by the evictor.
+fn cannot_decide(req: &Request, why: &str) -> Verdict {
+    Verdict::Refuse(
+        Code::CannotDecide,
+        format!(
+            "kubectl-raft gate cannot decide the eviction of {}/{} now: {why}; retry",
+            req.namespace, req.pod
+        ),
+    )
+}
+
 /// The gate: decisions one cluster at a time, over [`GateOps`].
 pub struct Gate<O> {
     pub ops: O,
@@ -652,33 +698,35 @@ impl<O: GateOps> Gate<O> {
         arrived: tokio::time::Instant,
         budget: Duration,
     ) -> Answered {
-        let acted_on = std::sync::atomic::AtomicBool::new(false);
-        let verdict = self.decided(req, arrived, budget, &acted_on).await;
+        let progress = Progress::until(arrived, budget);
+        let verdict = self.decided(req, budget, &progress).await;
         Answered {
             verdict: self.settings.mode.answer(verdict, req.dry_run),
-            acted_on: acted_on.load(std::sync::atomic::Ordering::Relaxed),
+            acted_on: progress.acted_on.load(Ordering::Relaxed),
         }
     }
 
-    /// How long a decision may take, from its review's arrival.
-    pub fn decide_within(&self) -> Duration {
-        self.settings.decide_within
-    }
-
-    async fn decided(
-        &self,
-        req: &Request,
-        arrived: tokio::time::Instant,
-        budget: Duration,
-        acted_on: &std::sync::atomic::AtomicBool,
-    ) -> Verdict {
-        match tokio::time::timeout_at(arrived + budget, self.decide(req, acted_on)).await {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => Verdict::Refuse(
-                Code::CannotDecide,
-                format!("kubectl-raft gate cannot decide the eviction of {}/{} now: {e:#}; retry", req.namespace, req.pod),
-            ),
-            Err(_) => Verdict::Refuse(
+    async fn decided(&self, req: &Request, budget: Duration, progress: &Progress) -> Verdict {
+        let decision = self.decide(req, progress);
+        tokio::pin!(decision);
+        let outcome = tokio::select! {
+            done = &mut decision => Some(done),
+            _ = tokio::time::sleep_until(progress.deadline) => None,
+        };
+        // Out of time while recording and starting a transfer: finished, not cut off (the
+        // record would name a transfer nobody started, held by every replica for
+        // `transfer_timeout`). It began with at least `COMMIT_NEEDS` left, and may run
+        // `COMMIT_OVERRUN` past the deadline (an API server that hangs longer cuts it off).
+        let outcome = match outcome {
+            None if progress.committing.load(Ordering::Relaxed) => {
+                tokio::time::timeout(COMMIT_OVERRUN, decision).await.ok()
+            }
+            other => other,
+        };
+        match outcome {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => cannot_decide(req, &format!("{e:#}")),
+            None => Verdict::Refuse(
                 Code::CannotDecide,
                 format!(
                     "kubectl-raft gate could not decide the eviction of {}/{} within {}s of its review's arrival (a replica or the API server is slow); retry",
@@ -690,13 +738,9 @@ impl<O: GateOps> Gate<O> {
         }
     }
 
-    /// The decision; `acted_on` is set once it is about an eviction the gate acts on (a
-    /// member's, from a node being drained or by the lock holder, or a dry run of one).
-    async fn decide(
-        &self,
-        req: &Request,
-        acted_on: &std::sync::atomic::AtomicBool,
-    ) -> Result<Verdict> {
+    /// The decision; `progress.acted_on` is set once it is about an eviction the gate acts on
+    /// (a member's, from a node being drained or by the lock holder, or a dry run of one).
+    async fn decide(&self, req: &Request, progress: &Progress) -> Result<Verdict> {
         if let Some(why) = self.ops.not_sent_here(&req.namespace).await? {
             return Ok(Verdict::Allow(format!(
                 "{why}: not the gate's to decide; nothing done"
@@ -728,7 +772,7 @@ impl<O: GateOps> Gate<O> {
                 }
             }
         }
-        acted_on.store(true, std::sync::atomic::Ordering::Relaxed);
+        progress.acted_on.store(true, Ordering::Relaxed);
         let state = self
             .clusters
             .lock()
@@ -766,10 +810,11 @@ impl<O: GateOps> Gate<O> {
         // A holder that lost its lock between the two reads: as any other eviction.
         if !by_holder && !req.dry_run && req.lock_holder.is_some() {
             if let Some(v) = self.not_draining(&m, true).await? {
+                // Not acted on after all: as any eviction from a node nobody drains.
+                progress.acted_on.store(false, Ordering::Relaxed);
                 return Ok(v);
             }
         }
-        let now = self.ops.now();
         let age = |key: String| self.age(&cluster, key);
         let rejoining = record.settle(&mut look, &m.pod, &age, &self.settings);
         let mine = state.transfer.lock().expect("not poisoned").clone();
@@ -788,26 +833,28 @@ impl<O: GateOps> Gate<O> {
             opts,
         });
         // Commit: what the judgement asks for, each write on the version read.
-        self.commit(judged, &m, &mut record, now, quiet, look, &mut state)
+        self.commit(judged, &m, &mut record, quiet, look, &mut state, progress)
             .await
     }
 
     /// Carries a judgement out: an admission once the member (and, but for the lock holder,
     /// its controller) is asked again and found as looked, then recorded on the version read
     /// and, but for a dry run, checked against a lock taken meanwhile; a transfer recorded,
-    /// then started; a member's evictions marked as without effect.
+    /// then started (with at least `COMMIT_NEEDS` of its time left, and then to the end: see
+    /// `decided`); a member's evictions marked as without effect.
     #[allow(clippy::too_many_arguments)]
     async fn commit(
         &self,
         judged: Judged,
         m: &Member,
         record: &mut Record,
-        now: f64,
         quiet: bool,
         look: Look,
         state: &mut ClusterState,
+        progress: &Progress,
     ) -> Result<Verdict> {
         let cluster = m.cluster();
+        let now = self.ops.now();
         match judged {
             Judged::Answer(v) => Ok(v),
             Judged::Stall(refusal) => {
@@ -856,6 +903,20 @@ impl<O: GateOps> Gate<O> {
                 )
             }
             Judged::Transfer { step, opts } => {
+                let left = progress
+                    .deadline
+                    .saturating_duration_since(tokio::time::Instant::now());
+                if left < progress.commit_needs {
+                    return Ok(Verdict::Refuse(
+                        Code::CannotDecide,
+                        format!(
+                            "{cluster}: {} leads, and too little of this review's time is left ({} ms) to record and start its transfer; retry",
+                            m.pod,
+                            left.as_millis()
+                        ),
+                    ));
+                }
+                progress.committing.store(true, Ordering::Relaxed);
                 let t = record.begin_transfer(&m.pod, step.target.as_ref(), now);
                 if self.ops.write_record(m, record).await? == Written::Conflict {
                     return Ok(written_meanwhile(&cluster));
@@ -1068,6 +1129,33 @@ fn judge(c: &Case) -> Judged {
         return Judged::Answer(Verdict::Refuse(
             Code::CannotDecide,
             format!("{cluster}: {why}"),
+        ));
+    }
+    // Credentials that cannot be read: the leader's transfer, sent with them, would fail, so
+    // no member goes whose node holds the leader (or when no leader is known), in every mode.
+    let on_node: BTreeSet<String> = c
+        .look
+        .input
+        .report
+        .replicas
+        .iter()
+        .filter(|r| r.pod == m.pod || (m.node.is_some() && r.node == m.node))
+        .map(|r| r.pod.clone())
+        .collect();
+    let report = &c.look.input.report;
+    let leaders: BTreeSet<String> = report
+        .replicas
+        .iter()
+        .filter(|r| r.raft.role == crate::model::Role::Leader)
+        .map(|r| r.pod.clone())
+        .chain(report.summary.leader.clone())
+        .collect();
+    if let Some(why) =
+        crate::plan::groups::credentials_for_transfer_of(&c.look.obs, &leaders, &on_node)
+    {
+        return Judged::Answer(Verdict::Refuse(
+            Code::CannotDecide,
+            format!("{cluster}: {why}; fix them; retry"),
         ));
     }
     let plan = plan_cluster(&c.look.input, &opts);

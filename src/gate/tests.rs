@@ -20,16 +20,22 @@ struct Scripted {
     /// A lock someone takes from this call of `lock_holder` on (the first is 1).
     lock_taken_at_call: Mutex<Option<(u32, String)>>,
     lock_calls: Mutex<u32>,
+    /// The lock is released from this call of `lock_holder` on.
+    lock_released_at_call: Option<u32>,
     /// How long a look takes (a slow replica).
     look_takes: Duration,
     /// How long finding the pod's member takes (a slow API server).
     member_takes: Duration,
+    /// How long a record write's answer takes after the API applied it.
+    write_takes: Duration,
     look_fails: bool,
     /// What the StatefulSet, read again just before an admission, says of its controller (a
     /// `kubectl rollout restart` after the look).
     controller_busy: Mutex<Option<String>>,
     /// The StatefulSet's kubectl-raft.io/gate-assume annotation.
     assume: Option<String>,
+    /// Why the cluster's credentials could not be read (the look is made without them).
+    credentials_error: Option<String>,
     /// The namespace is not one the gate's webhook selects.
     not_sent: Option<String>,
     transfers: Mutex<Vec<(String, Option<String>, TransferSlot)>>,
@@ -75,11 +81,14 @@ impl Scripted {
             lock: Mutex::new(None),
             lock_taken_at_call: Mutex::new(None),
             lock_calls: Mutex::new(0),
+            lock_released_at_call: None,
             look_takes: Duration::ZERO,
             member_takes: Duration::ZERO,
+            write_takes: Duration::ZERO,
             look_fails: false,
             controller_busy: Mutex::new(None),
             assume: None,
+            credentials_error: None,
             not_sent: None,
             transfers: Mutex::new(vec![]),
             after_look: Mutex::new(None),
@@ -176,6 +185,12 @@ impl GateOps for &Scripted {
     async fn lock_holder(&self, _: &Member) -> Result<Option<String>> {
         let mut calls = self.lock_calls.lock().unwrap();
         *calls += 1;
+        if self
+            .lock_released_at_call
+            .is_some_and(|from| *calls >= from)
+        {
+            return Ok(None);
+        }
         if let Some((from, h)) = self.lock_taken_at_call.lock().unwrap().clone() {
             if *calls >= from {
                 return Ok(Some(h));
@@ -209,6 +224,7 @@ impl GateOps for &Scripted {
             .collect();
         let mut look = crate::drain::fixtures::look(report, pods, true);
         look.obs.target.gate_assume = self.assume.clone();
+        look.obs.credentials_error = self.credentials_error.clone();
         if let Some(change) = self.after_look.lock().unwrap().take() {
             change(&mut self.report.lock().unwrap());
         }
@@ -235,7 +251,9 @@ impl GateOps for &Scripted {
     }
 
     async fn write_record(&self, _: &Member, r: &Record) -> Result<Written> {
-        Ok(write_on_version(&mut self.record.lock().unwrap(), r))
+        let written = write_on_version(&mut self.record.lock().unwrap(), r);
+        tokio::time::sleep(self.write_takes).await;
+        Ok(written)
     }
 
     fn now(&self) -> f64 {
@@ -1747,4 +1765,138 @@ fn the_judge_marks_a_member_without_effect_once() {
         matches!(j, Judged::Answer(Verdict::Refuse(Code::NoEffect, _))),
         "{j:?}"
     );
+}
+
+/// The leader's transfer is recorded as the review's time runs out (the API applied the write
+/// and answers slowly): it is started all the same. Cut off there, the record named a transfer
+/// nobody started, and every replica held the cluster's evictions for `transfer_timeout`.
+#[tokio::test(start_paused = true)]
+async fn a_transfer_recorded_as_time_runs_out_is_started() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_millis(1500);
+    s.write_takes = Duration::from_millis(2000);
+    let g = gate(&s);
+    let a = g
+        .review_by(&evict("etcd-1"), Instant::now(), Duration::from_secs(3))
+        .await;
+    let recorded = s.record.lock().unwrap().transfer.is_some();
+    let started = s.transfers.lock().unwrap().len();
+    assert_eq!((recorded, started), (true, 1), "{a:?}");
+}
+
+/// With less than `COMMIT_NEEDS` of its time left, the leader's eviction records nothing and
+/// starts nothing: refused, to be retried.
+#[tokio::test(start_paused = true)]
+async fn a_leaders_eviction_with_too_little_time_left_records_no_transfer() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_millis(2500);
+    let g = gate(&s);
+    let a = g
+        .review_by(&evict("etcd-1"), Instant::now(), Duration::from_secs(3))
+        .await;
+    assert_eq!(a.verdict.reason(), "CannotDecide", "{a:?}");
+    assert!(s.record.lock().unwrap().transfer.is_none(), "{a:?}");
+    assert!(s.transfers.lock().unwrap().is_empty(), "{a:?}");
+}
+
+/// A record write that hangs past the overrun is cut off: the review is answered in time
+/// (a late answer is a 500 that makes kubectl drain give up).
+#[tokio::test(start_paused = true)]
+async fn a_transfers_record_write_that_hangs_is_cut_off_within_the_overrun() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_millis(1500);
+    s.write_takes = Duration::from_secs(3600);
+    let g = gate(&s);
+    let began = Instant::now();
+    let a = g
+        .review_by(&evict("etcd-1"), began, Duration::from_secs(3))
+        .await;
+    assert_eq!(a.verdict.reason(), "CannotDecide", "{a:?}");
+    assert!(began.elapsed() <= Duration::from_secs(3) + COMMIT_OVERRUN);
+}
+
+/// A webhook installed with `timeoutSeconds: 3` leaves a budget of 1 s: the leader's transfer
+/// is still recorded and started (half the budget is enough).
+#[tokio::test(start_paused = true)]
+async fn a_one_second_budget_still_moves_the_leader() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_millis(200);
+    let g = gate(&s);
+    let a = g
+        .review_by(&evict("etcd-1"), Instant::now(), Duration::from_secs(1))
+        .await;
+    assert_eq!(a.verdict.reason(), "TransferStarted", "{a:?}");
+    assert_eq!(s.transfers.lock().unwrap().len(), 1);
+}
+
+/// The cluster's credentials cannot be read (its look is made without them, over its TLS):
+/// the leader's transfer, sent with them, would fail at once; it is neither recorded nor
+/// started, and the refusal says why.
+#[tokio::test(start_paused = true)]
+async fn a_leaders_eviction_whose_credentials_cannot_be_read_starts_no_transfer() {
+    let mut s = Scripted::new();
+    s.credentials_error = Some("secrets \"absent\" not found".into());
+    let g = gate(&s);
+    let v = g.review(&evict("etcd-1")).await;
+    assert_eq!(v.reason(), "CannotDecide", "{v:?}");
+    assert!(format!("{v:?}").contains("absent"), "{v:?}");
+    assert!(s.record.lock().unwrap().transfer.is_none());
+    assert!(s.transfers.lock().unwrap().is_empty());
+}
+
+/// Its followers are still decided on what the look says (the reads are truthful).
+#[tokio::test(start_paused = true)]
+async fn a_followers_eviction_is_decided_when_the_credentials_cannot_be_read() {
+    let mut s = Scripted::new();
+    s.credentials_error = Some("secrets \"absent\" not found".into());
+    let g = gate(&s);
+    let v = g.review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "Allowed", "{v:?}");
+}
+
+/// A lock holder's eviction from a node nobody drains, whose lock is released while it is
+/// decided: answered as any such eviction, and not acted on (no Event, no held clock).
+#[tokio::test(start_paused = true)]
+async fn a_lock_holder_that_lost_its_lock_mid_decision_is_not_acted_on() {
+    let mut s = Scripted::new();
+    *s.lock.lock().unwrap() = Some("me@host".into());
+    s.lock_released_at_call = Some(2);
+    s.undrained.lock().unwrap().insert("n1".into());
+    let g = gate(&s);
+    let req = Request {
+        lock_holder: Some("me@host".into()),
+        ..evict("etcd-0")
+    };
+    let a = g
+        .review_by(&req, Instant::now(), Duration::from_secs(8))
+        .await;
+    assert_eq!(a.verdict.reason(), "NotDraining", "{a:?}");
+    assert!(!a.acted_on, "{a:?}");
+}
+
+/// A follower on the leader's node, when the credentials cannot be read: not let go (the
+/// leader, next, could not be moved, and the drain would stop with the cluster one down).
+#[tokio::test(start_paused = true)]
+async fn a_follower_beside_a_leader_that_cannot_be_moved_is_not_let_go() {
+    let mut s = Scripted::new();
+    s.credentials_error = Some("secrets \"absent\" not found".into());
+    s.report.lock().unwrap().replicas[0].node = Some("n2".into());
+    let g = gate(&s);
+    let v = g.review(&evict("etcd-0")).await;
+    assert_eq!(v.reason(), "CannotDecide", "{v:?}");
+    assert!(s.record.lock().unwrap().admitted.is_empty());
+}
+
+/// A dry run of the leader's eviction says what a real one would meet (not `WouldTransfer`).
+#[tokio::test(start_paused = true)]
+async fn a_dry_run_of_a_leader_that_cannot_be_moved_says_so() {
+    let mut s = Scripted::new();
+    s.credentials_error = Some("secrets \"absent\" not found".into());
+    let g = gate(&s);
+    let req = Request {
+        dry_run: true,
+        ..evict("etcd-1")
+    };
+    let v = g.review(&req).await;
+    assert!(format!("{v:?}").contains("could not be read"), "{v:?}");
 }

@@ -92,14 +92,9 @@ async fn run_within<S: Sink>(
 ) -> Result<()> {
     let began = tokio::time::Instant::now();
     let survey = &args.survey;
-    let (mut profile, port) = profile_and_port(args, hook)?;
+    let (profile, port) = profile_and_port(args, hook)?;
     let limit = survey.probe_timeout;
     let transport = pod_transport(args)?;
-    // The pod's own TLS files say its replica is served over HTTPS (the hook reads no
-    // StatefulSet, so no kubectl-raft.io/scheme annotation).
-    if survey.credentials.tls.gives_tls() {
-        profile.scheme = crate::profile::Scheme::Https;
-    }
     let local = synthetic_pod("localhost", "127.0.0.1", port, &profile);
     let me = observe_replica(&transport, &profile, &local, limit).await;
     let role = me.facts.role;
@@ -319,7 +314,14 @@ fn profile_and_port(args: &YieldSettings, hook: &LocalSettings) -> Result<(Profi
     let survey = &args.survey;
     let catalog = load_catalog(survey.profiles.as_deref())?;
     let system = survey.system.as_deref().expect("clap requires --system");
-    let profile = catalog.require(system)?.clone();
+    // The pod's own TLS files say its replica is served over HTTPS, on the profile's TLS
+    // port where it has one (the hook reads no StatefulSet: no annotation, no pod spec).
+    let https = survey.credentials.tls.gives_tls();
+    let profile = crate::profile::served(
+        catalog.require(system)?.clone(),
+        None,
+        https.then_some(crate::profile::Scheme::Https),
+    );
     let first = profile
         .port
         .numbers

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::model::ClusterObservation;
 use crate::nats::{self, Who};
 use crate::observe::endpoint;
-use crate::plan::groups::{leader_pod, sample_stepdown, senders};
+use crate::plan::groups::{credentials_for_transfer, leader_pod, sample_stepdown, senders};
 use crate::preflight::{self, Need};
 use crate::survey::Surveyor;
 use crate::transport::{dial, Transport};
@@ -38,24 +38,29 @@ impl NatsNeeds {
             return None;
         }
         Some(format!(
-            "{command} could not send {cluster}'s NATS requests: {}",
+            "{command} could not send {cluster}'s requests: {}",
             self.missing.join("; ")
         ))
     }
 }
 
-/// The needs of a run that takes the pods `acting_on` out of the cluster `obs` looked at.
-/// Nothing for a system without NATS requests (no credentials are read, nothing is asked).
+/// The needs of a run that takes the pods `acting_on` out of the cluster `obs` looked at:
+/// the credentials its leader's transfer is sent with, and what its NATS requests need.
+/// Nothing else for a system without NATS requests (nothing is asked).
 pub async fn nats_requests(
     surveyor: &Surveyor,
     obs: &ClusterObservation,
     acting_on: &BTreeSet<String>,
 ) -> Result<NatsNeeds> {
+    let mut out = NatsNeeds::default();
+    if let Some(why) = credentials_for_transfer(obs, acting_on) {
+        out.missing.push(why);
+        return Ok(out);
+    }
     let who_for = senders(obs, acting_on);
     if who_for.is_empty() {
-        return Ok(NatsNeeds::default());
+        return Ok(out);
     }
-    let mut out = NatsNeeds::default();
     let transport = match surveyor.transport_for(&obs.target).await {
         Ok(t) => t,
         Err(e) => {

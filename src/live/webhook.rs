@@ -299,7 +299,7 @@ impl Server {
         // writes nothing, not even an Event on the pod (which status would show as its last
         // refusal), nor starts a clock of how long a real eviction of it was held: logged and
         // counted.
-        if !request.dry_run && answered.acted_on && verdict.reason() != Code::NotDraining.reason() {
+        if !request.dry_run && answered.acted_on {
             self.remember(&key, &verdict);
             // After the answer, never before it: a slow API server must not make the answer
             // miss the webhook's timeout (a 500, which makes kubectl drain give up).
@@ -427,7 +427,7 @@ impl Server {
                     .extensions()
                     .get::<Arrived>()
                     .map_or_else(tokio::time::Instant::now, |a| a.0);
-                let budget = budget(req.uri().query(), self.gate.decide_within());
+                let budget = budget(req.uri().query(), self.gate.settings.decide_within);
                 // At least BODY_FLOOR for the body, whose review's uid the answer must carry: a
                 // budget spent already is answered 429 (`CannotDecide`), never 408.
                 let left =

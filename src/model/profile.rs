@@ -18,6 +18,11 @@ pub struct Profile {
     pub port: PortSpec,
     #[serde(default)]
     pub scheme: Scheme,
+    /// The port the system serves its API on over TLS where that is not `port` (Consul's
+    /// `https` 8501): taken with scheme https, and taken *for* https by a StatefulSet whose
+    /// pods declare it and none of `port` (`crate::profile::served`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_port: Option<PortSpec>,
     /// The system's own health check: a replica is healthy when it passes.
     pub health: CheckSpec,
     /// The system's own readiness check, where it has one distinct from health.

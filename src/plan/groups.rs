@@ -163,6 +163,39 @@ pub fn moves_off(obs: &ClusterObservation, pod: &str) -> Option<GroupMoves> {
     })
 }
 
+/// Why a run that takes the pods `acting_on` could not move the leader of a cluster whose
+/// credentials could not be read, when the system transfers: a taken pod is (or is named as)
+/// its leader, or no leader is known, and whichever member leads when its turn comes may be a
+/// taken one. The transfer is sent with the credentials, so the run would replace the
+/// followers and then stop at the leader. Read without them, the cluster may still look
+/// healthy (its TLS kept).
+pub fn credentials_for_transfer(
+    obs: &ClusterObservation,
+    acting_on: &BTreeSet<String>,
+) -> Option<String> {
+    credentials_for_transfer_of(obs, &leader_pod(obs), acting_on)
+}
+
+/// [`credentials_for_transfer`] with the leaders as the caller knows them (the gate: its
+/// look's report).
+pub fn credentials_for_transfer_of(
+    obs: &ClusterObservation,
+    leaders: &BTreeSet<String>,
+    acting_on: &BTreeSet<String>,
+) -> Option<String> {
+    let why = obs.credentials_error.as_ref()?;
+    obs.target.profile.transfer.as_ref()?;
+    match leaders.iter().find(|p| acting_on.contains(*p)) {
+        Some(leader) => Some(format!(
+            "the transfer of its leader {leader} is sent with the cluster's credentials, which could not be read: {why}"
+        )),
+        None if leaders.is_empty() && !acting_on.is_empty() => Some(format!(
+            "no leader is known, and the transfer of whichever member leads when its turn comes is sent with the cluster's credentials, which could not be read: {why}"
+        )),
+        None => None,
+    }
+}
+
 /// Who must send NATS requests for a run that takes the pods `acting_on` out of this cluster,
 /// and what for: the system account (None) when one of them leads and the profile moves its
 /// leader over NATS (the meta leader's stepdown); each account with a group (a stream, a
@@ -416,6 +449,40 @@ mod tests {
 
     fn pods(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_run_that_takes_the_leader_of_a_cluster_whose_credentials_cannot_be_read_is_stopped() {
+        let mut obs = nats_look("etcd", &[]);
+        obs.credentials_error = Some("secrets \"absent\" not found".into());
+        let why = credentials_for_transfer(&obs, &pods(&["nats-0", "nats-1"])).unwrap();
+        assert!(why.contains("nats-0") && why.contains("absent"), "{why}");
+    }
+
+    #[test]
+    fn a_run_that_takes_only_followers_needs_no_credentials_for_a_transfer() {
+        let mut obs = nats_look("etcd", &[]);
+        obs.credentials_error = Some("secrets \"absent\" not found".into());
+        assert_eq!(credentials_for_transfer(&obs, &pods(&["nats-1"])), None);
+    }
+
+    #[test]
+    fn a_run_on_a_cluster_with_no_known_leader_and_unreadable_credentials_is_stopped() {
+        let mut obs = nats_look("etcd", &[]);
+        obs.credentials_error = Some("secrets \"absent\" not found".into());
+        for r in obs.replicas.iter_mut() {
+            r.facts.role = Some(Role::Follower);
+            r.facts.leader_id = None;
+        }
+        let why = credentials_for_transfer(&obs, &pods(&["nats-1"])).unwrap();
+        assert!(why.contains("no leader is known"), "{why}");
+    }
+
+    #[test]
+    fn a_system_that_cannot_transfer_needs_no_credentials_for_a_transfer() {
+        let mut obs = nats_look("zookeeper", &[]);
+        obs.credentials_error = Some("secrets \"absent\" not found".into());
+        assert_eq!(credentials_for_transfer(&obs, &pods(&["nats-0"])), None);
     }
 
     #[test]

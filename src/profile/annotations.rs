@@ -232,6 +232,7 @@ pub fn describe(name: &str, ann: &BTreeMap<String, String>) -> Result<Described>
         detect: Default::default(),
         port,
         scheme,
+        tls_port: None,
         health: check(health),
         ready: get(READY_PATH).map(check),
         requests,

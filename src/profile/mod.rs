@@ -128,6 +128,13 @@ impl Profile {
         if self.port.names.is_empty() && self.port.numbers.is_empty() {
             bail!("profile {}: `port` needs a name or a number", self.name);
         }
+        if self
+            .tls_port
+            .as_ref()
+            .is_some_and(|t| t.names.is_empty() && t.numbers.is_empty())
+        {
+            bail!("profile {}: `tls_port` needs a name or a number", self.name);
+        }
         for r in self.http_requests() {
             let p = &r.path;
             if !p.starts_with('/') {
@@ -334,6 +341,40 @@ pub fn declares_port(spec: &PodSpec, port: &PortSpec) -> bool {
         })
 }
 
+/// The profile as one StatefulSet's pods serve it: `scheme` is its `kubectl-raft.io/scheme`
+/// annotation, `spec` its pods' spec (None where none is known: the preStop hook, which asks
+/// for https when it has TLS files). Without an annotation, pods that name a port as the
+/// profile's TLS port and none as its plain one are served over HTTPS there (Consul's Helm
+/// chart with `tls.httpsOnly`, its default, names only `https`; Vault's names its port
+/// `https` when TLS is on). With https, the profile's TLS port, unless the pods declare its
+/// plain port and not the TLS one (that port then serves TLS); a profile without a TLS port
+/// serves TLS on `port` itself (etcd).
+pub fn served(mut p: Profile, spec: Option<&PodSpec>, scheme: Option<Scheme>) -> Profile {
+    let declares = |port: &PortSpec| spec.is_some_and(|s| declares_port(s, port));
+    let names = |port: &PortSpec| {
+        spec.is_some_and(|s| {
+            let named = PortSpec {
+                names: port.names.clone(),
+                numbers: vec![],
+            };
+            declares_port(s, &named)
+        })
+    };
+    let tls_only = p
+        .tls_port
+        .as_ref()
+        .is_some_and(|t| names(t) && !names(&p.port));
+    p.scheme = scheme.unwrap_or(if tls_only { Scheme::Https } else { p.scheme });
+    if p.scheme == Scheme::Https {
+        // The plain port serves TLS only where the pods declare it and not the TLS port.
+        let plain_is_tls = |t: &PortSpec| declares(&p.port) && !declares(t);
+        if let Some(t) = p.tls_port.clone().filter(|t| !plain_is_tls(t)) {
+            p.port = t;
+        }
+    }
+    p
+}
+
 /// The check a pod gets: `check`, or where the pod declares none of its ports, its `otherwise`
 /// (and so on down the chain; the last is taken as it is).
 pub fn check_for<'a>(
@@ -389,6 +430,93 @@ mod tests {
             }],
             ..Default::default()
         }
+    }
+
+    fn consul() -> Profile {
+        Catalog::builtin().require("consul").unwrap().clone()
+    }
+
+    #[test]
+    fn pods_that_declare_only_the_tls_port_are_served_over_https_there() {
+        let spec = pod("hashicorp/consul:1.19.2", &["consul"], &[("https", 8501)]);
+        let p = served(consul(), Some(&spec), None);
+        assert_eq!(p.scheme, Scheme::Https);
+        assert_eq!(resolve_port(&spec, &p.port), Some(8501));
+    }
+
+    #[test]
+    fn pods_that_declare_both_ports_are_read_on_the_plain_one_without_an_annotation() {
+        let spec = pod(
+            "hashicorp/consul:1.19.2",
+            &["consul"],
+            &[("http", 8500), ("https", 8501)],
+        );
+        let p = served(consul(), Some(&spec), None);
+        assert_eq!(p.scheme, Scheme::Http);
+        assert_eq!(resolve_port(&spec, &p.port), Some(8500));
+    }
+
+    #[test]
+    fn the_https_annotation_takes_the_tls_port_where_the_pods_declare_it() {
+        let spec = pod(
+            "hashicorp/consul:1.19.2",
+            &["consul"],
+            &[("http", 8500), ("https", 8501)],
+        );
+        let p = served(consul(), Some(&spec), Some(Scheme::Https));
+        assert_eq!(p.scheme, Scheme::Https);
+        assert_eq!(resolve_port(&spec, &p.port), Some(8501));
+    }
+
+    #[test]
+    fn the_https_annotation_keeps_the_plain_port_where_no_tls_port_is_declared() {
+        // The old advice: the HTTPS port named `http`.
+        let spec = pod("hashicorp/consul:1.19.2", &["consul"], &[("http", 8501)]);
+        let p = served(consul(), Some(&spec), Some(Scheme::Https));
+        assert_eq!(p.scheme, Scheme::Https);
+        assert_eq!(resolve_port(&spec, &p.port), Some(8501));
+    }
+
+    #[test]
+    fn the_http_annotation_keeps_plain_http_beside_a_tls_only_pod() {
+        let spec = pod("hashicorp/consul:1.19.2", &["consul"], &[("https", 8501)]);
+        let p = served(consul(), Some(&spec), Some(Scheme::Http));
+        assert_eq!(p.scheme, Scheme::Http);
+    }
+
+    #[test]
+    fn the_https_annotation_takes_the_tls_port_where_the_pods_declare_no_port() {
+        let spec = pod("hashicorp/consul:1.19.2", &["consul"], &[]);
+        let p = served(consul(), Some(&spec), Some(Scheme::Https));
+        assert_eq!(resolve_port(&spec, &p.port), Some(8501));
+    }
+
+    #[test]
+    fn https_without_a_pod_spec_takes_the_profiles_tls_port() {
+        let p = served(consul(), None, Some(Scheme::Https));
+        assert_eq!(p.port.numbers, vec![8501]);
+        let etcd = Catalog::builtin().require("etcd").unwrap().clone();
+        let p = served(etcd, None, Some(Scheme::Https));
+        assert_eq!((p.scheme, p.port.numbers), (Scheme::Https, vec![2379]));
+    }
+
+    #[test]
+    fn a_vault_whose_port_is_named_https_is_served_over_https() {
+        let vault = Catalog::builtin().require("vault").unwrap().clone();
+        let spec = pod("hashicorp/vault:1.17", &["vault"], &[("https", 8200)]);
+        let p = served(vault.clone(), Some(&spec), None);
+        assert_eq!(p.scheme, Scheme::Https);
+        assert_eq!(resolve_port(&spec, &p.port), Some(8200));
+        let plain = pod("hashicorp/vault:1.17", &["vault"], &[("http", 8200)]);
+        assert_eq!(served(vault, Some(&plain), None).scheme, Scheme::Http);
+    }
+
+    #[test]
+    fn a_tls_port_with_neither_name_nor_number_is_refused() {
+        let mut p = consul();
+        p.tls_port = Some(PortSpec::default());
+        let e = p.validate().unwrap_err().to_string();
+        assert!(e.contains("`tls_port` needs a name or a number"), "{e}");
     }
 
     #[test]

@@ -33,7 +33,8 @@ impl Nodes {
 
 /// The real-kubelet nodes' names as the world names them (`kreal-1..N`).
 pub fn real_node_names() -> Vec<String> {
-    (1..=REAL_NODES).map(|i| format!("kreal-{i}")).collect()
+    let prefix = Nodes::Kubelet.prefix();
+    (1..=REAL_NODES).map(|i| format!("{prefix}{i}")).collect()
 }
 
 /// Holds the nodes a test cordons, drains or silences: one lane of the agent's, or every lane

@@ -29,14 +29,15 @@ impl Lane {
 
     /// The lane's nodes, by name.
     pub fn nodes(self) -> Vec<String> {
+        let prefix = super::Nodes::Agent.prefix();
         (1..=LANE_NODES)
-            .map(|i| format!("kworld-{}", self.0 * LANE_NODES + i))
+            .map(|i| format!("{prefix}{}", self.0 * LANE_NODES + i))
             .collect()
     }
 
     /// The lane's last node: where tests put pods of their own on one named node.
     pub fn last_node(self) -> String {
-        format!("kworld-{}", (self.0 + 1) * LANE_NODES)
+        self.nodes().pop().expect("a lane has nodes")
     }
 }
 

@@ -105,26 +105,42 @@ pub fn tls_files(ns: &str, name: &str, keys: &[(&str, &str)]) -> PathBuf {
     dir
 }
 
-/// etcd's POST PATH on one member over TLS with a client certificate, by curl straight to
-/// the pod's IP (an independent client: not the plugin's TLS): the answer, or None.
-pub fn etcd_tls_post(ns: &str, pod: &str, client: &Path, path: &str) -> Option<Value> {
+/// PATH on one member of the StatefulSet `service` over TLS with a client certificate, by curl
+/// straight to the pod's IP on `port` (an independent client: not the plugin's TLS), POSTing
+/// `body` if given: the answer, or None.
+pub fn curl_tls(
+    (ns, service, pod): (&str, &str, &str),
+    port: u16,
+    client: &Path,
+    path: &str,
+    body: Option<&str>,
+) -> Option<Value> {
     let ip = pod_json(ns, pod)["status"]["podIP"].as_str()?.to_string();
-    let host = format!("{pod}.etcd.{ns}.svc");
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "3", "--cacert"])
+    let host = format!("{pod}.{service}.{ns}.svc");
+    let mut curl = Command::new("curl");
+    curl.args(["-sS", "--max-time", "3", "--cacert"])
         .arg(client.join("ca.crt"))
         .arg("--cert")
         .arg(client.join("tls.crt"))
         .arg("--key")
         .arg(client.join("tls.key"))
-        .args(["--resolve", &format!("{host}:2379:{ip}"), "-d", "{}"])
-        .arg(format!("https://{host}:2379{path}"))
+        .args(["--resolve", &format!("{host}:{port}:{ip}")]);
+    if let Some(b) = body {
+        curl.args(["-d", b]);
+    }
+    let out = curl
+        .arg(format!("https://{host}:{port}{path}"))
         .output()
         .ok()?;
     if !out.status.success() {
         return None;
     }
     serde_json::from_slice(&out.stdout).ok()
+}
+
+/// etcd's POST PATH on one member over TLS with a client certificate (curl).
+pub fn etcd_tls_post(ns: &str, pod: &str, client: &Path, path: &str) -> Option<Value> {
+    curl_tls((ns, "etcd", pod), 2379, client, path, Some("{}"))
 }
 
 /// The leader's pod and the Raft term, as the TLS etcd's members say it (exactly one
@@ -153,11 +169,24 @@ pub fn deploy_etcd_tls(ns: &str, ca: &TestCa) -> PathBuf {
 
 /// `deploy_etcd_tls` with its manifest changed by `edit` (which must change it).
 pub fn deploy_etcd_tls_with(ns: &str, ca: &TestCa, edit: impl Fn(String) -> String) -> PathBuf {
-    let server = ca.issue(&TestCa::member_names("etcd", ns), 30);
+    let client = server_secret_and_client(ns, ca, "etcd");
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3-tls.yaml"))
+        .expect("the TLS etcd manifest");
+    let manifest = edit(manifest);
+    apply_on(ns, &manifest, Nodes::Agent);
+    wait_etcd_ready(ns, 3);
+    client
+}
+
+/// The Secret `SERVICE-server-tls` (ca.crt, and a server certificate from `ca` for the members
+/// of the StatefulSet `service`), and the directory of a client's files (ca.crt, tls.crt,
+/// tls.key) signed by `ca`.
+fn server_secret_and_client(ns: &str, ca: &TestCa, service: &str) -> PathBuf {
+    let server = ca.issue(&TestCa::member_names(service, ns), 30);
     let ca_pem = ca.pem();
     tls_secret(
         ns,
-        "etcd-server-tls",
+        &format!("{service}-server-tls"),
         &[
             ("ca.crt", &ca_pem),
             ("tls.crt", &server.cert),
@@ -165,11 +194,6 @@ pub fn deploy_etcd_tls_with(ns: &str, ca: &TestCa, edit: impl Fn(String) -> Stri
         ],
         &[],
     );
-    let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3-tls.yaml"))
-        .expect("the TLS etcd manifest");
-    let manifest = edit(manifest);
-    apply_on(ns, &manifest, Nodes::Agent);
-    wait_etcd_ready(ns, 3);
     let client = ca.issue(&["kubectl-raft".to_string()], 30);
     tls_files(
         ns,
@@ -180,4 +204,47 @@ pub fn deploy_etcd_tls_with(ns: &str, ca: &TestCa, edit: impl Fn(String) -> Stri
             ("tls.key", &client.key),
         ],
     )
+}
+
+/// The Consul stand-in's GET PATH on one server over HTTPS with a client certificate (curl).
+pub fn hraft_tls_get(ns: &str, pod: &str, client: &Path, path: &str) -> Option<Value> {
+    curl_tls((ns, "hraft", pod), 8501, client, path, None)
+}
+
+/// The leader's pod and the Raft term, as hashicorp/raft's own Stats() on each server of the
+/// TLS stand-in say it (exactly one "Leader"), read with curl.
+pub fn hraft_tls_leader(ns: &str, client: &Path) -> Option<(String, u64)> {
+    let mut leaders = vec![];
+    for i in 0..3 {
+        let pod = format!("hraft-{i}");
+        if let Some(me) = hraft_tls_get(ns, &pod, client, "/v1/agent/self") {
+            let raft = &me["Stats"]["raft"];
+            if raft["state"] == "Leader" {
+                leaders.push((pod, raft["term"].as_str()?.parse().ok()?));
+            }
+        }
+    }
+    (leaders.len() == 1).then(|| leaders.remove(0))
+}
+
+/// Three voters of the Consul stand-in on HTTPS only, client certificates required
+/// (tests/manifests/hraft-3-tls.yaml), their server certificate from `ca`, every server Ready
+/// and one leading (by the servers); the directory of a client's files (ca.crt, tls.crt,
+/// tls.key) signed by `ca`.
+pub fn deploy_hraft_tls(ns: &str, ca: &TestCa) -> PathBuf {
+    let client = server_secret_and_client(ns, ca, "hraft");
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/hraft-3-tls.yaml"))
+        .expect("the TLS stand-in's manifest");
+    apply_on(ns, &manifest, Nodes::Agent);
+    wait_in(
+        ns,
+        Duration::from_secs(180),
+        "3 Ready servers of the TLS stand-in, one leading",
+        || {
+            let sts = kubectl_json(&["get", "sts", "hraft", "-n", ns]);
+            sts["status"]["readyReplicas"].as_u64() == Some(3)
+                && hraft_tls_leader(ns, &client).is_some()
+        },
+    );
+    client
 }

@@ -254,14 +254,14 @@ func statsOf(m map[string]string) raftStats {
 	return st
 }
 
-// fetchSelf asks the server at a Raft address for its /v1/agent/self (its HTTP port is
+// fetchSelf asks the server at a Raft address for its /v1/agent/self (its API port is
 // ours, on the same host).
 func (s *server) fetchSelf(ctx context.Context, addr raft.ServerAddress) (name, version string, st raftStats, err error) {
 	host, _, err := net.SplitHostPort(string(addr))
 	if err != nil {
 		return
 	}
-	url := "http://" + net.JoinHostPort(host, s.httpPort) + "/v1/agent/self"
+	url := s.apiScheme + "://" + net.JoinHostPort(host, s.apiPort) + "/v1/agent/self"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return

@@ -394,7 +394,7 @@ func (s *server) forwarded(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	body, _ := io.ReadAll(r.Body)
-	url := "http://" + net.JoinHostPort(host, s.httpPort) + r.URL.RequestURI()
+	url := s.apiScheme + "://" + net.JoinHostPort(host, s.apiPort) + r.URL.RequestURI()
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, r.Method, url, bytes.NewReader(body))

@@ -7,6 +7,9 @@
 //	  -voters hraft-0=hraft-0.hraft.ns.svc.cluster.local:8300,... \
 //	  -nonvoters hraft-3=hraft-3.hraft.ns.svc.cluster.local:8300,...
 //
+// With -https :8501 -tls-cert F -tls-key F -tls-ca F [-verify-incoming] (and -http "" to turn
+// plain HTTP off, as Consul's `ports { http = -1 }`) the API is served over TLS (tls.go).
+//
 // Every server bootstraps with the same configuration (ErrCantBootstrap, once state exists,
 // is ignored), so a restarted server keeps its log, term and vote from -data. Peers' HTTP
 // APIs are reached on the host of their Raft address and this server's HTTP port.
@@ -14,6 +17,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +36,8 @@ import (
 
 type config struct {
 	id, httpAddr, raftAddr, advertise, dataDir string
+	httpsAddr                                  string
+	tls                                        tlsFiles
 	voters, nonvoters                          []raft.Server
 	dc, version                                string
 	raftMultiplier                             int
@@ -43,7 +49,9 @@ type config struct {
 type server struct {
 	id        raft.ServerID
 	advertise raft.ServerAddress
-	httpPort  string
+	// The scheme and port of every server's API (peers' are reached on the same).
+	apiScheme string
+	apiPort   string
 	dc        string
 	version   string
 	rpcHold   time.Duration
@@ -56,7 +64,8 @@ type server struct {
 	pilot  *pilot
 	client *http.Client
 	log    hclog.Logger
-	http   *http.Server
+	http   *http.Server // nil with -http ""
+	https  *http.Server // nil without -https
 	stop   chan struct{}
 }
 
@@ -95,9 +104,23 @@ func (l *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 }
 
 func newServer(c config, log hclog.Logger) (*server, error) {
-	_, httpPort, err := net.SplitHostPort(c.httpAddr)
+	apiScheme, apiAddr, client := "http", c.httpAddr, &http.Client{}
+	var serverTLS *tls.Config
+	if c.httpsAddr != "" {
+		var err error
+		if serverTLS, err = c.tls.serverConfig(); err != nil {
+			return nil, fmt.Errorf("-https: %w", err)
+		}
+		clientTLS, err := c.tls.clientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("-https: %w", err)
+		}
+		apiScheme, apiAddr = "https", c.httpsAddr
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	}
+	_, apiPort, err := net.SplitHostPort(apiAddr)
 	if err != nil {
-		return nil, fmt.Errorf("-http: %w", err)
+		return nil, fmt.Errorf("-http/-https: %w", err)
 	}
 	initial := append(append([]raft.Server{}, c.voters...), c.nonvoters...)
 	if c.advertise == "" {
@@ -114,9 +137,9 @@ func newServer(c config, log hclog.Logger) (*server, error) {
 		return nil, err
 	}
 	s := &server{
-		id: raft.ServerID(c.id), advertise: raft.ServerAddress(c.advertise), httpPort: httpPort,
+		id: raft.ServerID(c.id), advertise: raft.ServerAddress(c.advertise), apiScheme: apiScheme, apiPort: apiPort,
 		dc: c.dc, version: c.version, rpcHold: c.rpcHold, started: time.Now(),
-		fsm: newFSM(), client: &http.Client{}, log: log, stop: make(chan struct{}),
+		fsm: newFSM(), client: client, log: log, stop: make(chan struct{}),
 	}
 	s.pilot = &pilot{s: s, interval: c.healthInterval, threshold: c.lastContact,
 		maxTrailing: c.maxTrailingLogs, serfFailAfter: c.serfFailAfter}
@@ -167,7 +190,13 @@ func newServer(c config, log hclog.Logger) (*server, error) {
 		return nil, err
 	}
 	go s.pilot.run(s.stop)
-	s.http = &http.Server{Addr: c.httpAddr, Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	if c.httpAddr != "" {
+		s.http = &http.Server{Addr: c.httpAddr, Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	}
+	if c.httpsAddr != "" {
+		s.https = &http.Server{Addr: c.httpsAddr, Handler: s.routes(), TLSConfig: serverTLS,
+			ReadHeaderTimeout: 10 * time.Second}
+	}
 	return s, nil
 }
 
@@ -177,7 +206,11 @@ func (s *server) shutdown() {
 	close(s.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s.http.Shutdown(ctx)
+	for _, h := range []*http.Server{s.http, s.https} {
+		if h != nil {
+			h.Shutdown(ctx)
+		}
+	}
 	if err := s.raft.Shutdown().Error(); err != nil {
 		s.log.Warn("error shutting down raft", "error", err)
 	}
@@ -190,7 +223,14 @@ func main() {
 	var c config
 	var voters, nonvoters string
 	flag.StringVar(&c.id, "id", host, "Raft server ID and node name (default: the hostname, i.e. the pod name)")
-	flag.StringVar(&c.httpAddr, "http", ":8500", "HTTP API listen address; peers' APIs are on this port too")
+	flag.StringVar(&c.httpAddr, "http", ":8500", "HTTP API listen address, \"\" for none; peers' APIs are on this port too (without -https)")
+	flag.StringVar(&c.httpsAddr, "https", "", "HTTPS API listen address (Consul's ports.https); peers' APIs are reached over HTTPS on this port")
+	flag.StringVar(&c.tls.cert, "tls-cert", "", "the server's certificate (PEM), also its client certificate to peers")
+	flag.StringVar(&c.tls.key, "tls-key", "", "the server's key (PEM)")
+	flag.StringVar(&c.tls.ca, "tls-ca", "", "the CA (PEM) that signed the servers' and clients' certificates")
+	flag.BoolVar(&c.tls.verifyIncoming, "verify-incoming", false, "require and verify client certificates on HTTPS (Consul's tls.https.verify_incoming)")
+	probeURL := flag.String("probe", "", "be a client: GET this URL with the TLS files and exit 0 on 200 (a readiness probe)")
+	probeName := flag.String("probe-server-name", "", "with -probe: the name the server's certificate must carry")
 	flag.StringVar(&c.raftAddr, "raft", ":8300", "Raft listen address")
 	flag.StringVar(&c.advertise, "advertise", "", "Raft address peers reach this server at (default: this ID's entry in -voters/-nonvoters)")
 	flag.StringVar(&c.dataDir, "data", "/data", "directory for the Raft log, stable store and snapshots")
@@ -205,6 +245,13 @@ func main() {
 	flag.Uint64Var(&c.maxTrailingLogs, "max-trailing-logs", 250, "autopilot MaxTrailingLogs")
 	flag.DurationVar(&c.serfFailAfter, "serf-fail-after", 2*time.Second, "silence after which SerfStatus reads \"failed\" (stands in for Serf's failure detector)")
 	flag.Parse()
+	if *probeURL != "" {
+		if err := probe(c.tls, *probeURL, *probeName); err != nil {
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	log := hclog.New(&hclog.LoggerOptions{Name: "agent", Level: hclog.Info, Output: os.Stderr})
 	var err error
@@ -220,18 +267,29 @@ func main() {
 		log.Error("cannot start", "error", err)
 		os.Exit(1)
 	}
-	ln, err := net.Listen("tcp", c.httpAddr)
-	if err != nil {
-		log.Error("cannot listen", "error", err)
-		os.Exit(1)
-	}
-	log.Info("consul stand-in started", "id", c.id, "advertise", s.advertise, "http", c.httpAddr, "version", c.version)
-	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server", "error", err)
+	for _, h := range []*http.Server{s.http, s.https} {
+		if h == nil {
+			continue
+		}
+		ln, err := net.Listen("tcp", h.Addr)
+		if err != nil {
+			log.Error("cannot listen", "error", err)
 			os.Exit(1)
 		}
-	}()
+		go func(h *http.Server) {
+			var err error
+			if h.TLSConfig != nil {
+				err = h.ServeTLS(ln, "", "")
+			} else {
+				err = h.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server", "error", err)
+				os.Exit(1)
+			}
+		}(h)
+	}
+	log.Info("consul stand-in started", "id", c.id, "advertise", s.advertise, "http", c.httpAddr, "https", c.httpsAddr, "version", c.version)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

@@ -4,7 +4,7 @@
 //! The floors, from the ground up:
 //! - [`model`]: the data observation produces and every verb consumes (no I/O);
 //! - [`select`], [`assess`], [`plan`], [`report`], [`render`], [`profile`], [`watch`]: pure decisions
-//!   over that data (tests/architecture.rs checks that none of them reaches I/O);
+//!   over that data (tests/offline/architecture.rs checks that none of them reaches I/O);
 //! - [`drain`]: the drain executor, which acts only through the [`drain::ClusterOps`] trait
 //!   it is given and reports through [`drain::Events`]: a controller can embed it with its own
 //!   cluster operations, and its tests run it against a scripted cluster;

@@ -4,7 +4,7 @@
 # one binary), then the image as a user takes it: unpacked, its binary copies itself with
 # `copy-to` (the init-container pattern of docs/yield.md) and the copy runs. Leaves the
 # unpacked root filesystem in $KWORLD_DIR/image/rootfs, where the end-to-end test of the
-# init-container pattern (tests/keeper.rs) takes the binary from.
+# init-container pattern (tests/e2e/keeper.rs) takes the binary from.
 #
 #   bash tests/image.sh     (installs musl-tools, buildah and umoci from Debian's packages and
 #                            the Rust musl target when missing; the build is cached in

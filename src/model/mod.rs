@@ -1,7 +1,7 @@
 //! The data floor: the types that observation produces and that assessment and planning
 //! consume. Types and their plain accessors only: this module imports nothing that does I/O
 //! (no Kubernetes client, no transport, no runtime), so everything pure can stand on it.
-//! `tests/architecture.rs` checks that mechanically.
+//! `tests/offline/architecture.rs` checks that mechanically.
 
 use std::collections::BTreeMap;
 use std::fmt;

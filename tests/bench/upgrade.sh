@@ -10,7 +10,7 @@
 #   nogate   the PodDisruptionBudgets only
 #   gate     `kubectl-raft gate serve --via direct -v=6` on the host (GATE_VIA=proxy for the API
 #            server's pods/proxy instead), behind a URL webhook
-#            (https://127.0.0.1:PORT/validate, as tests/gate.rs runs it) scoped by a
+#            (https://127.0.0.1:PORT/validate, as tests/e2e/gate.rs runs it) scoped by a
 #            namespaceSelector to a label on the four namespaces (one gate for all of them)
 # Measured in each pass: the write load (tests/load/writeload.rs: etcd's JSON gateway on both
 # etcd clusters, a JetStream publish on the R3 stream BENCH on NATS with a PING every second:
@@ -249,7 +249,7 @@ for s in $systems; do deploy "${ns[$s]}" "tests/manifests/${manifest[$s]}.yaml" 
 for s in $systems; do wait "${pids[$s]}"; done
 "$k" label namespace "${ns[@]}" "$label=upgrade" >/dev/null
 # The NATS system account's user, in a Secret the gate may use (named by the StatefulSet and
-# labelled by its writer), as tests/gate.rs gives it; the stream BENCH for the publish load.
+# labelled by its writer), as tests/e2e/gate.rs gives it; the stream BENCH for the publish load.
 "$k" create secret generic nats-ops -n "${ns[nats]}" --from-literal=NATS_USER=sys --from-literal=NATS_PASSWORD=sys-secret >/dev/null
 "$k" label secret nats-ops -n "${ns[nats]}" kubectl-raft.io/credentials=true >/dev/null
 "$k" annotate sts nats -n "${ns[nats]}" kubectl-raft.io/credentials-secret=nats-ops >/dev/null

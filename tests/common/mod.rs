@@ -349,14 +349,17 @@ impl TestNamespace {
 
 impl Drop for TestNamespace {
     fn drop(&mut self) {
-        // One line per namespace: seconds, the test (libtest names its thread after it), the
-        // test binary; tests/run.sh sorts them.
+        // One line per namespace: seconds, the suite, the test (libtest names its thread after
+        // it: `suite::test` in the e2e binary, whose suites are modules); tests/run.sh sorts them.
         let test = std::thread::current().name().unwrap_or("?").to_string();
-        let binary = std::env::current_exe()
-            .ok()
-            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-            .map(|s| s.split('-').next().unwrap_or("").to_string())
-            .unwrap_or_default();
+        let binary = match test.split_once("::") {
+            Some((suite, _)) => suite.to_string(),
+            None => std::env::current_exe()
+                .ok()
+                .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .map(|s| s.split('-').next().unwrap_or("").to_string())
+                .unwrap_or_default(),
+        };
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

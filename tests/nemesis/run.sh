@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # A nemesis campaign (#40): many seeded schedules of actors and faults against a 3-member etcd
 # under a write load with the gate installed, each judged by what the members say
-# (tests/nemesis.rs). Results go to a JSON-lines file, one summary per schedule, and a table
+# (tests/e2e/nemesis.rs). Results go to a JSON-lines file, one summary per schedule, and a table
 # is printed at the end (docs/testing.md keeps the campaigns run).
 #
 #   bash tests/nemesis/run.sh [--schedules N] [--first-seed S] [--steps K] [--minutes M]
 #                             [--results FILE] [--aim]
 #
-# --aim draws aimed schedules (tests/nemesis.rs, aimed_schedule): about half their steps
+# --aim draws aimed schedules (tests/e2e/nemesis.rs, aimed_schedule): about half their steps
 # freeze a member, wait past the observer's SEEN_AFTER and start an actor on another one, the
 # edge of invariant 1; the table counts the actors started with a member seen down ("edge").
 # --minutes stops starting new schedules after M minutes (the one under way finishes); a
 # campaign may be run in parts, each with its own --first-seed, and summed (the table lists
 # the seeds). Replay one schedule: NEMESIS_SCHEDULE='drain:0,freeze:1:20,...' cargo test
-# --test nemesis a_seeded_schedule (the failure prints the line).
+# --test e2e nemesis::a_seeded_schedule (the failure prints the line).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$(dirname "$results")"
 cargo build --bins --examples
-cargo test --no-run --test nemesis
+cargo test --no-run --test e2e
 deadline=0
 [ "$minutes" -gt 0 ] && deadline=$(( $(date +%s) + minutes * 60 ))
 rc=0
@@ -47,7 +47,7 @@ while [ "$seed" -lt $(( first + schedules )) ]; do
   fi
   # Each schedule's whole output in a log of its own; its nemesis lines on the terminal.
   if ! NEMESIS_AIM=$aim NEMESIS_FIRST_SEED=$seed NEMESIS_SCHEDULES=1 NEMESIS_STEPS=$steps NEMESIS_RESULTS=$results \
-    cargo test -q --test nemesis campaign -- --ignored --exact --nocapture > "$logs/$seed.log" 2>&1; then
+    cargo test -q --test e2e nemesis::campaign -- --ignored --exact --nocapture > "$logs/$seed.log" 2>&1; then
     rc=1
     echo "run.sh: seed $seed failed; the end of $logs/$seed.log:" >&2
     tail -20 "$logs/$seed.log" | sed 's/^/  /' >&2

@@ -1,5 +1,5 @@
 //! What of a source file under src/ is production code, for the checks that read it
-//! (tests/architecture.rs, tests/docs.rs).
+//! (tests/offline/architecture.rs, tests/offline/docs.rs).
 
 /// `text` up to its test module (`#[cfg(test)]` followed by a `mod` line), which Rust's
 /// convention puts last. A `#[cfg(test)]` item above it (a test-only helper) stays in: cutting

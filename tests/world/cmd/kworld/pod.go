@@ -455,7 +455,7 @@ func (w *podWorker) terminate(ctx context.Context, grace time.Duration, graceful
 	// or the object's removal (a force delete) does not change a termination under way: the
 	// kubelet's SyncTerminatingPod runs on a context the pod worker cannot cancel (kubelet
 	// 1.34, kubernetes#113606), so it ends with the grace period it began with. Seen on the
-	// world's real-kubelet nodes: tests/world_fidelity.rs runs the same checks on both.
+	// world's real-kubelet nodes: tests/e2e/world_fidelity.rs runs the same checks on both.
 	wg.Wait()
 	w.mu.Lock()
 	w.terminated = true

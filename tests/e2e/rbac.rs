@@ -1,11 +1,9 @@
 //! Least privilege, end to end: each verb runs as a ServiceAccount bound to exactly its
 //! ClusterRole from docs/rbac.yaml, and with one required permission taken away it fails
-//! with a message that names that permission. (drain's are in tests/drain.rs, which holds
+//! with a message that names that permission. (drain's are in tests/e2e/drain.rs, which holds
 //! the nodes.)
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// What status's role grants that it can do without, and why.
@@ -274,18 +272,18 @@ const GATE_OPTIONAL: &[(&str, &str, &str)] = &[
     (
         "get",
         "namespaces",
-        "run with --webhook \"\": no webhook to read the opt-in from (tests/gate.rs: a forged review in a namespace the webhook does not select)",
+        "run with --webhook \"\": no webhook to read the opt-in from (tests/e2e/gate.rs: a forged review in a namespace the webhook does not select)",
     ),
     (
         "create",
         "events",
-        "an allowed dry run records no Event (tests/gate.rs: Events of refusals and transfers)",
+        "an allowed dry run records no Event (tests/e2e/gate.rs: Events of refusals and transfers)",
     ),
     ("patch", "events", "an allowed dry run records no Event"),
     (
         "get",
         "validatingwebhookconfigurations",
-        "run with --webhook \"\" (tests/gate.rs: the installed gate puts its CA into its webhook)",
+        "run with --webhook \"\" (tests/e2e/gate.rs: the installed gate puts its CA into its webhook)",
     ),
     (
         "update",
@@ -295,12 +293,12 @@ const GATE_OPTIONAL: &[(&str, &str, &str)] = &[
     (
         "update",
         "secrets",
-        "only when the serving certificate is issued again (tests/gate.rs: renewal)",
+        "only when the serving certificate is issued again (tests/e2e/gate.rs: renewal)",
     ),
     (
         "create",
         "leases",
-        "a dry run writes no record (tests/gate.rs: the installed gate's two replicas write it)",
+        "a dry run writes no record (tests/e2e/gate.rs: the installed gate's two replicas write it)",
     ),
     ("update", "leases", "a dry run writes no record"),
 ];

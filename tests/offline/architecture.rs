@@ -12,7 +12,7 @@
 //!
 //! The module graph also has no circles.
 
-mod source;
+use crate::source;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

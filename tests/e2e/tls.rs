@@ -2,12 +2,10 @@
 //! (`--client-cert-auth`, TLS peers), its certificates made by the test. The truth is read
 //! with curl, an independent TLS client, never from the plugin's report.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// The client Secret the StatefulSet's annotation names, labelled by its writer.
 fn client_secret(ns: &str, client: &Path, name: &str, keys: &[&str]) {

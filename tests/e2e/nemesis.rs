@@ -18,10 +18,8 @@
 //!   5. after the schedule, with every fault released, the cluster recovers: every member
 //!      answers and one leader is agreed on.
 //!
-//! `cargo test --test nemesis` runs one fixed seed (CI's smoke); `tests/nemesis/run.sh`
+//! `cargo test --test e2e nemesis::` runs one fixed seed (CI's smoke); `tests/nemesis/run.sh`
 //! runs a campaign of many (docs/testing.md has its figures).
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,9 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::gated::{plain_drain, Gated};
-use common::load::Load;
-use common::*;
+use crate::common::gated::{plain_drain, Gated};
+use crate::common::load::Load;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const MEMBERS: usize = 3;
@@ -720,7 +718,7 @@ fn act(ns: &str, step: &Step, out: &mut Outcomes) -> Result<String, String> {
             (o.status.code(), stderr(&o), None)
         }
         Step::Evict(m) => {
-            let (ok, said) = common::gated::evict(ns, &format!("etcd-{m}"));
+            let (ok, said) = crate::common::gated::evict(ns, &format!("etcd-{m}"));
             (Some(if ok { 0 } else { 1 }), said, None)
         }
         Step::Yield => {

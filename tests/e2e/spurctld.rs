@@ -6,11 +6,9 @@
 //! fact says whether a follower still hears from its leader, so they pass
 //! `--assume-followers-current` too.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// Whether the world's build could build spurctld. Where it could not (no source on this

@@ -1,12 +1,10 @@
 //! `kubectl raft drain` end to end in the test world, under a write load where it matters.
 //! Every test cordons nodes, so each holds the nodes exclusively and uncordons on the way out.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// `kubectl raft drain ARGS -o json`: (exit code, report, stderr).

@@ -99,7 +99,7 @@ fn every_crate_in_the_lock_file_is_under_a_licence_the_project_may_ship() {
         .collect();
     assert!(
         refused.is_empty(),
-        "crates under a licence not in tests/licences.rs's ALLOWED (or none): {refused:#?}"
+        "crates under a licence not in tests/offline/licences.rs's ALLOWED (or none): {refused:#?}"
     );
 }
 

@@ -8,11 +8,9 @@
 //! makes its CA and serving certificate itself, keeps them in a Secret, and puts its CA into
 //! the webhook configuration, as it does in-cluster.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn ca_bundle(webhook: &str) -> Value {
@@ -504,7 +502,7 @@ fn drain_the_etcd_leaders_node(ns: &str, members: u32) {
 }
 
 /// What `kubectl raft gate manifests` prints (docs/gate.yaml is that for the release image,
-/// tests/cli.rs), with a NetworkPolicy (`--allow-from`: the world enforces none, so any block
+/// tests/offline/cli.rs), with a NetworkPolicy (`--allow-from`: the world enforces none, so any block
 /// does; the API server must take it), applied as printed but for one thing the world needs:
 /// the container runs the release image's binary from the host (the world's pods run host
 /// executables). Removed on drop, but for its namespace (the world's, kept for the next test).

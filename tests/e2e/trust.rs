@@ -2,11 +2,9 @@
 //! annotations in their own namespace can make an admin's `kubectl raft` do. Each test stages
 //! the attack in the real world, with a tenant pod that records every request it receives.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// A secret of the admin's shell, in a variable name nobody uses.

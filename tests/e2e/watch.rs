@@ -2,12 +2,10 @@
 //! exactly the leader changes they report and an eviction's DisruptionTarget reason; the line
 //! stream, the JSON events and the terminal's redraw (through a pseudo-terminal).
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// A watch of `etcd` in `ns` every 500ms with `output` ("json" or "table"), started and past

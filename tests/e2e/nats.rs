@@ -5,11 +5,9 @@
 //! HTTP: it goes through a port-forward (`--via port-forward`, or automatically when replicas
 //! are reached by pods/proxy), or straight to the pod (`--via direct`).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// The system account's user, from the manifest's Secret nats-sys.

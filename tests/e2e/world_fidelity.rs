@@ -9,11 +9,9 @@
 //! (`..._on_real_kubelets`, `kreal-N`: Kubernetes' kubelet over containerd and runc), with
 //! the same manifest and the same assertions: where the agent differs, the pair says so.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn ready_condition(ns: &str, pod: &str) -> String {

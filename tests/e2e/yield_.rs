@@ -1,11 +1,9 @@
 //! `kubectl raft yield` end to end, against real etcd (and ZooKeeper) in the test world,
 //! under a continuous write load where leadership moves.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// The members' own account, through etcd's API: the pod that leads.
 fn leader_pod(ns: &str) -> String {

@@ -4,11 +4,9 @@
 //! controller runs itself refused; a member that hangs mid-restart stops it; Ctrl-C and a
 //! rerun resume it.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// `kubectl raft restart ARGS -o json`: (exit code, report, stderr).

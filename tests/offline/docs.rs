@@ -1,7 +1,7 @@
 //! The documentation keeps up with the code: docs/troubleshooting.md lists every error the
 //! source can print and every refusal and blocker reason; every built-in system has a page.
 
-mod source;
+use crate::source;
 
 use std::path::{Path, PathBuf};
 

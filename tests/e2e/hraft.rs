@@ -5,11 +5,9 @@
 //! source). tests/manifests/hraft-5.yaml runs five servers: hraft-0..2 vote, hraft-3 and
 //! hraft-4 are real Raft non-voters, which answer "Follower" like any voter.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn leader(c: &Value) -> String {

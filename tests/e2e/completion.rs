@@ -2,12 +2,10 @@
 //! which is kubectl-raft under another name, answering in cobra's `__complete` protocol with
 //! names from the cluster.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// A directory for PATH with `kubectl-raft` and its completer link, as a user installs them.
 struct PluginDir(PathBuf);

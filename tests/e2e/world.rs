@@ -2,13 +2,11 @@
 //! Eviction API and PodDisruptionBudgets, graceful deletion with preStop hooks, node
 //! heartbeats, and a real etcd running as a StatefulSet.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 fn ready_nodes() -> Vec<String> {
     let nodes = kubectl_json(&["get", "nodes"]);

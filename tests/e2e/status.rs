@@ -1,10 +1,8 @@
 //! `kubectl raft status` against real etcd StatefulSets in the test world.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 #[test]

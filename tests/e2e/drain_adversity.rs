@@ -3,11 +3,9 @@
 //! would not survive its eviction. Each scenario broke the promise before the executor acted
 //! only on fresh plans; each test holds the nodes exclusively and uncordons on the way out.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 fn set_zk_pdb(ns: &str, max_unavailable: u32, allowed: u32) {
@@ -157,7 +155,7 @@ fn a_paused_drain_overtaken_by_a_second_one_stops_before_it_acts() {
     // Paused, as by Ctrl-Z or a closed laptop: it stops renewing its lock. A second operator
     // comes once the Lease has looked dead for longer than its duration: made 5 s here (a
     // Lease's own shorter duration is honoured) so that the test does not wait out the 30 s
-    // kubectl raft writes; the stale-lock test in tests/drain.rs waits that one.
+    // kubectl raft writes; the stale-lock test in tests/e2e/drain.rs waits that one.
     signal(first.pid(), "STOP");
     let lease = lock_lease(&ns.name, "etcd");
     kubectl_ok(&[

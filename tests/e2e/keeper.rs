@@ -6,12 +6,10 @@
 //! over and the others elect after a timeout. What is proven here is the plugin's side of
 //! that protocol, not Keeper itself.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 /// How a test's stand-in is set up.

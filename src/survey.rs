@@ -104,6 +104,9 @@ pub struct Surveyor {
     /// look empty). The gate turns it off: the pod it decides about is in it, and its role
     /// may not read namespaces.
     pub check_namespace: bool,
+    /// Each cluster's share of the in-flight slots, kept across surveys (the gate's, whose
+    /// decisions are one cluster each): None, a share per survey (`observe`).
+    pub shares: Option<crate::transport::ClusterShares>,
     /// Each cluster's credentials (--credentials-secret/-file, the annotation).
     pub credentials: CredentialSource,
     /// For a verb that surveys again and again (`status --watch`): the objects kept current
@@ -247,6 +250,7 @@ impl Surveyor {
             namespace,
             all_namespaces: settings.all_namespaces,
             check_namespace: true,
+            shares: None,
             probe_timeout: settings.probe_timeout,
             watched: None,
         })
@@ -607,7 +611,17 @@ impl Surveyor {
     pub async fn transport_for(&self, target: &ClusterTarget) -> Result<Transport> {
         let vars = self.credentials.for_cluster(target).await?;
         let tls = self.credentials.tls_for_cluster(target).await?;
-        Ok(self.transport.with_vars(vars).with_tls(tls))
+        Ok(self.shared(target).with_vars(vars).with_tls(tls))
+    }
+
+    /// The shared transport, with the cluster's share of its slots where shares are kept.
+    fn shared(&self, target: &ClusterTarget) -> Transport {
+        match &self.shares {
+            Some(shares) => self
+                .transport
+                .with_cluster_share(shares, &format!("{}/{}", target.namespace, target.name)),
+            None => self.transport.clone(),
+        }
     }
 
     /// The transport to *read* a cluster with (watching a wait, asking a member again): its
@@ -624,10 +638,11 @@ impl Surveyor {
     async fn reading(&self, target: &ClusterTarget) -> (Transport, Option<anyhow::Error>) {
         let vars = self.credentials.for_cluster(target).await;
         let tls = self.credentials.tls_for_cluster(target).await;
+        let transport = self.shared(target);
         match (vars, tls) {
-            (Ok(vars), Ok(tls)) => (self.transport.with_vars(vars).with_tls(tls), None),
-            (Err(e), Ok(tls)) => (self.transport.with_tls(tls), Some(e)),
-            (Ok(_), Err(e)) | (Err(e), Err(_)) => (self.transport.clone(), Some(e)),
+            (Ok(vars), Ok(tls)) => (transport.with_vars(vars).with_tls(tls), None),
+            (Err(e), Ok(tls)) => (transport.with_tls(tls), Some(e)),
+            (Ok(_), Err(e)) | (Err(e), Err(_)) => (transport, Some(e)),
         }
     }
 

@@ -37,6 +37,66 @@ enum Via {
     PortForward(kube::Client),
 }
 
+/// One cluster's part of a transport's bounds: its slots of `--max-inflight`, and one of the
+/// `LARGE_ANSWERS_AT_ONCE` (a cluster's listings of every stream wait for each other, never
+/// for another cluster's).
+pub struct Share {
+    slots: Semaphore,
+    large: Semaphore,
+}
+
+impl Share {
+    fn new(slots: usize) -> Self {
+        Share {
+            slots: Semaphore::new(slots.max(1)),
+            large: Semaphore::new(1),
+        }
+    }
+}
+
+/// Each cluster's share of a transport's bounds, kept across calls for as long as a caller
+/// holds it: `1/parts` of `--max-inflight` (at least 2 slots, as a survey's share), and one
+/// large answer at a time. The gate's decisions are one cluster each and come and go as
+/// evictions do; with these, one cluster's hung or slow replicas (a tenant's StatefulSet
+/// that claims to be NATS, reviews of it posted in a flood) hold at most its part, and the
+/// other clusters' decisions go on. The part is a bound even when the others need nothing:
+/// a cluster with more hung requests than its slots waits for its own (a look of a 5-member
+/// NATS with two members hung, 8 requests, takes two rounds of the probe limit).
+#[derive(Clone)]
+pub struct ClusterShares {
+    parts: usize,
+    held: Arc<std::sync::Mutex<HashMap<String, std::sync::Weak<Share>>>>,
+}
+
+impl ClusterShares {
+    /// Shares of `1/parts` of the slots each.
+    pub fn new(parts: usize) -> Self {
+        ClusterShares {
+            parts: parts.max(1),
+            held: Arc::default(),
+        }
+    }
+
+    /// `cluster`'s share of `total` slots: the one its callers hold now, else a new one.
+    /// Shares nobody holds any more are forgotten (the map holds no share alive).
+    fn of(&self, cluster: &str, total: usize) -> Arc<Share> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(share) = held.get(cluster).and_then(std::sync::Weak::upgrade) {
+            return share;
+        }
+        held.retain(|_, w| w.strong_count() > 0);
+        let share = Arc::new(Share::new((total / self.parts).max(2).min(total)));
+        held.insert(cluster.to_string(), Arc::downgrade(&share));
+        share
+    }
+
+    /// The clusters whose share some caller holds now.
+    pub fn held(&self) -> usize {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.values().filter(|w| w.strong_count() > 0).count()
+    }
+}
+
 /// Requests to replicas, at most `max_inflight` at once, whatever the number of callers.
 #[derive(Clone)]
 pub struct Transport {
@@ -46,9 +106,9 @@ pub struct Transport {
     max_inflight: usize,
     /// The bound on large answers in flight (`LARGE_ANSWERS_AT_ONCE`).
     large: Arc<Semaphore>,
-    /// One cluster's share of `inflight` (`with_share`): a cluster whose replicas are slow
-    /// holds at most its share of the slots, and the others' requests go on.
-    share: Option<Arc<Semaphore>>,
+    /// One cluster's share of `inflight` and `large` (`with_share`, `with_cluster_share`): a
+    /// cluster whose replicas are slow holds at most its share, and the others' requests go on.
+    share: Option<Arc<Share>>,
     /// What `${VAR}` in a request's headers (and a NATS request's user) is read from.
     vars: Arc<Vars>,
     /// How the cluster's HTTPS ports are spoken to (`with_tls`): its CA, its client
@@ -174,12 +234,26 @@ impl Transport {
 
     /// The same transport (same bounds) for one cluster of `clusters` surveyed at once: its
     /// requests also take a slot of a share of its own, a fair part of `--max-inflight`
-    /// (at least 2), so that one cluster's hung replicas cannot hold every slot.
+    /// (at least 2), so that one cluster's hung replicas cannot hold every slot. A transport
+    /// that already has its cluster's share (`with_cluster_share`) keeps it.
     pub fn with_share(&self, clusters: usize) -> Transport {
+        if self.share.is_some() {
+            return self.clone();
+        }
         let total = self.max_inflight;
         let share = total.div_ceil(clusters.max(1)).max(2).min(total);
         Transport {
-            share: Some(Arc::new(Semaphore::new(share))),
+            share: Some(Arc::new(Share::new(share))),
+            ..self.clone()
+        }
+    }
+
+    /// The same transport (same bounds) whose requests also take a slot of `cluster`'s share
+    /// in `shares`: the same share for every caller that asks for the cluster while one holds
+    /// it (the gate's concurrent looks at one cluster, its member asked again, its transfer).
+    pub fn with_cluster_share(&self, shares: &ClusterShares, cluster: &str) -> Transport {
+        Transport {
+            share: Some(shares.of(cluster, self.max_inflight)),
             ..self.clone()
         }
     }
@@ -256,10 +330,15 @@ impl Transport {
         limit: Duration,
         then: impl FnOnce(HttpAnswer) -> T,
     ) -> Result<T, ProbeError> {
-        let _large = if req.answer_limit() > MAX_ANSWER_BYTES {
-            Some(self.large.acquire().await.expect("never closed"))
+        // A large answer's bounds, the cluster's own first (the same order as the slots').
+        let (_own_large, _large) = if req.answer_limit() > MAX_ANSWER_BYTES {
+            let own = match &self.share {
+                Some(s) => Some(s.large.acquire().await.expect("never closed")),
+                None => None,
+            };
+            (own, Some(self.large.acquire().await.expect("never closed")))
         } else {
-            None
+            (None, None)
         };
         let mut backoff = Duration::from_millis(50);
         let mut attempt = 0;
@@ -271,7 +350,7 @@ impl Transport {
                 // The cluster's share first, so that a cluster waiting for its own slots
                 // holds none of everyone's (a large answer's bound is held around it all).
                 let _share = match &self.share {
-                    Some(s) => Some(s.acquire().await.expect("never closed")),
+                    Some(s) => Some(s.slots.acquire().await.expect("never closed")),
                     None => None,
                 };
                 let _permit = self.inflight.acquire().await.expect("never closed");
@@ -950,6 +1029,169 @@ fn short_dial_error(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that accepts connections and never answers (a frozen replica), and how many
+    /// it has accepted.
+    async fn hung_server() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = accepted.clone();
+        tokio::spawn(async move {
+            let mut held = vec![];
+            while let Ok((tcp, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                held.push(tcp);
+            }
+        });
+        (port, accepted)
+    }
+
+    /// A server that answers every request 200 `ok`.
+    async fn answering_server() -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|_req| async {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from_static(b"ok"),
+                        )))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                        .await;
+                });
+            }
+        });
+        port
+    }
+
+    fn local(pod: &str, port: u16) -> Endpoint {
+        Endpoint {
+            namespace: "db".into(),
+            pod: pod.into(),
+            pod_ip: Some("127.0.0.1".into()),
+            port,
+            scheme: Scheme::Http,
+            names: vec![],
+        }
+    }
+
+    /// Eight requests of `tenant` to a replica that never answers, started and holding what
+    /// they may (`held` says when: its share's bound or everyone's is used up) before the
+    /// test goes on; aborted by the caller.
+    async fn hung_requests(
+        tenant: &Transport,
+        req: &HttpRequest,
+        held: impl Fn(&Transport, &Share) -> bool,
+    ) -> Vec<tokio::task::JoinHandle<Result<HttpAnswer, ProbeError>>> {
+        let (hung, accepted) = hung_server().await;
+        let stuck = (0..8)
+            .map(|i| {
+                let (tenant, req) = (tenant.clone(), req.clone());
+                tokio::spawn(async move {
+                    let ep = local(&format!("fake-nats-{i}"), hung);
+                    tenant.call(&ep, &req, Duration::from_secs(120)).await
+                })
+            })
+            .collect();
+        let share = tenant.share.clone().expect("a share");
+        while accepted.load(std::sync::atomic::Ordering::SeqCst) == 0 || !held(tenant, &share) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        stuck
+    }
+
+    /// `other`'s request to a replica that answers, while `stuck` still wait.
+    async fn answered_meanwhile(
+        other: &Transport,
+        req: &HttpRequest,
+        stuck: Vec<tokio::task::JoinHandle<Result<HttpAnswer, ProbeError>>>,
+    ) {
+        let ok = answering_server().await;
+        let answer = tokio::time::timeout(
+            Duration::from_secs(60),
+            other.call(&local("etcd-0", ok), req, Duration::from_secs(60)),
+        )
+        .await
+        .expect("answered while the other cluster's replicas hang")
+        .expect("the replica's answer");
+        assert_eq!(answer.status, 200);
+        assert!(
+            stuck.iter().all(|h| !h.is_finished()),
+            "the hung cluster's requests still wait"
+        );
+        for h in stuck {
+            h.abort();
+        }
+    }
+
+    /// The gate's case: a cluster's replicas hang (or its reviews come in a flood) while
+    /// another cluster's decision asks its own replicas. With the slots shared by all (one
+    /// `ClusterShares` part), the hung cluster takes all four and the other waits for their
+    /// time limit; with a share each (two slots), it is answered at once.
+    #[tokio::test]
+    async fn a_clusters_hung_replicas_hold_only_its_share_of_the_slots() {
+        let transport = Transport::direct(4);
+        let shares = ClusterShares::new(4);
+        let req: HttpRequest = serde_saphyr::from_str("path: /health").unwrap();
+        let tenant = transport.with_cluster_share(&shares, "tenant/fake-nats");
+        let stuck = hung_requests(&tenant, &req, |t, s| {
+            s.slots.available_permits() == 0 || t.inflight.available_permits() == 0
+        })
+        .await;
+        let other = transport.with_cluster_share(&shares, "db/etcd");
+        answered_meanwhile(&other, &req, stuck).await;
+    }
+
+    /// The same for listings of every stream (answers that may be 64 MiB, two at once): a
+    /// cluster whose replicas hang holds one of the two, and another cluster's listing goes on.
+    #[tokio::test]
+    async fn a_clusters_hung_listings_hold_only_one_of_the_large_answers() {
+        let transport = Transport::direct(32);
+        let shares = ClusterShares::new(4);
+        let req: HttpRequest = serde_saphyr::from_str("{path: /jsz, max_bytes: 67108864}").unwrap();
+        let tenant = transport.with_cluster_share(&shares, "tenant/fake-nats");
+        let stuck = hung_requests(&tenant, &req, |t, s| {
+            s.large.available_permits() == 0 || t.large.available_permits() == 0
+        })
+        .await;
+        let other = transport.with_cluster_share(&shares, "db/nats");
+        answered_meanwhile(&other, &req, stuck).await;
+    }
+
+    #[test]
+    fn a_clusters_share_is_one_while_held_and_forgotten_when_nobody_holds_it() {
+        let shares = ClusterShares::new(4);
+        let transport = Transport::direct(32);
+        let look = transport.with_cluster_share(&shares, "db/etcd");
+        let asked_again = transport.with_cluster_share(&shares, "db/etcd");
+        let (a, b) = (
+            look.share.clone().unwrap(),
+            asked_again.share.clone().unwrap(),
+        );
+        assert!(Arc::ptr_eq(&a, &b), "one share for the cluster's callers");
+        assert_eq!(a.slots.available_permits(), 8, "a quarter of 32");
+        assert_eq!(a.large.available_permits(), 1, "one large answer at a time");
+        assert_eq!(shares.held(), 1);
+        drop((look, asked_again, a, b));
+        assert_eq!(shares.held(), 0);
+        let _nats = transport.with_cluster_share(&shares, "db/nats");
+        assert_eq!(shares.held.lock().unwrap().len(), 1, "etcd's forgotten");
+    }
+
+    #[test]
+    fn a_share_kept_for_the_cluster_is_not_replaced_by_a_surveys_own() {
+        let shares = ClusterShares::new(4);
+        let transport = Transport::direct(32).with_cluster_share(&shares, "db/etcd");
+        let surveyed = transport.with_share(1);
+        assert!(Arc::ptr_eq(
+            transport.share.as_ref().unwrap(),
+            surveyed.share.as_ref().unwrap()
+        ));
+    }
 
     fn ans(status: u16, body: &str) -> HttpAnswer {
         HttpAnswer::new(status, body)

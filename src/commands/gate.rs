@@ -45,6 +45,9 @@ fn manifests(g: &GlobalArgs, a: &GateManifestsArgs, out: &mut impl std::io::Writ
     Ok(())
 }
 
+/// The parts of the replica slots the gate keeps apart for each cluster (`ClusterShares`).
+const GATE_SHARE_PARTS: usize = 4;
+
 async fn serve_gate(g: &GlobalArgs, a: &GateServeArgs) -> Result<()> {
     if a.cert_renew_before >= a.cert_validity {
         anyhow::bail!(
@@ -55,6 +58,10 @@ async fn serve_gate(g: &GlobalArgs, a: &GateServeArgs) -> Result<()> {
     }
     let mut surveyor = Surveyor::new(&crate::cli::gate_survey_settings(g, a)).await?;
     surveyor.check_namespace = false;
+    // Each cluster's decisions take at most a quarter of the replica slots (--max-inflight;
+    // at least 2) and one of the two large answers: a cluster whose replicas hang, or whose
+    // reviews come in a flood, leaves the rest to the other clusters' decisions.
+    surveyor.shares = Some(crate::transport::ClusterShares::new(GATE_SHARE_PARTS));
     let surveyor = Arc::new(surveyor);
     let namespace = g
         .namespace

@@ -1133,22 +1133,18 @@ fn judge(c: &Case) -> Judged {
     }
     // Credentials that cannot be read: the leader's transfer, sent with them, would fail, so
     // no member goes whose node holds the leader (or when no leader is known), in every mode.
-    let on_node: BTreeSet<String> = c
-        .look
-        .input
-        .report
+    let report = &c.look.input.report;
+    let on_node: BTreeSet<String> = report
         .replicas
         .iter()
         .filter(|r| r.pod == m.pod || (m.node.is_some() && r.node == m.node))
         .map(|r| r.pod.clone())
         .collect();
-    let report = &c.look.input.report;
     let leaders: BTreeSet<String> = report
         .replicas
         .iter()
         .filter(|r| r.raft.role == crate::model::Role::Leader)
         .map(|r| r.pod.clone())
-        .chain(report.summary.leader.clone())
         .collect();
     if let Some(why) =
         crate::plan::groups::credentials_for_transfer_of(&c.look.obs, &leaders, &on_node)

@@ -23,15 +23,16 @@ use crate::transport::{dial, Transport};
 /// How long a server has to answer each question (the connection, then the request).
 const ASK_WITHIN: Duration = Duration::from_secs(5);
 
-/// What a run's NATS requests need: the API rights (port-forward), and what stops it: each
-/// credential missing or refused, or a right missing, with what it is for.
+/// What a run's requests need (the leader's transfer, NATS's): the API rights (port-forward),
+/// and what stops it: each credential missing or refused, or a right missing, with what it
+/// is for.
 #[derive(Debug, Clone, Default)]
-pub struct NatsNeeds {
+pub struct RequestNeeds {
     pub rights: Vec<Need>,
     pub missing: Vec<String>,
 }
 
-impl NatsNeeds {
+impl RequestNeeds {
     /// What stops `command` of `cluster` before it changes anything, if anything does.
     pub fn stop(&self, command: &str, cluster: &str) -> Option<String> {
         if self.missing.is_empty() {
@@ -47,12 +48,12 @@ impl NatsNeeds {
 /// The needs of a run that takes the pods `acting_on` out of the cluster `obs` looked at:
 /// the credentials its leader's transfer is sent with, and what its NATS requests need.
 /// Nothing else for a system without NATS requests (nothing is asked).
-pub async fn nats_requests(
+pub async fn requests_needs(
     surveyor: &Surveyor,
     obs: &ClusterObservation,
     acting_on: &BTreeSet<String>,
-) -> Result<NatsNeeds> {
-    let mut out = NatsNeeds::default();
+) -> Result<RequestNeeds> {
+    let mut out = RequestNeeds::default();
     if let Some(why) = credentials_for_transfer(obs, acting_on) {
         out.missing.push(why);
         return Ok(out);

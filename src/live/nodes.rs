@@ -189,7 +189,7 @@ impl NodeOps for KubeNodes {
         let asked = futures::future::join_all(
             taking
                 .iter()
-                .map(|(look, pods)| needs::nats_requests(&self.surveyor, &look.obs, pods)),
+                .map(|(look, pods)| needs::requests_needs(&self.surveyor, &look.obs, pods)),
         )
         .await;
         let mut stops = vec![];

@@ -225,7 +225,7 @@ async fn look<S: Sink + Sync>(
     // The NATS requests the run will send (the meta leader's stepdown, its streams'), each
     // checked to have a user before the first eviction: found missing at the leader, a
     // restart would stop with the followers already replaced.
-    let nats = needs::nats_requests(surveyor, &obs, &replace).await?;
+    let nats = needs::requests_needs(surveyor, &obs, &replace).await?;
     if r.dry_run {
         let input = cluster_input(
             &obs,

@@ -197,6 +197,19 @@ pub fn post_review_as(port: u16, ns: &str, pod: &str, cert: Option<&str>) -> (St
 /// One AdmissionReview of `pod`'s eviction posted straight to the gate on `port`, as anyone who
 /// reaches its port can (the API server's reviews look the same): its answer's `response`.
 pub fn review(port: u16, ns: &str, pod: &str, dry_run: bool) -> serde_json::Value {
+    review_within(port, ns, pod, dry_run, None)
+}
+
+/// `review` with the API server's `?timeout=` (what is left of its `timeoutSeconds`), which
+/// the gate's budget keeps within.
+pub fn review_within(
+    port: u16,
+    ns: &str,
+    pod: &str,
+    dry_run: bool,
+    timeout: Option<&str>,
+) -> serde_json::Value {
+    let query = timeout.map(|t| format!("?timeout={t}")).unwrap_or_default();
     let body = format!(
         r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"posted","operation":"CREATE","resource":{{"group":"","version":"v1","resource":"pods"}},"subResource":"eviction","name":"{pod}","namespace":"{ns}","dryRun":{dry_run},"userInfo":{{"username":"someone"}}}}}}"#
     );
@@ -209,7 +222,7 @@ pub fn review(port: u16, ns: &str, pod: &str, dry_run: bool) -> serde_json::Valu
             "content-type: application/json",
             "--data",
             &body,
-            &format!("https://127.0.0.1:{port}/validate"),
+            &format!("https://127.0.0.1:{port}/validate{query}"),
         ])
         .output()
         .expect("curl");

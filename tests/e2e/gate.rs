@@ -346,6 +346,86 @@ fn a_posted_review_for_a_member_on_a_node_not_being_drained_moves_no_leader() {
     a_posted_review_moves_the_leader(g.port, &ns.name, &leader, term, &ns.name);
 }
 
+/// A tenant's cluster whose five replicas hang (frozen: TCP connects, nothing answers), its
+/// members' evictions posted in a flood from three threads, does not hold another cluster's
+/// decision (#39). The gate runs with four replica slots (`--max-inflight 4`) and a 30 s
+/// probe limit, so each review of the hung cluster (from a node nobody drains: a look to
+/// recognise it first, one per review, at once) asks its five members and holds what it gets
+/// until the review's budget (8 s) ends; a dry-run review of the other cluster's follower,
+/// with 5 s to be decided (`?timeout=7s`), comes a second into it. With one pool for all, the
+/// hung cluster's looks held all four slots and the follower's review ran out of time
+/// (`CannotDecide`); with a share per cluster (here two slots) it is decided. The staging is
+/// checked: the hung cluster's own reviews run out of time.
+#[test]
+fn a_tenants_hung_cluster_flooded_with_reviews_does_not_hold_another_clusters_decision() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("gate-fair");
+    let tenant = TestNamespace::new("gate-fair-tenant");
+    deploy_etcd(&ns.name, 3);
+    deploy_etcd(&tenant.name, 5);
+    let g = Gated::start_with(&ns.name, &["--max-inflight", "4", "--probe-timeout", "30s"]);
+    // The tenant's namespace is one the gate's webhook selects too.
+    kubectl_ok(&[
+        "label",
+        "namespace",
+        &tenant.name,
+        &format!("kubectl-raft.io/gate-test={}", ns.name),
+    ]);
+    let (leader, _) = etcd_leader(&ns.name).expect("a leader");
+    let follower = (0..3)
+        .map(|i| format!("etcd-{i}"))
+        .find(|p| *p != leader)
+        .expect("a follower");
+    let hung: Vec<i32> = (0..5)
+        .map(|i| container_pid(&tenant.name, &format!("etcd-{i}")))
+        .collect();
+    let _continued = Continued(hung.clone());
+    for pid in &hung {
+        signal(*pid, "STOP");
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..3)
+        .map(|i| {
+            let (stop, port, tenant) = (stop.clone(), g.port, tenant.name.clone());
+            std::thread::spawn(move || {
+                let mut answers = vec![];
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    answers.push(review(port, &tenant, &format!("etcd-{i}"), false));
+                }
+                answers
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let answer = review_within(g.port, &ns.name, &follower, true, Some("7s"));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let tenants: Vec<Value> = flood
+        .into_iter()
+        .flat_map(|t| t.join().expect("a flood's thread"))
+        .collect();
+    assert!(
+        tenants.iter().any(|a| a["status"]["code"] == 429
+            && a["status"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("could not decide"))),
+        "the hung cluster's own reviews run out of time: {tenants:?}"
+    );
+    assert_eq!(answer["allowed"], true, "{answer}");
+}
+
+/// Continues the processes stopped with SIGSTOP when dropped (a test that fails continues them).
+struct Continued(Vec<i32>);
+
+impl Drop for Continued {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", &pid.to_string()])
+                .status();
+        }
+    }
+}
+
 /// With `--client-ca` and `--client-name`, only the API server makes the gate act. A review of
 /// the leader's eviction posted to the gate's port, its node cordoned (the case in which the
 /// positive control of `a_posted_review_for_a_member_on_a_node_not_being_drained_moves_no_leader`

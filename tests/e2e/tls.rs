@@ -98,13 +98,7 @@ fn a_tls_etcd_read_with_the_wrong_tls_says_what_is_wrong_and_what_to_do() {
     // The CA without a client certificate.
     client_secret(&ns.name, &client, "etcd-client-tls", &["ca.crt"]);
     // What status says of the cluster: it cannot look, so it stops with why, not a report.
-    let detail = |args: &[&str]| {
-        let mut a = vec!["status", "etcd", "-n", &ns.name, "--probe-timeout", "5s"];
-        a.extend_from_slice(args);
-        let out = raft(&a);
-        assert!(!out.status.success(), "status succeeded: {}", stdout(&out));
-        stderr(&out)
-    };
+    let detail = |args: &[&str]| status_refused("etcd", &ns.name, args);
     let d = detail(&[]);
     assert!(
         d.contains("requires a client certificate"),
@@ -407,9 +401,7 @@ fn a_tls_consul_standin_read_without_a_client_certificate_says_so() {
     let ca = TestCa::new();
     let client = deploy_hraft_tls(&ns.name, &ca);
     client_secret(&ns.name, &client, "hraft-client-tls", &["ca.crt"]);
-    let out = raft(&["status", "hraft", "-n", &ns.name, "--probe-timeout", "5s"]);
-    assert!(!out.status.success(), "status succeeded: {}", stdout(&out));
-    let d = stderr(&out);
+    let d = status_refused("hraft", &ns.name, &[]);
     assert!(
         d.contains("requires a client certificate"),
         "no client certificate: {d}"
@@ -480,4 +472,13 @@ fn restart_of_a_cluster_whose_credentials_cannot_be_read_stops_before_its_first_
         Some((leader, term)),
         "nothing moved (by etcd)"
     );
+}
+
+/// `kubectl raft status CLUSTER -n NS ARGS` that fails: what it says on stderr.
+fn status_refused(cluster: &str, ns: &str, args: &[&str]) -> String {
+    let mut a = vec!["status", cluster, "-n", ns, "--probe-timeout", "5s"];
+    a.extend_from_slice(args);
+    let out = raft(&a);
+    assert!(!out.status.success(), "status succeeded: {}", stdout(&out));
+    stderr(&out)
 }

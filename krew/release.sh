@@ -80,6 +80,11 @@ archive="$dist/kubectl-raft-$os-$arch.tar.gz"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$stage" -cf - "$exe" LICENSE \
   | gzip -n > "$archive"
 echo "release.sh: $archive" >&2
+# The roles each verb needs, an asset of the release beside the archives: a user who installs
+# from a release applies it from there (`kubectl apply -f BASE_URL/rbac.yaml`, the manifest's
+# caveat), with no clone of the source.
+cp "$root/docs/rbac.yaml" "$dist/rbac.yaml"
+echo "release.sh: $dist/rbac.yaml" >&2
 
 # Render: substitute only our placeholders (the caveats hold shell ${...} of their own), and
 # drop a platform block whose archive is absent (unless --all, where that is an error).

@@ -477,7 +477,7 @@ pub fn drain_summary(r: &DrainReport, output: Format, out: &mut dyn Write) -> Re
     }
     for c in &r.clusters {
         let p = &c.plan;
-        write_cluster_line(c, out)?;
+        write_cluster_line(c, r.dry_run, out)?;
         if r.dry_run {
             for (i, s) in p.steps.iter().enumerate() {
                 let what = step_what(s, "evict", "a replaced follower");
@@ -520,14 +520,16 @@ pub fn drain_summary(r: &DrainReport, output: Format, out: &mut dyn Write) -> Re
     Ok(())
 }
 
-/// A cluster's first line in a summary: its voters, quorum and leader as first planned.
-pub fn write_cluster_line(c: &ClusterSummary, out: &mut dyn Write) -> Result<()> {
+/// A cluster's first line in a summary: its voters, quorum and leader as first planned; after
+/// a run that acted (`dry_run` false), said to be what it was before (its leader may have moved).
+pub fn write_cluster_line(c: &ClusterSummary, dry_run: bool, out: &mut dyn Write) -> Result<()> {
     let p = &c.plan;
     writeln!(
         out,
-        "{} ({}): {} voters, {} healthy, quorum {}, leader {}{}",
+        "{} ({}){}: {} voters, {} healthy, quorum {}, leader {}{}",
         p.cluster(),
         c.system,
+        if dry_run { "" } else { " before" },
         p.voters,
         p.healthy_voters,
         p.quorum,
@@ -542,12 +544,10 @@ pub fn write_done(c: &ClusterSummary, prefix: &str, what: &str, out: &mut dyn Wr
     for d in &c.done {
         writeln!(out, "  {d}")?;
     }
-    let window = c
-        .longest_leaderless_ms
-        .map_or("none observed".to_string(), |m| format!("{m:.0}ms"));
+    let window = crate::model::leaderless_window(c.longest_leaderless_ms, None);
     writeln!(
         out,
-        "  {prefix}{} {what}, {} transfer(s), {} election(s), longest leaderless window {window}, {}",
+        "  {prefix}{} {what}, {} transfer(s), {} election(s), longest {window}, {}",
         c.evictions,
         c.transfers,
         c.elections,
@@ -564,7 +564,7 @@ pub fn restart_summary(r: &RestartReport, output: Format, out: &mut dyn Write) -
     }
     let c = &r.cluster;
     let p = &c.plan;
-    write_cluster_line(c, out)?;
+    write_cluster_line(c, r.dry_run, out)?;
     if r.dry_run {
         for (i, s) in p.steps.iter().enumerate() {
             let what = step_what(s, "restart", "a restarted member");

@@ -68,4 +68,11 @@ grep -qF "$KREW_ROOT/bin/kubectl-raft" <<<"$plugins" \
 kubectl raft --help | grep -q "Safe maintenance of Raft clusters" \
   || { echo "krew.sh: kubectl raft --help did not print the plugin's help" >&2; exit 1; }
 kubectl raft version
+
+# (docs/rbac.yaml itself is applied by the end-to-end tests, tests/e2e/rbac.rs.)
+echo "== the caveat's rbac.yaml: served beside the archives, and the same as docs/rbac.yaml" >&2
+rbac_url=$(sed -n 's#^ *kubectl apply -f \(http[^ ]*/rbac.yaml\)$#\1#p' "$work/dist/raft.yaml")
+[ -n "$rbac_url" ] || { echo "krew.sh: the manifest's caveats name no rbac.yaml to apply" >&2; exit 1; }
+curl -fsS "$rbac_url" | cmp - "$root/docs/rbac.yaml" \
+  || { echo "krew.sh: $rbac_url is not docs/rbac.yaml" >&2; exit 1; }
 echo "krew.sh: the manifest validates and kubectl raft installs through krew" >&2

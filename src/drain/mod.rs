@@ -451,13 +451,12 @@ async fn transfer<O: ClusterOps, E: Events>(
     s.record_window(h.window_ms);
     s.transfers += 1;
     let msg = format!(
-        "leadership {} → {} (term {} → {}, leaderless window {})",
+        "leadership {} → {} (term {} → {}, {})",
         h.from,
         h.to,
         h.term_before.map_or("?".into(), |t| t.to_string()),
         h.term_after.map_or("?".into(), |t| t.to_string()),
-        h.window_ms
-            .map_or("none observed".into(), |m| format!("{m:.0}ms"))
+        crate::model::leaderless_window(h.window_ms, None)
     );
     said(events, s, msg);
     Ok(())
@@ -544,10 +543,9 @@ async fn evict_member<O: ClusterOps, E: Events>(
         s.evictions += 1;
         s.elections += 1;
         let msg = format!(
-            "evicted the leader {pod} (election: {} leads, leaderless window {})",
+            "evicted the leader {pod} (election: {} leads, {})",
             e.new_leader,
-            e.window_ms
-                .map_or("none observed".into(), |m| format!("{m:.0}ms"))
+            crate::model::leaderless_window(e.window_ms, None)
         );
         said(events, s, msg);
     } else {

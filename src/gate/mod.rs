@@ -596,7 +596,24 @@ struct ClusterState {
     transfer: TransferSlot,
 }
 
-/// How long a replica remembers when it first saw a record's entry after it last asked: an
+/// A cluster's memory in this replica that nobody uses and that holds nothing to remember:
+/// no decision of it under way (its `Arc` is cloned only under the map's lock, where this is
+/// asked, so a count of one means none), and no transfer it started within `keep` (the longer
+/// of `FORGET_AFTER` and `transfer_timeout`: a running or recent one says whether the record's
+/// transfer ended here, and backs a failed one off).
+fn forgettable(state: &Arc<tokio::sync::Mutex<ClusterState>>, keep: Duration) -> bool {
+    Arc::strong_count(state) == 1
+        && state.try_lock().is_ok_and(|s| {
+            s.transfer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .as_ref()
+                .is_none_or(|t| t.started.elapsed() >= keep)
+        })
+}
+
+/// How long a replica remembers when it first saw a record's entry after it last asked (and,
+/// at least, a transfer it started: `forgettable`): an
 /// entry still in a record is asked at every decision of its cluster, so its age keeps
 /// counting for as long as it matters (it never starts again at 0, which would hold a
 /// finished transfer or a stale admission back again).
@@ -773,13 +790,16 @@ impl<O: GateOps> Gate<O> {
             }
         }
         progress.acted_on.store(true, Ordering::Relaxed);
-        let state = self
-            .clusters
-            .lock()
-            .expect("not poisoned")
-            .entry(cluster.clone())
-            .or_default()
-            .clone();
+        let state = {
+            let mut clusters = self.clusters.lock().expect("not poisoned");
+            // A cluster seen for the first time: the memory of those with nothing to remember
+            // goes (a gate that runs for months meets StatefulSets that come and go).
+            if !clusters.contains_key(&cluster) {
+                let keep = FORGET_AFTER.max(self.settings.transfer_timeout);
+                clusters.retain(|_, s| !forgettable(s, keep));
+            }
+            clusters.entry(cluster.clone()).or_default().clone()
+        };
         // One decision per cluster at a time in this replica; one asked meanwhile is retried
         // (it would otherwise queue behind slow looks and run out of time there).
         let Ok(mut state) = state.try_lock() else {

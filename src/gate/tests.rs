@@ -483,6 +483,68 @@ async fn a_retry_during_the_transfer_starts_no_second_one() {
     assert_eq!(s.transfers.lock().unwrap().len(), 1);
 }
 
+fn evict_in(namespace: &str, pod: &str) -> Request {
+    Request {
+        namespace: namespace.into(),
+        ..evict(pod)
+    }
+}
+
+fn remembered(g: &Gate<&Scripted>) -> Vec<String> {
+    g.clusters.lock().unwrap().keys().cloned().collect()
+}
+
+/// A gate runs for months while StatefulSets come and go: a cluster's memory with nothing in
+/// it goes when another cluster comes. (Before, every cluster ever decided stayed.)
+#[tokio::test(start_paused = true)]
+async fn a_clusters_memory_with_nothing_to_remember_is_forgotten_when_another_comes() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    g.review(&evict_in("other", "etcd-0")).await;
+    assert_eq!(remembered(&g), ["other/etcd"]);
+}
+
+/// A cluster whose decision is under way keeps its memory when another comes meanwhile: a
+/// second eviction of it is still told another is being decided (`Busy`), never decided beside
+/// the first on a memory of its own.
+#[tokio::test(start_paused = true)]
+async fn a_clusters_memory_in_use_is_not_forgotten_when_another_comes() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_millis(500);
+    let g = gate(&s);
+    let (first, second) = (evict("etcd-0"), evict("etcd-2"));
+    let other = evict_in("other", "etcd-0");
+    let meanwhile = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        g.review(&other).await
+    };
+    let later = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        g.review(&second).await
+    };
+    let (a, _, b) = tokio::join!(g.review(&first), meanwhile, later);
+    assert!(a.allowed(), "{a:?}");
+    // This replica's own guard, not the record's conflict that stops two replicas ("decided at
+    // the same moment", as a second memory of the cluster would meet).
+    assert!(format!("{b:?}").contains("is being decided"), "{b:?}");
+}
+
+/// The memory of a transfer this replica started stays for `FORGET_AFTER` (it says whether
+/// the record's transfer ended here, and backs a failed one off), then goes.
+#[tokio::test(start_paused = true)]
+async fn a_clusters_memory_of_a_transfer_stays_for_an_hour() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    g.review(&evict("etcd-1")).await;
+    assert_eq!(s.transfers.lock().unwrap().len(), 1);
+    g.review(&evict_in("other", "etcd-0")).await;
+    assert_eq!(remembered(&g), ["db/etcd", "other/etcd"]);
+    pass(&s, FORGET_AFTER).await;
+    g.review(&evict_in("third", "etcd-0")).await;
+    assert_eq!(remembered(&g), ["third/etcd"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_hung_follower_stops_the_eviction_of_another_member() {
     let s = Scripted::new();

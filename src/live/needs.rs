@@ -100,7 +100,7 @@ pub async fn requests_needs(
     let hint = if vars.env {
         String::new()
     } else {
-        " (this run reads no environment: pass --credentials-from-env or --credentials-file, or name a credentials Secret)".to_string()
+        " (pass --credentials-from-env, with the variables in your environment or --credentials-file FILE, or name a labelled credentials Secret on the StatefulSet)".to_string()
     };
     for (account, what) in who_for {
         let for_what = what.join(", ");

@@ -429,16 +429,7 @@ fn conclude(y: &mut YieldReport, w: Waited, cluster: &str) {
         (Some(a), Some(b)) => format!(", term {a} → {b}"),
         _ => String::new(),
     };
-    let window = match w.leaderless_window_ms {
-        Some(ms) => format!(
-            "leaderless window {}",
-            human_duration(Duration::from_secs_f64(ms / 1000.0))
-        ),
-        None => format!(
-            "no round without a leader (rounds every {:.0}ms)",
-            w.round_ms
-        ),
-    };
+    let window = crate::model::leaderless_window(w.leaderless_window_ms, Some(w.round_ms));
     let total = human_duration(Duration::from_secs_f64(w.total_ms / 1000.0));
     let targeted = y.mode == "transfer" && y.targeted;
     (y.succeeded, y.message) = match w.verdict(y.term_before, targeted) {

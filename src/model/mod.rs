@@ -248,6 +248,18 @@ impl fmt::Display for ProbeError {
     }
 }
 
+/// The leaderless window of a handover as every verb reports it (`leaderless window 103ms`),
+/// or that no poll fell into the gap, with the polls' spacing where known: the resolution
+/// below which a window goes unseen.
+pub fn leaderless_window(window_ms: Option<f64>, polled_every_ms: Option<f64>) -> String {
+    let ms = |m: f64| human_duration(Duration::from_secs_f64(m.max(0.0) / 1000.0));
+    match (window_ms, polled_every_ms) {
+        (Some(w), _) => format!("leaderless window {}", ms(w)),
+        (None, Some(r)) => format!("leaderless window none observed (polled every {})", ms(r)),
+        (None, None) => "leaderless window none observed".into(),
+    }
+}
+
 /// `250ms`, `2s`, `1.50s`: durations the way kubectl prints them.
 pub fn human_duration(d: Duration) -> String {
     let ms = d.as_millis();
@@ -434,5 +446,27 @@ mod tests {
         assert_eq!(human_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(human_duration(Duration::from_secs(2)), "2s");
         assert_eq!(human_duration(Duration::from_millis(1500)), "1.50s");
+    }
+
+    /// One wording for yield, drain and restart (yield said "no round without a leader", drain
+    /// "none observed", for the same fact).
+    #[test]
+    fn a_leaderless_window_reads_the_same_in_every_verb() {
+        assert_eq!(
+            leaderless_window(Some(103.4), Some(25.0)),
+            "leaderless window 103ms"
+        );
+        assert_eq!(
+            leaderless_window(Some(1500.0), None),
+            "leaderless window 1.50s"
+        );
+        assert_eq!(
+            leaderless_window(None, Some(122.0)),
+            "leaderless window none observed (polled every 122ms)"
+        );
+        assert_eq!(
+            leaderless_window(None, None),
+            "leaderless window none observed"
+        );
     }
 }

@@ -240,32 +240,36 @@ fn deploy_etcd_with_local_yield(ns: &str) {
     wait_etcd_ready(ns, 3);
 }
 
-/// etcd-3.yaml with a 20 s grace period and `yield --local --wait-for-quorum` as its preStop
-/// hook (logging to the member's volume).
-fn deploy_etcd_waiting_for_quorum(ns: &str) {
+/// etcd-3.yaml with a grace period of `grace` seconds and `yield --local --wait-for-quorum` as
+/// its preStop hook (logging to the member's volume).
+fn deploy_etcd_waiting_for_quorum(ns: &str, grace: u32) {
     let bin = env!("CARGO_BIN_EXE_kubectl-raft");
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
     let hooked = manifest
         .replace(
             r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
             &format!(
-                r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --pod-grace-period 20 --wait-for-quorum >> /var/lib/etcd/prestop.log 2>&1"]"#
+                r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --pod-grace-period {grace} --wait-for-quorum >> /var/lib/etcd/prestop.log 2>&1"]"#
             ),
         )
         .replace(
             "terminationGracePeriodSeconds: 10",
-            "terminationGracePeriodSeconds: 20",
+            &format!("terminationGracePeriodSeconds: {grace}"),
         );
     let f = tempfile(&hooked);
     kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
     wait_etcd_ready(ns, 3);
 }
 
-/// A cluster whose hook waits for a quorum, and the follower to delete while the other
-/// follower hangs: (namespace, that follower, its hook's log, its pod's UID, the other's pid).
-fn quorum_scenario(prefix: &str) -> (TestNamespace, String, std::path::PathBuf, String, i32) {
+/// A cluster whose hook waits for a quorum (pods with a grace period of `grace` seconds), and
+/// the follower to delete while the other follower hangs: (namespace, that follower, its
+/// hook's log, its pod's UID, the other's pid).
+fn quorum_scenario(
+    prefix: &str,
+    grace: u32,
+) -> (TestNamespace, String, std::path::PathBuf, String, i32) {
     let ns = TestNamespace::new(prefix);
-    deploy_etcd_waiting_for_quorum(&ns.name);
+    deploy_etcd_waiting_for_quorum(&ns.name, grace);
     let leader = leader_pod(&ns.name);
     let followers = others_than(&leader, "etcd", 3);
     let (going, hung) = (followers[0].clone(), &followers[1]);
@@ -276,11 +280,13 @@ fn quorum_scenario(prefix: &str) -> (TestNamespace, String, std::path::PathBuf, 
 }
 
 /// A follower deleted while the other follower hangs: its hook holds the deletion (the pod
-/// stays, Terminating) until the hung member is back, then lets it go.
+/// stays, Terminating) until the hung member is back, then lets it go. A 60 s grace period
+/// gives the hook about half a minute to wait, far more than the test's looks take while it
+/// holds the member frozen (with 20 s, about 5 s: under load the hook went ahead first).
 #[test]
 fn wait_for_quorum_holds_a_deletion_until_the_others_are_healthy() {
     let _nodes = shared_nodes();
-    let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum");
+    let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum", 60);
     while_frozen(pid, || {
         kubectl_ok(&["delete", "pod", &going, "-n", &ns.name, "--wait=false"]);
         wait_in(
@@ -323,7 +329,7 @@ fn wait_for_quorum_holds_a_deletion_until_the_others_are_healthy() {
 #[test]
 fn wait_for_quorum_gives_up_within_the_grace_period() {
     let _nodes = shared_nodes();
-    let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum-late");
+    let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum-late", 20);
     while_frozen(pid, || {
         kubectl_ok(&["delete", "pod", &going, "-n", &ns.name, "--wait=false"]);
         wait_in(

@@ -228,9 +228,11 @@ pub fn hraft_tls_leader(ns: &str, client: &Path) -> Option<(String, u64)> {
 }
 
 /// Three voters of the Consul stand-in on HTTPS only, client certificates required
-/// (tests/manifests/hraft-3-tls.yaml), their server certificate from `ca`, every server Ready
-/// and one leading (by the servers); the directory of a client's files (ca.crt, tls.crt,
-/// tls.key) signed by `ca`.
+/// (tests/manifests/hraft-3-tls.yaml), their server certificate from `ca`, every server Ready,
+/// one leading and all three healthy by autopilot (the leader's own
+/// `/v1/operator/autopilot/health`, read with curl: the servers' word, which the plugin reads
+/// too; right after the election it counts the followers unhealthy until its first round); the
+/// directory of a client's files (ca.crt, tls.crt, tls.key) signed by `ca`.
 pub fn deploy_hraft_tls(ns: &str, ca: &TestCa) -> PathBuf {
     let client = server_secret_and_client(ns, ca, "hraft");
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/hraft-3-tls.yaml"))
@@ -239,11 +241,18 @@ pub fn deploy_hraft_tls(ns: &str, ca: &TestCa) -> PathBuf {
     wait_in(
         ns,
         Duration::from_secs(180),
-        "3 Ready servers of the TLS stand-in, one leading",
+        "3 Ready servers of the TLS stand-in, one leading, all healthy by autopilot",
         || {
             let sts = kubectl_json(&["get", "sts", "hraft", "-n", ns]);
             sts["status"]["readyReplicas"].as_u64() == Some(3)
-                && hraft_tls_leader(ns, &client).is_some()
+                && hraft_tls_leader(ns, &client).is_some_and(|(leader, _)| {
+                    let path = "/v1/operator/autopilot/health";
+                    hraft_tls_get(ns, &leader, &client, path).is_some_and(|h| {
+                        h["Servers"]
+                            .as_array()
+                            .is_some_and(|s| s.len() == 3 && s.iter().all(|x| x["Healthy"] == true))
+                    })
+                })
         },
     );
     client

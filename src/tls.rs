@@ -6,12 +6,14 @@
 //! module only makes connections with it and says why one failed.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
+use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::CertifiedKey;
 use rustls::{AlertDescription, CertificateError, DigitallySignedStruct, SignatureScheme};
 
 /// TLS material as read, in PEM: each part optional (a CA alone verifies the server; a
@@ -173,10 +175,12 @@ impl Tls {
     /// A TLS client for a replica known by `names` (its DNS names and IP, most specific
     /// first): the server's certificate must be signed by the CA and carry one of them (or
     /// `--tls-server-name`), and the first DNS name is sent as SNI.
+    /// A connector for one connection to the member known by `names`: the name sent (SNI),
+    /// and what its handshake will tell of the replica's asking for a client certificate.
     pub fn connector(
         &self,
         names: &[String],
-    ) -> Result<(tokio_rustls::TlsConnector, ServerName<'static>), String> {
+    ) -> Result<(tokio_rustls::TlsConnector, ServerName<'static>, CertAsked), String> {
         let accepted: Vec<String> = match &self.server_name {
             Some(n) => vec![n.clone()],
             None => names.to_vec(),
@@ -216,13 +220,50 @@ impl Tls {
             .with_custom_certificate_verifier(verifier);
         // A client certificate goes only to a replica that proved it is one: never with
         // --tls-skip-verify, whoever answers at the address.
-        let config = match self.client.as_ref().filter(|_| !self.skip_verify) {
+        let mut config = match self.client.as_ref().filter(|_| !self.skip_verify) {
             Some(id) => builder
                 .with_client_auth_cert(id.chain.clone(), id.key.clone_key())
                 .map_err(|e| format!("the client certificate of {}: {e}", self.source))?,
             None => builder.with_no_client_auth(),
         };
-        Ok((tokio_rustls::TlsConnector::from(Arc::new(config)), sni))
+        let asked = CertAsked::default();
+        config.client_auth_cert_resolver = Arc::new(NotingResolver {
+            inner: config.client_auth_cert_resolver.clone(),
+            asked: asked.clone(),
+        });
+        Ok((
+            tokio_rustls::TlsConnector::from(Arc::new(config)),
+            sni,
+            asked,
+        ))
+    }
+
+    /// What it means that a replica that asked for a client certificate in the handshake
+    /// then closed the connection without answering: it refused the certificate given, or
+    /// required one where none was. (TLS 1.3 says so after the client's side of the handshake
+    /// is done: a reset that overtakes the alert leaves only the closed connection.)
+    pub fn closed_after_asking(&self) -> String {
+        if self.presents_certificate() {
+            format!(
+                "the replica refused the client certificate of {} (it asked for one, was given it, and closed the connection without answering: expired, or not signed by the CA the replica trusts for clients): give one signed by that CA and valid now",
+                self.source
+            )
+        } else {
+            self.none_given()
+        }
+    }
+
+    /// Whether a client certificate is sent to a replica that asks (never with
+    /// --tls-skip-verify).
+    fn presents_certificate(&self) -> bool {
+        self.client.is_some() && !self.skip_verify
+    }
+
+    fn none_given(&self) -> String {
+        format!(
+            "the replica requires a client certificate and none was given ({}): put tls.crt and tls.key in the cluster's TLS Secret, or pass --tls-cert and --tls-key for a cluster you name (none is sent with --tls-skip-verify)",
+            self.source
+        )
     }
 
     /// What a failed TLS connection or request means, in one line with what to do, if the
@@ -271,10 +312,8 @@ impl Tls {
                 CertificateError::Revoked => "the replica's certificate is revoked".into(),
                 other => format!("the replica's certificate was refused: {other:?}"),
             },
-            rustls::Error::AlertReceived(alert) => match (alert, self.client.is_some() && !self.skip_verify) {
-                (AlertDescription::CertificateRequired | AlertDescription::BadCertificate, false) => format!(
-                    "the replica requires a client certificate and none was given ({src}): put tls.crt and tls.key in the cluster's TLS Secret, or pass --tls-cert and --tls-key for a cluster you name (none is sent with --tls-skip-verify)"
-                ),
+            rustls::Error::AlertReceived(alert) => match (alert, self.presents_certificate()) {
+                (AlertDescription::CertificateRequired | AlertDescription::BadCertificate, false) => self.none_given(),
                 (AlertDescription::HandshakeFailure, false) => format!(
                     "the replica ended the TLS handshake (HandshakeFailure): it requires a client certificate and none was given ({src}: tls.crt and tls.key, or --tls-cert and --tls-key; none is sent with --tls-skip-verify), or it shares no TLS version or cipher with the plugin (TLS 1.2 or 1.3)"
                 ),
@@ -300,6 +339,44 @@ impl Tls {
             }
             other => format!("TLS failed: {other}"),
         }
+    }
+}
+
+/// Whether the replica asked for a client certificate in one connection's handshake (a
+/// CertificateRequest), told by the resolver rustls asks for one then.
+#[derive(Debug, Clone, Default)]
+pub struct CertAsked(Arc<AtomicBool>);
+
+impl CertAsked {
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The connection's client certificate resolver (the identity given, or none), noting that
+/// it was asked.
+#[derive(Debug)]
+struct NotingResolver {
+    inner: Arc<dyn ResolvesClientCert>,
+    asked: CertAsked,
+}
+
+impl ResolvesClientCert for NotingResolver {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        self.asked.0.store(true, Ordering::Relaxed);
+        self.inner.resolve(root_hint_subjects, sigschemes)
+    }
+
+    fn only_raw_public_keys(&self) -> bool {
+        self.inner.only_raw_public_keys()
+    }
+
+    fn has_certs(&self) -> bool {
+        self.inner.has_certs()
     }
 }
 

@@ -19,7 +19,7 @@ use crate::credentials::Vars;
 use crate::model::{Endpoint, HttpAnswer, ProbeError, MAX_ANSWER_BYTES};
 use crate::preflight::Need;
 use crate::profile::{HttpRequest, Scheme};
-use crate::tls::{Tls, TlsChoices};
+use crate::tls::{CertAsked, Tls, TlsChoices};
 
 /// How often a probe refused by the API server for load (429) is tried again.
 const THROTTLE_RETRIES: u32 = 5;
@@ -516,7 +516,7 @@ impl Transport {
         let tcp = tokio::net::TcpStream::connect((address, ep.port))
             .await
             .map_err(|e| ProbeError::Unreachable(format!("{address}:{}: {e}", ep.port)))?;
-        let stream = tls_handshake(&self.tls, ep, tcp).await?;
+        let (stream, asked) = tls_handshake(&self.tls, ep, tcp).await?;
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                 .await
@@ -531,7 +531,7 @@ impl Transport {
         let resp = sender
             .send_request(request)
             .await
-            .map_err(|e| failure(&self.tls, &e))?;
+            .map_err(|e| failure_after(&self.tls, Some(&asked), &e))?;
         let status = resp.status().as_u16();
         let body = read_capped(resp.into_body(), req.answer_limit()).await?;
         Ok(HttpAnswer { status, body })
@@ -561,28 +561,70 @@ fn set_host(request: &mut http::Request<Full<Bytes>>, ep: &Endpoint) {
 }
 
 /// A TLS session over `io` with the endpoint's replica, its certificate verified by the
-/// cluster's TLS; a failure says what it means.
+/// cluster's TLS, and whether the replica asked for a client certificate; a failure says
+/// what it means.
 async fn tls_handshake<IO>(
     tls: &Tls,
     ep: &Endpoint,
     io: IO,
-) -> Result<tokio_rustls::client::TlsStream<IO>, ProbeError>
+) -> Result<(tokio_rustls::client::TlsStream<IO>, CertAsked), ProbeError>
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let (connector, name) = tls.connector(&ep.names).map_err(ProbeError::Tls)?;
-    connector
-        .connect(name, io)
-        .await
-        .map_err(|e| failure(tls, &e))
+    let (connector, name, asked) = tls.connector(&ep.names).map_err(ProbeError::Tls)?;
+    match connector.connect(name, io).await {
+        Ok(stream) => Ok((stream, asked)),
+        Err(e) => Err(failure_after(tls, Some(&asked), &e)),
+    }
 }
 
 /// A failed connection or request: TLS's failure explained, else unreachable.
 fn failure(tls: &Tls, e: &(dyn std::error::Error + 'static)) -> ProbeError {
+    failure_after(tls, None, e)
+}
+
+/// A failed connection or request on a connection whose handshake may have `asked` for a
+/// client certificate (None: no handshake, or one whose replica has answered since). A
+/// replica that asked and then closed the connection without answering refused the
+/// certificate given (or required one where none was), even where the reset overtook the
+/// alert that said so: that is a TLS failure, not an unreachable replica.
+fn failure_after(
+    tls: &Tls,
+    asked: Option<&CertAsked>,
+    e: &(dyn std::error::Error + 'static),
+) -> ProbeError {
     match tls.explain(e) {
         Some(m) => ProbeError::Tls(m),
+        None if asked.is_some_and(CertAsked::get) && closed_by_peer(e) => {
+            ProbeError::Tls(tls.closed_after_asking())
+        }
         None => ProbeError::Unreachable(crate::errors::chain(e)),
     }
+}
+
+/// Whether the failure is the peer's closing of the connection (a reset, or the end of the
+/// stream before an answer), anywhere in the error's chain.
+fn closed_by_peer(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_incomplete_message() || h.is_closed())
+        {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            ) {
+                return true;
+            }
+        }
+        cur = err.source();
+    }
+    false
 }
 
 impl Transport {
@@ -702,6 +744,8 @@ struct ForwardedHttp {
     forward: kube::api::Portforwarder,
     /// TLS inside the tunnel.
     https: bool,
+    /// Whether its handshake asked for a client certificate, until the replica first answers.
+    asked: Option<CertAsked>,
 }
 
 /// A request that got no answer: why, and whether it never left (safe to send elsewhere).
@@ -718,16 +762,16 @@ impl ForwardedHttp {
         tls: &Tls,
     ) -> Result<ForwardedHttp, ProbeError> {
         let (stream, forward) = open_port_forward(client, ep).await?;
-        let io: Box<dyn TcpStreamLike> = if ep.scheme == Scheme::Https {
+        let (io, asked): (Box<dyn TcpStreamLike>, _) = if ep.scheme == Scheme::Https {
             match tls_handshake(tls, ep, stream).await {
-                Ok(s) => Box::new(s),
+                Ok((s, asked)) => (Box::new(s), Some(asked)),
                 Err(e) => {
                     forward.abort();
                     return Err(e);
                 }
             }
         } else {
-            Box::new(stream)
+            (Box::new(stream), None)
         };
         let (sender, conn) =
             match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)).await {
@@ -745,6 +789,7 @@ impl ForwardedHttp {
             driver,
             forward,
             https: ep.scheme == Scheme::Https,
+            asked,
         })
     }
 
@@ -769,10 +814,11 @@ impl ForwardedHttp {
         let resp = self.sender.try_send_request(request).await.map_err(|e| {
             let unsent = e.message().is_some();
             SendFailure {
-                error: failure(tls, e.error()),
+                error: failure_after(tls, self.asked.as_ref(), e.error()),
                 unsent,
             }
         })?;
+        self.asked = None;
         let status = resp.status().as_u16();
         match read_capped(resp.into_body(), cap).await {
             Ok(body) => Ok((HttpAnswer { status, body }, true)),

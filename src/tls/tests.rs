@@ -67,29 +67,7 @@ impl Ca {
 /// An HTTPS server on 127.0.0.1 with `server`'s certificate, requiring a client certificate
 /// signed by `clients` (if given); it answers every request 200 "ok". Its port.
 async fn serve(server: &Issued, clients: Option<&Ca>) -> u16 {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let chain = vec![CertificateDer::from_pem_slice(server.cert.as_bytes()).unwrap()];
-    let key = PrivateKeyDer::from_pem_slice(server.key.as_bytes()).unwrap();
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap();
-    let config = match clients {
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.add(ca.issuer.der().clone()).unwrap();
-            let v = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                provider,
-            )
-            .build()
-            .unwrap();
-            builder.with_client_cert_verifier(v)
-        }
-        None => builder.with_no_client_auth(),
-    }
-    .with_single_cert(chain, key)
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config(server, clients)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -114,6 +92,64 @@ async fn serve(server: &Issued, clients: Option<&Ca>) -> u16 {
         }
     });
     port
+}
+
+/// As [`serve`] with a client certificate required, but a refusal is never said: the replica
+/// closes the connection without its alert, as a reset that overtakes the alert leaves it to
+/// the client (TLS 1.3 refuses a client certificate after the client's side of the handshake
+/// is done, so the client has sent its request by then). It never answers.
+fn serve_closing_unsaid(server: &Issued, clients: &Ca) -> u16 {
+    let config = Arc::new(server_config(server, Some(clients)));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(mut tcp) = tcp else { return };
+            let mut conn = rustls::ServerConnection::new(config.clone()).unwrap();
+            loop {
+                while conn.wants_write() {
+                    if conn.write_tls(&mut tcp).is_err() {
+                        break;
+                    }
+                }
+                if !matches!(conn.read_tls(&mut tcp), Ok(n) if n > 0) {
+                    break;
+                }
+                // Refused: dropped with the alert unsent.
+                if conn.process_new_packets().is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    port
+}
+
+/// The server's configuration: its certificate, and a client certificate signed by `clients`
+/// required (if given).
+fn server_config(server: &Issued, clients: Option<&Ca>) -> rustls::ServerConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain = vec![CertificateDer::from_pem_slice(server.cert.as_bytes()).unwrap()];
+    let key = PrivateKeyDer::from_pem_slice(server.key.as_bytes()).unwrap();
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    match clients {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(ca.issuer.der().clone()).unwrap();
+            let v = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .build()
+            .unwrap();
+            builder.with_client_cert_verifier(v)
+        }
+        None => builder.with_no_client_auth(),
+    }
+    .with_single_cert(chain, key)
+    .unwrap()
 }
 
 const MEMBER: &str = "etcd-1.etcd.db.svc";
@@ -286,6 +322,49 @@ async fn an_expired_client_certificate_is_named_as_refused_and_expired() {
         m.contains("refused the client certificate") && m.contains("expired"),
         "{m}"
     );
+}
+
+#[tokio::test]
+async fn a_replica_that_closes_after_asking_for_a_certificate_none_given_requires_one() {
+    let ca = Ca::new();
+    let port = serve_closing_unsaid(&ca.issue(&[MEMBER], 30), &ca);
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+    let m = tls_error(ask(tls, port).await);
+    assert!(
+        m.contains("requires a client certificate") && m.contains("tls.key"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn a_replica_that_closes_after_taking_a_certificate_refused_it() {
+    let ca = Ca::new();
+    let port = serve_closing_unsaid(&ca.issue(&[MEMBER], 30), &ca);
+    let client = ca.issue(&["kubectl-raft"], -1);
+    let tls = Tls::new(
+        Some(&material(Some(&ca), Some(&client))),
+        &TlsChoices::default(),
+    );
+    let m = tls_error(ask(tls, port).await);
+    assert!(
+        m.contains("refused the client certificate") && m.contains("expired"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn a_replica_that_closes_without_asking_for_a_certificate_is_unreachable() {
+    let ca = Ca::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            drop(tcp);
+        }
+    });
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+    let r = ask(tls, port).await;
+    assert!(matches!(r, Err(ProbeError::Unreachable(_))), "{r:?}");
 }
 
 #[tokio::test]

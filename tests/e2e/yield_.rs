@@ -249,7 +249,7 @@ fn deploy_etcd_waiting_for_quorum(ns: &str, grace: u32) {
         .replace(
             r#"command: [/bin/sh, -c, "date +%s > /var/lib/etcd/prestop-ran"]"#,
             &format!(
-                r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --pod-grace-period {grace} --wait-for-quorum >> /var/lib/etcd/prestop.log 2>&1"]"#
+                r#"command: [/bin/sh, -c, "{bin} yield --local --system etcd --pod-grace-period {grace} --timeout {grace}s --wait-for-quorum >> /var/lib/etcd/prestop.log 2>&1"]"#
             ),
         )
         .replace(
@@ -280,13 +280,16 @@ fn quorum_scenario(
 }
 
 /// A follower deleted while the other follower hangs: its hook holds the deletion (the pod
-/// stays, Terminating) until the hung member is back, then lets it go. A 60 s grace period
-/// gives the hook about half a minute to wait, far more than the test's looks take while it
-/// holds the member frozen (with 20 s, about 5 s: under load the hook went ahead first).
+/// stays, Terminating) until the hung member is back, then lets it go. A 120 s grace period
+/// (and --timeout) gives the hook 40 s to wait (half of two thirds), far more than the test's
+/// looks take while it holds the member frozen. (With a 60 s grace and the 30 s default
+/// --timeout the hook waited 15 s, and its looks that the frozen member holds to their 2 s
+/// limit left about 8 s after it said it waits: a loaded CI run took longer to look and the
+/// hook went ahead first; with 20 s, about 5 s.)
 #[test]
 fn wait_for_quorum_holds_a_deletion_until_the_others_are_healthy() {
     let _nodes = shared_nodes();
-    let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum", 60);
+    let (ns, going, log, uid, pid) = quorum_scenario("yield-quorum", 120);
     while_frozen(pid, || {
         kubectl_ok(&["delete", "pod", &going, "-n", &ns.name, "--wait=false"]);
         wait_in(

@@ -602,14 +602,15 @@ fn failure_after(
     }
 }
 
-/// Whether the failure is the peer's closing of the connection (a reset, or the end of the
-/// stream before an answer), anywhere in the error's chain.
+/// Whether the failure is the peer's closing of the connection (a reset, the end of the stream
+/// before an answer, or a request the closed connection never carried), anywhere in the
+/// error's chain.
 fn closed_by_peer(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(err) = cur {
         if err
             .downcast_ref::<hyper::Error>()
-            .is_some_and(|h| h.is_incomplete_message() || h.is_closed())
+            .is_some_and(|h| h.is_incomplete_message() || h.is_closed() || h.is_canceled())
         {
             return true;
         }
@@ -1057,9 +1058,15 @@ pub fn classify_proxy_answer(ans: HttpAnswer, pod: &str) -> Result<HttpAnswer, P
 /// "error trying to reach service: dial tcp 10.1.2.3:2379: connect: connection refused"
 /// -> "connection refused (10.1.2.3:2379)";
 /// "error trying to reach service: EOF" -> "the connection was closed without an answer (EOF)"
+/// (as the API server's Go transport says it, "EOF", a reset, or "server closed idle
+/// connection" when the close came before the request was written: which one depends on
+/// timing alone).
 fn short_dial_error(msg: &str) -> String {
     let tail = msg.rsplit(": ").next().unwrap_or(msg);
-    if tail == "EOF" || tail.contains("connection reset by peer") {
+    if tail == "EOF"
+        || tail.contains("connection reset by peer")
+        || tail.contains("server closed idle connection")
+    {
         return format!("the connection was closed without an answer ({tail})");
     }
     match msg
@@ -1332,6 +1339,15 @@ mod tests {
         assert_eq!(
             classify_proxy_answer(ans(503, closed), "p").unwrap_err(),
             ProbeError::Unreachable("the connection was closed without an answer (EOF)".into())
+        );
+        // The same close, seen by the API server's transport before it wrote the request.
+        let closed_first = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"error trying to reach service: http: server closed idle connection","reason":"ServiceUnavailable","code":503}"#;
+        assert_eq!(
+            classify_proxy_answer(ans(503, closed_first), "p").unwrap_err(),
+            ProbeError::Unreachable(
+                "the connection was closed without an answer (server closed idle connection)"
+                    .into()
+            )
         );
         let gone = r#"{"kind":"Status","message":"pods \"etcd-0\" not found","reason":"NotFound","code":404}"#;
         assert!(matches!(

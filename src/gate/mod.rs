@@ -1433,7 +1433,8 @@ impl Record {
     /// - no pod of that name at all: waited for `rejoin_within`, then forgotten (the StatefulSet
     ///   was scaled down, or its controller does not recreate it).
     ///
-    /// Entries that no longer matter are dropped (written with the next admission).
+    /// Entries that no longer matter are dropped, and so is a transfer past its timeout and
+    /// its backoff (written with the next write).
     pub fn settle(
         &mut self,
         look: &mut Look,
@@ -1507,6 +1508,16 @@ impl Record {
                 }
             }
         });
+        // A transfer past its timeout and its backoff (by this replica's clock) holds nothing
+        // back: it leaves the record with the next write.
+        let over = settings.transfer_timeout.max(settings.transfer_backoff);
+        if self
+            .transfer
+            .as_ref()
+            .is_some_and(|t| age(transfer_key(t)) >= over)
+        {
+            self.transfer = None;
+        }
         for x in &mut look.input.report.replicas {
             if pending.contains(x.pod.as_str()) {
                 x.terminating = true;

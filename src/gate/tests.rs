@@ -483,6 +483,86 @@ async fn a_retry_during_the_transfer_starts_no_second_one() {
     assert_eq!(s.transfers.lock().unwrap().len(), 1);
 }
 
+/// `pod` leads, the others follow.
+fn leads_again(s: &Scripted, pod: &str) {
+    let mut r = s.report.lock().unwrap();
+    for x in &mut r.replicas {
+        x.raft.role = if x.pod == pod {
+            Role::Leader
+        } else {
+            Role::Follower
+        };
+    }
+    r.summary.leader = Some(pod.into());
+}
+
+/// A node-pool upgrade: a transfer, its leader admitted once it follows, another member
+/// admitted past the transfer's timeout and backoff; two quiet hours later, that member leads
+/// again, and a replica that never saw the transfer (the evictor's reviews went to the other)
+/// starts the next one at once. (Before, the transfer stayed in the record, new to that
+/// replica, which held the leader's eviction `TransferInProgress` for the whole
+/// `transfer_timeout`.)
+#[tokio::test(start_paused = true)]
+async fn a_transfer_that_ended_hours_ago_does_not_hold_a_replica_that_first_sees_it() {
+    let s = Scripted::new();
+    let (one, two) = (gate(&s), gate(&s));
+    assert_eq!(
+        one.review(&evict("etcd-1")).await.reason(),
+        "TransferStarted"
+    );
+    s.finish_transfer(true);
+    assert!(one.review(&evict("etcd-1")).await.allowed());
+    s.replaced("etcd-1");
+    pass(&s, one.settings.transfer_timeout + Duration::from_secs(1)).await;
+    let other = follower_besides(&s, "etcd-1");
+    assert!(one.review(&evict(&other)).await.allowed());
+    s.replaced(&other);
+    pass(&s, Duration::from_secs(2 * 3600)).await;
+    leads_again(&s, "etcd-1");
+    let v = two.review(&evict("etcd-1")).await;
+    assert_eq!(v.reason(), "TransferStarted", "{v:?}");
+    assert_eq!(s.transfers.lock().unwrap().len(), 2);
+}
+
+/// A follower of the cluster that is not `besides`.
+fn follower_besides(s: &Scripted, besides: &str) -> String {
+    let r = s.report.lock().unwrap();
+    r.replicas
+        .iter()
+        .find(|x| x.pod != besides && x.raft.role == Role::Follower)
+        .map(|x| x.pod.clone())
+        .expect("a follower")
+}
+
+/// A transfer that failed (its member still leads) leaves the record with the next write past
+/// its timeout and its backoff.
+#[tokio::test(start_paused = true)]
+async fn a_failed_transfer_past_its_timeout_and_backoff_leaves_the_record() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    assert_eq!(g.review(&evict("etcd-1")).await.reason(), "TransferStarted");
+    s.finish_transfer(false);
+    pass(&s, g.settings.transfer_timeout + Duration::from_secs(1)).await;
+    assert!(g.review(&evict("etcd-0")).await.allowed());
+    let record = s.record.lock().unwrap().clone();
+    assert_eq!(record.transfer, None, "{record:?}");
+    assert_eq!(record.admitted.len(), 1, "{record:?}");
+}
+
+/// A transfer that did its work stays in the record through its backoff: its member's
+/// admission, written moments after, keeps it (the next transfer, from whoever leads then,
+/// waits for it).
+#[tokio::test(start_paused = true)]
+async fn a_transfer_stays_recorded_through_its_backoff() {
+    let s = Scripted::new();
+    let g = gate(&s);
+    assert_eq!(g.review(&evict("etcd-1")).await.reason(), "TransferStarted");
+    s.finish_transfer(true);
+    assert!(g.review(&evict("etcd-1")).await.allowed());
+    let record = s.record.lock().unwrap().clone();
+    assert!(record.transfer.is_some(), "{record:?}");
+}
+
 fn evict_in(namespace: &str, pod: &str) -> Request {
     Request {
         namespace: namespace.into(),

@@ -157,6 +157,12 @@ pub fn kubectl_bin() -> PathBuf {
 }
 
 fn run(mut cmd: Command, what: &str, limit: Duration) -> Output {
+    // The namespace it names (`-n NS`), whose state a hang reports.
+    let ns = cmd
+        .get_args()
+        .skip_while(|a| *a != "-n" && *a != "--namespace")
+        .nth(1)
+        .map(|a| a.to_string_lossy().into_owned());
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -185,9 +191,11 @@ fn run(mut cmd: Command, what: &str, limit: Duration) -> Output {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "{what} did not finish within {limit:?} (hung)\nstdout: {}\nstderr: {}",
+                "{what} did not finish within {limit:?} (hung)\nstdout: {}\nstderr: {}\n{}",
                 String::from_utf8_lossy(&out.join().unwrap_or_default()),
-                String::from_utf8_lossy(&err.join().unwrap_or_default())
+                String::from_utf8_lossy(&err.join().unwrap_or_default()),
+                ns.map(|ns| diagnose(&world().kubeconfig, &ns))
+                    .unwrap_or_default()
             );
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -432,10 +440,16 @@ pub fn diagnose(kubeconfig: &Path, ns: &str) -> String {
     };
     let agent_log =
         std::fs::read_to_string(world_dir().join("run/logs/agent.log")).unwrap_or_default();
-    let mut tail: Vec<&str> = agent_log.lines().rev().take(30).collect();
+    // The agent's lines of this namespace (its pods' terminations, step by step).
+    let mut tail: Vec<&str> = agent_log
+        .lines()
+        .rev()
+        .filter(|l| l.contains(ns))
+        .take(40)
+        .collect();
     tail.reverse();
     format!(
-        "{}{}{}{}--- agent.log (last lines)\n{}",
+        "{}{}{}{}--- agent.log (its last lines of {ns})\n{}",
         run(&["get", "nodes"]),
         run(&["get", "pods,pvc", "-o", "wide", "-n", ns]),
         run(&["get", "events", "-n", ns, "--sort-by=.lastTimestamp"]),

@@ -414,14 +414,7 @@ fn a_tls_consul_standin_read_without_a_client_certificate_says_so() {
 fn an_unreadable_credentials_secret_keeps_the_clusters_tls() {
     let _nodes = shared_nodes();
     let (ns, _client, leader, _term) = tls_etcd("tls-nocreds");
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "etcd",
-        "-n",
-        &ns.name,
-        "kubectl-raft.io/credentials-secret=absent",
-    ]);
+    unreadable_credentials(&ns.name);
     let report = status_json(&[
         "etcd",
         "-n",
@@ -451,14 +444,7 @@ fn an_unreadable_credentials_secret_keeps_the_clusters_tls() {
 fn restart_of_a_cluster_whose_credentials_cannot_be_read_stops_before_its_first_eviction() {
     let _nodes = shared_nodes();
     let (ns, client, leader, term) = tls_etcd("tls-restart-nocreds");
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "etcd",
-        "-n",
-        &ns.name,
-        "kubectl-raft.io/credentials-secret=absent",
-    ]);
+    unreadable_credentials(&ns.name);
     let before = uids(&ns.name);
     let (code, report, err) = verb_json("restart", &["etcd", "-n", &ns.name, "--timeout", "60s"]);
     assert_eq!(code, Some(1), "{err}\n{report:#}");
@@ -474,11 +460,29 @@ fn restart_of_a_cluster_whose_credentials_cannot_be_read_stops_before_its_first_
     );
 }
 
+/// The etcd StatefulSet of `ns` names a credentials Secret that does not exist: its
+/// credentials cannot be read.
+fn unreadable_credentials(ns: &str) {
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "etcd",
+        "-n",
+        ns,
+        "kubectl-raft.io/credentials-secret=absent",
+    ]);
+}
+
 /// `kubectl raft status CLUSTER -n NS ARGS` that fails: what it says on stderr.
 fn status_refused(cluster: &str, ns: &str, args: &[&str]) -> String {
     let mut a = vec!["status", cluster, "-n", ns, "--probe-timeout", "5s"];
     a.extend_from_slice(args);
     let out = raft(&a);
-    assert!(!out.status.success(), "status succeeded: {}", stdout(&out));
+    if out.status.success() {
+        // What each replica's probe said, for the failure's message.
+        a.extend(["-o", "json"]);
+        let json = stdout(&raft(&a));
+        panic!("status succeeded: {}\n{json}", stdout(&out));
+    }
     stderr(&out)
 }

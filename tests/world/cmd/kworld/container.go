@@ -292,7 +292,8 @@ func (c *containerRunner) stop(grace time.Duration, graceful bool) {
 // (cut off when the grace period ends), SIGTERM, and SIGKILL when what is left of the grace
 // period (at least 2 s after a hook) runs out.
 func (c *containerRunner) kill(pid int, exited chan struct{}, grace time.Duration, withHook bool) {
-	deadline := time.Now().Add(grace)
+	begun := time.Now()
+	deadline := begun.Add(grace)
 	if withHook && c.spec.Lifecycle != nil && c.spec.Lifecycle.PreStop != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		hookDone := make(chan error, 1)
@@ -319,6 +320,7 @@ func (c *containerRunner) kill(pid int, exited chan struct{}, grace time.Duratio
 			}
 		}
 		cancel()
+		c.w.logf("container %s: preStop hook over after %v", c.spec.Name, time.Since(begun).Round(time.Millisecond))
 		if min := time.Now().Add(2 * time.Second); deadline.Before(min) {
 			deadline = min // the kubelet's minimum after a hook
 		}
@@ -327,10 +329,12 @@ func (c *containerRunner) kill(pid int, exited chan struct{}, grace time.Duratio
 	for {
 		select {
 		case <-exited:
+			c.w.logf("container %s: exited after SIGTERM, %v after the kill began", c.spec.Name, time.Since(begun).Round(time.Millisecond))
 			return
 		case <-time.After(time.Until(deadline)):
 			killGroup(pid, syscall.SIGKILL)
 			<-exited
+			c.w.logf("container %s: killed (SIGKILL) at the end of its grace period, %v after the kill began", c.spec.Name, time.Since(begun).Round(time.Millisecond))
 			return
 		}
 	}

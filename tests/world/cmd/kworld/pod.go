@@ -464,6 +464,7 @@ func (w *podWorker) terminate(ctx context.Context, grace time.Duration, graceful
 		return
 	}
 	p := w.current()
+	w.logf("containers stopped: completing the deletion")
 	w.publish(ctx)
 	zero := int64(0)
 	err := w.a.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{

@@ -66,10 +66,29 @@ nice -n 19 bash tests/image.sh > "$KWORLD_DIR/image.log" 2>&1 &
 image_pid=$!
 echo "started (pid $image_pid, log $KWORLD_DIR/image.log)" >&2
 
+# The real-kubelet twins of the world's fidelity checks (world_fidelity::*_on_real_kubelets)
+# check the world, not the plugin: they run when the world, their suite or the tests' common
+# code changed since they last passed here (#41), or with KRAFT_FIDELITY=always. The verbs'
+# own real-kubelet tests (status, yield, drain, restart, watch, NATS) always run.
+fidelity_key=$(find tests/world tests/e2e/world_fidelity.rs tests/common -type f -print0 \
+  | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+skip=()
+if [ "${KRAFT_FIDELITY:-}" != always ] \
+  && [ "$(cat "$KWORLD_DIR/fidelity-twins.passed" 2>/dev/null)" = "$fidelity_key" ]; then
+  mapfile -t twins < <(cargo test --locked --test e2e -- --list 2>/dev/null \
+    | sed -n 's/^\(world_fidelity::[a-z0-9_]*_on_real_kubelets\): test$/\1/p')
+  for t in "${twins[@]}"; do skip+=(--skip "$t"); done
+  step "world_fidelity's ${#twins[@]} real-kubelet twins: not run (the world, their suite and tests/common unchanged since they passed here, key $fidelity_key; KRAFT_FIDELITY=always runs them)"
+fi
+
 step "cargo test (unit tests, then end-to-end tests in the real world)"
 : > "$KWORLD_DIR/timings.tsv"
 tests_rc=0
-cargo test --locked --lib --bins --tests --no-fail-fast || tests_rc=$?
+cargo test --locked --lib --bins --tests --no-fail-fast -- "${skip[@]}" || tests_rc=$?
+# Every test passed, the twins among them: their key is remembered.
+if [ "$tests_rc" -eq 0 ] && [ ${#skip[@]} -eq 0 ]; then
+  echo "$fidelity_key" > "$KWORLD_DIR/fidelity-twins.passed"
+fi
 
 step "image: the background release step's outcome"
 image_rc=0

@@ -237,6 +237,9 @@ struct Seen {
     group_moves: BTreeMap<String, u32>,
     /// Per member, when moving its other groups' leaders first began.
     group_moves_since: BTreeMap<String, Instant>,
+    /// Members this run handed leadership over from, and to whom: a fresh plan then sees a
+    /// follower, and its eviction says why it follows.
+    handed_over: BTreeMap<String, String>,
 }
 
 /// How many rounds of moving a server's other groups' leaders off it before its eviction.
@@ -358,7 +361,9 @@ pub async fn drain_cluster<O: ClusterOps, E: Events>(
             break;
         }
         let r = match step.action {
-            Action::TransferThenEvict => transfer(ops, events, &look, &step, &mut s).await,
+            Action::TransferThenEvict => {
+                transfer(ops, events, &look, &step, &mut s, &mut seen).await
+            }
             Action::Evict | Action::EvictLeader => {
                 evict_member(ops, events, opts, settings, &look, &step, &mut s, &mut seen).await
             }
@@ -440,6 +445,7 @@ async fn transfer<O: ClusterOps, E: Events>(
     look: &Look,
     step: &DrainStep,
     s: &mut ClusterSummary,
+    seen: &mut Seen,
 ) -> Result<()> {
     events.doing(&format!(
         "handing leadership {} → {} before evicting {}",
@@ -450,6 +456,7 @@ async fn transfer<O: ClusterOps, E: Events>(
     let h = ops.transfer(look, step).await?;
     s.record_window(h.window_ms);
     s.transfers += 1;
+    seen.handed_over.insert(h.from.clone(), h.to.clone());
     let msg = format!(
         "leadership {} → {} (term {} → {}, {})",
         h.from,
@@ -529,7 +536,13 @@ async fn evict_member<O: ClusterOps, E: Events>(
             return Err(StepBlocked(format!("cannot evict {pod} yet: {why}")).into());
         }
     }
-    events.doing(&format!("evicting {pod} ({}) from {}", step.why, step.node));
+    // A member this run handed leadership over from is planned afresh as a follower: said as
+    // what it is, the leader that handed over, not as a follower going first.
+    let why = match (step.action, seen.handed_over.get(pod)) {
+        (Action::Evict, Some(to)) => format!("it handed leadership over to {to} and follows"),
+        _ => step.why.clone(),
+    };
+    events.doing(&format!("evicting {pod} ({why}) from {}", step.node));
     if step.action == Action::EvictLeader {
         // A PDB that refuses now sends the decision back to planning, before the election
         // is started and measured.

@@ -474,6 +474,29 @@ async fn a_cooperating_cluster_goes_followers_first_and_the_leader_after_its_tra
     assert_eq!((s.evictions, s.transfers, s.elections), (2, 1, 0));
 }
 
+/// The leader's eviction, planned afresh once it has handed over (it follows then), says that
+/// it handed over, not that followers go first.
+#[tokio::test(start_paused = true)]
+async fn the_leaders_eviction_after_its_transfer_says_it_handed_over() {
+    let c = Scripted::new();
+    let said = Said::default();
+    let settings = Settings {
+        timeout: Duration::from_secs(60),
+    };
+    let s = drain_cluster(&c, &said, &opts(&["n2"]), &settings, "db", "etcd").await;
+    assert_eq!(s.result, ClusterResult::Drained, "{}", s.message);
+    let said = said.0.borrow();
+    let eviction = said
+        .iter()
+        .find(|m| m.starts_with("doing: evicting etcd-1 "))
+        .expect("etcd-1 evicted");
+    assert!(
+        eviction.contains("it handed leadership over to etcd-")
+            && !eviction.contains("followers go first"),
+        "{eviction}"
+    );
+}
+
 /// `restart` on the same executor: every member replaced once, followers first, the leader
 /// last after a transfer to a member already restarted.
 #[tokio::test(start_paused = true)]

@@ -164,37 +164,6 @@ pub fn read_file(path: &Path) -> Result<Vars> {
 /// not read themselves, and have the admin read it and send it to their pod.)
 pub const SECRET_LABEL: &str = "kubectl-raft.io/credentials";
 
-/// The annotation on a credentials Secret that names which of its keys hold the variables, for
-/// a Secret made by someone else (a chart's, whose password is under `password`):
-/// `NATS_USER=user,NATS_PASSWORD=password`. Its writer states it, as it agrees to the label.
-pub const KEYS_ANNOTATION: &str = "kubectl-raft.io/credentials-keys";
-
-/// The Secret's values with the variables `map` names (`VAR=key,...`) added from their keys
-/// (over a key of the variable's own name); the variables added. An entry that is not
-/// `VAR=key`, or a key the Secret lacks, is an error that says which.
-pub fn map_keys(values: &mut BTreeMap<String, String>, map: &str) -> Result<Vec<String>, String> {
-    let mut added = vec![];
-    for entry in map.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let Some((var, key)) = entry
-            .split_once('=')
-            .map(|(v, k)| (v.trim(), k.trim()))
-            .filter(|(v, k)| !v.is_empty() && !k.is_empty())
-        else {
-            return Err(format!(
-                "{entry:?} is not VARIABLE=key (e.g. NATS_PASSWORD=password)"
-            ));
-        };
-        let Some(value) = values.get(key).cloned() else {
-            return Err(format!(
-                "it maps {var} to the key {key:?}, which the Secret does not have"
-            ));
-        };
-        values.insert(var.to_string(), value);
-        added.push(var.to_string());
-    }
-    Ok(added)
-}
-
 /// Where clusters' TLS comes from besides their annotation: a Secret the user named, the
 /// user's own files (for clusters the user named, or all with --credentials-from-env), and
 /// the choices for every cluster.
@@ -285,9 +254,6 @@ struct ReadSecret {
     /// A key whose value is not text, if any: an error for credentials only (a TLS Secret from
     /// cert-manager may hold a binary keystore beside its PEMs).
     not_text: Option<String>,
-    /// Why its [`KEYS_ANNOTATION`] could not be applied, if it could not: an error for
-    /// credentials only.
-    keys_error: Option<String>,
 }
 
 impl CredentialSource {
@@ -438,12 +404,6 @@ impl CredentialSource {
                 target.namespace
             );
         }
-        if let Some(e) = &read.keys_error {
-            anyhow::bail!(
-                "the credentials Secret {}/{name}: its annotation {KEYS_ANNOTATION}: {e}",
-                target.namespace
-            );
-        }
         if let Some(k) = &read.not_text {
             anyhow::bail!(
                 "the credentials Secret {}/{name}: key {k:?} is not text",
@@ -484,12 +444,6 @@ impl CredentialSource {
             }
             raw.insert(k, v.0);
         }
-        let keys_error = secret
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(KEYS_ANNOTATION))
-            .and_then(|map| map_keys(&mut values, map).err());
         let mut vars = Vars::new(values, format!("Secret {namespace}/{name}"));
         vars.from_secret = vars.values.keys().cloned().collect();
         Ok(Arc::new(ReadSecret {
@@ -497,7 +451,6 @@ impl CredentialSource {
             labelled,
             raw,
             not_text,
-            keys_error,
         }))
     }
 }
@@ -505,34 +458,6 @@ impl CredentialSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn chart_secret() -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("user".to_string(), "sys".to_string()),
-            ("password".to_string(), "s3cret".to_string()),
-        ])
-    }
-
-    #[test]
-    fn a_secrets_keys_are_mapped_to_the_variables_its_annotation_names() {
-        let mut v = chart_secret();
-        let added = map_keys(&mut v, "NATS_USER=user, NATS_PASSWORD = password").unwrap();
-        assert_eq!(added, ["NATS_USER", "NATS_PASSWORD"]);
-        assert_eq!(v["NATS_USER"], "sys");
-        assert_eq!(v["NATS_PASSWORD"], "s3cret");
-    }
-
-    #[test]
-    fn a_mapped_key_the_secret_lacks_is_named() {
-        let e = map_keys(&mut chart_secret(), "NATS_PASSWORD=pass").unwrap_err();
-        assert!(e.contains("NATS_PASSWORD") && e.contains("\"pass\""), "{e}");
-    }
-
-    #[test]
-    fn a_mapping_entry_that_is_not_var_equals_key_is_named() {
-        let e = map_keys(&mut chart_secret(), "NATS_PASSWORD").unwrap_err();
-        assert!(e.contains("VARIABLE=key"), "{e}");
-    }
 
     #[test]
     fn env_files_read_as_kubectl_reads_them() {

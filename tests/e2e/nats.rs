@@ -261,39 +261,6 @@ fn yield_reads_the_secret_the_statefulsets_annotation_names() {
     assert_ne!(y["newLeader"], leader.as_str(), "{y:#}");
 }
 
-/// A Secret a chart made (its keys `user` and `password`), its writer naming which key holds
-/// which variable: the meta leader moves, by the servers' own word.
-#[test]
-fn yield_reads_a_charts_secret_through_the_keys_its_annotation_maps() {
-    let _nodes = shared_nodes();
-    let (ns, leader) = nats_cluster("nats-cred-keys", 3);
-    kubectl_ok(&[
-        "create",
-        "secret",
-        "generic",
-        "nats-chart",
-        "-n",
-        &ns.name,
-        "--from-literal=user=sys",
-        "--from-literal=password=sys-secret",
-    ]);
-    label_credentials(&ns.name, "nats-chart");
-    kubectl_ok(&[
-        "annotate",
-        "secret",
-        "nats-chart",
-        "-n",
-        &ns.name,
-        "kubectl-raft.io/credentials-keys=NATS_USER=user,NATS_PASSWORD=password",
-    ]);
-    annotate_credentials(&ns.name, "nats-chart");
-    let (code, y, err) = verb(&NO_ENV, "yield", &["nats", "-n", &ns.name]);
-    assert_eq!(code, Some(0), "{err}\n{y:#}");
-    let new = y["newLeader"].as_str().unwrap_or_default().to_string();
-    assert_ne!(new, leader, "{y:#}");
-    assert_eq!(meta_leader(&ns.name, &leader), Some(new), "by the servers");
-}
-
 #[test]
 fn a_secret_the_annotation_names_is_not_used_unless_its_writer_labelled_it() {
     let _nodes = shared_nodes();

@@ -125,6 +125,19 @@ impl Scripted {
         x.raft.role = Role::Unknown;
     }
 
+    /// `pod` leads, the others follow.
+    fn leads(&self, pod: &str) {
+        let mut r = self.report.lock().unwrap();
+        for x in &mut r.replicas {
+            x.raft.role = if x.pod == pod {
+                Role::Leader
+            } else {
+                Role::Follower
+            };
+        }
+        r.summary.leader = Some(pod.into());
+    }
+
     /// The transfer started last ends: leadership moved to its target (or not).
     fn finish_transfer(&self, moved: bool) {
         let (from, to, slot) = self
@@ -136,15 +149,7 @@ impl Scripted {
             .expect("a transfer");
         let to = to.expect("a target");
         if moved {
-            let mut r = self.report.lock().unwrap();
-            for x in &mut r.replicas {
-                x.raft.role = if x.pod == to {
-                    Role::Leader
-                } else {
-                    Role::Follower
-                };
-            }
-            r.summary.leader = Some(to.clone());
+            self.leads(&to);
         }
         let ended = if moved {
             Ok(Handover {
@@ -483,19 +488,6 @@ async fn a_retry_during_the_transfer_starts_no_second_one() {
     assert_eq!(s.transfers.lock().unwrap().len(), 1);
 }
 
-/// `pod` leads, the others follow.
-fn leads_again(s: &Scripted, pod: &str) {
-    let mut r = s.report.lock().unwrap();
-    for x in &mut r.replicas {
-        x.raft.role = if x.pod == pod {
-            Role::Leader
-        } else {
-            Role::Follower
-        };
-    }
-    r.summary.leader = Some(pod.into());
-}
-
 /// A node-pool upgrade: a transfer, its leader admitted once it follows, another member
 /// admitted past the transfer's timeout and backoff; two quiet hours later, that member leads
 /// again, and a replica that never saw the transfer (the evictor's reviews went to the other)
@@ -518,7 +510,7 @@ async fn a_transfer_that_ended_hours_ago_does_not_hold_a_replica_that_first_sees
     assert!(one.review(&evict(&other)).await.allowed());
     s.replaced(&other);
     pass(&s, Duration::from_secs(2 * 3600)).await;
-    leads_again(&s, "etcd-1");
+    s.leads("etcd-1");
     let v = two.review(&evict("etcd-1")).await;
     assert_eq!(v.reason(), "TransferStarted", "{v:?}");
     assert_eq!(s.transfers.lock().unwrap().len(), 2);

@@ -296,60 +296,57 @@ async fn an_expired_replica_certificate_is_refused_as_expired() {
     assert!(m.contains("expired"), "{m}");
 }
 
-#[tokio::test]
-async fn a_replica_that_requires_a_client_certificate_says_so_when_none_is_given() {
-    let ca = Ca::new();
-    let port = serve(&ca.issue(&[MEMBER], 30), Some(&ca)).await;
-    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
+/// Asked with `ca` and no client certificate, the replica at `port` is named as requiring one.
+async fn assert_refused_without_a_certificate(ca: &Ca, port: u16) {
+    let tls = Tls::new(Some(&material(Some(ca), None)), &TlsChoices::default());
     let m = tls_error(ask(tls, port).await);
     assert!(
         m.contains("requires a client certificate") && m.contains("tls.key"),
         "{m}"
     );
+}
+
+/// Asked with an expired client certificate of `ca`, the replica at `port` is named as
+/// refusing it.
+async fn assert_refused_an_expired_certificate(ca: &Ca, port: u16) {
+    let client = ca.issue(&["kubectl-raft"], -1);
+    let tls = Tls::new(
+        Some(&material(Some(ca), Some(&client))),
+        &TlsChoices::default(),
+    );
+    let m = tls_error(ask(tls, port).await);
+    assert!(
+        m.contains("refused the client certificate") && m.contains("expired"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn a_replica_that_requires_a_client_certificate_says_so_when_none_is_given() {
+    let ca = Ca::new();
+    let port = serve(&ca.issue(&[MEMBER], 30), Some(&ca)).await;
+    assert_refused_without_a_certificate(&ca, port).await;
 }
 
 #[tokio::test]
 async fn an_expired_client_certificate_is_named_as_refused_and_expired() {
     let ca = Ca::new();
     let port = serve(&ca.issue(&[MEMBER], 30), Some(&ca)).await;
-    let client = ca.issue(&["kubectl-raft"], -1);
-    let tls = Tls::new(
-        Some(&material(Some(&ca), Some(&client))),
-        &TlsChoices::default(),
-    );
-    let m = tls_error(ask(tls, port).await);
-    assert!(
-        m.contains("refused the client certificate") && m.contains("expired"),
-        "{m}"
-    );
+    assert_refused_an_expired_certificate(&ca, port).await;
 }
 
 #[tokio::test]
 async fn a_replica_that_closes_after_asking_for_a_certificate_none_given_requires_one() {
     let ca = Ca::new();
     let port = serve_closing_unsaid(&ca.issue(&[MEMBER], 30), &ca);
-    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default());
-    let m = tls_error(ask(tls, port).await);
-    assert!(
-        m.contains("requires a client certificate") && m.contains("tls.key"),
-        "{m}"
-    );
+    assert_refused_without_a_certificate(&ca, port).await;
 }
 
 #[tokio::test]
 async fn a_replica_that_closes_after_taking_a_certificate_refused_it() {
     let ca = Ca::new();
     let port = serve_closing_unsaid(&ca.issue(&[MEMBER], 30), &ca);
-    let client = ca.issue(&["kubectl-raft"], -1);
-    let tls = Tls::new(
-        Some(&material(Some(&ca), Some(&client))),
-        &TlsChoices::default(),
-    );
-    let m = tls_error(ask(tls, port).await);
-    assert!(
-        m.contains("refused the client certificate") && m.contains("expired"),
-        "{m}"
-    );
+    assert_refused_an_expired_certificate(&ca, port).await;
 }
 
 #[tokio::test]

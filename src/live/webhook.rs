@@ -206,6 +206,12 @@ impl ResolvesServerCert for Current {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Arrived(pub tokio::time::Instant);
 
+/// The address a request's connection came from, as the gate sees it: logged with each
+/// decision, so that an operator can see where the API server's calls come from (the
+/// NetworkPolicy's `--allow-from`) before writing it down.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub std::net::IpAddr);
+
 /// The least time a review's body is given, its budget spent or not (the API server sends
 /// the body with its headers: a second is plenty).
 const BODY_FLOOR: Duration = Duration::from_secs(1);
@@ -263,6 +269,7 @@ impl Server {
         body: &[u8],
         arrived: tokio::time::Instant,
         budget: Duration,
+        from: &str,
     ) -> (StatusCode, String) {
         let parsed = match review::parse(body) {
             Ok(p) => p,
@@ -293,7 +300,7 @@ impl Server {
                 reason: verdict.reason(),
             })
             .inc();
-        tracing::info!(pod = %key, user = %user, dry_run = request.dry_run, verdict = %verdict.reason(), "{}", verdict.message());
+        tracing::info!(pod = %key, user = %user, source_ip = %from, dry_run = request.dry_run, verdict = %verdict.reason(), "{}", verdict.message());
         // A refusal anyone could provoke for any pod (its node not being drained, or a review
         // sent too slowly or with a short `?timeout=` to be decided before that is known)
         // writes nothing, not even an Event on the pod (which status would show as its last
@@ -407,6 +414,10 @@ impl Server {
                 self.metrics.render(),
             ),
             (&Method::POST, "/validate") => {
+                let from = req
+                    .extensions()
+                    .get::<Peer>()
+                    .map_or_else(|| "unknown".to_string(), |f| f.0.to_string());
                 let caller = req
                     .extensions()
                     .get::<Caller>()
@@ -416,7 +427,7 @@ impl Server {
                     // Before the body is read: a caller that is not the API server costs a
                     // handshake and its headers, never a decision.
                     self.metrics.unauthenticated.inc();
-                    tracing::warn!("a review refused 403: {why}");
+                    tracing::warn!("a review from {from} refused 403: {why}");
                     return reply(StatusCode::FORBIDDEN, "text/plain", format!("{why}\n"));
                 }
                 // One budget from the review's arrival (for a connection's first review, the
@@ -440,7 +451,7 @@ impl Server {
                     Ok(b) => b,
                     Err((code, why)) => return reply(code, "text/plain", format!("{why}\n")),
                 };
-                let (code, json) = self.validate(&body, arrived, budget).await;
+                let (code, json) = self.validate(&body, arrived, budget, &from).await;
                 reply(code, "application/json", json)
             }
             _ => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
@@ -777,6 +788,7 @@ pub(crate) async fn serve_connections<S, F>(
                     ));
                     req.extensions_mut()
                         .insert(caller.get().cloned().unwrap_or_default());
+                    req.extensions_mut().insert(Peer(peer.ip()));
                     service(req)
                 })
             };
@@ -983,6 +995,24 @@ mod tests {
         c.write_all(post("x").as_bytes()).await.unwrap();
         let a = read_answer(&mut c).await;
         assert!(millis(&a) < PROMPT.as_millis(), "{a}");
+    }
+
+    /// Each request carries the address its connection came from (the decision's log line
+    /// says it: where the API server's calls come from, for `--allow-from`).
+    #[tokio::test]
+    async fn a_request_carries_the_address_it_came_from() {
+        let service = |req: Request<Incoming>| async move {
+            let from = req
+                .extensions()
+                .get::<Peer>()
+                .map_or_else(|| "none".to_string(), |p| p.0.to_string());
+            Response::new(Full::new(Bytes::from(from)))
+        };
+        let (addr, _, _) = start_serving(service, Duration::ZERO, limits()).await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(post("x").as_bytes()).await.unwrap();
+        let a = read_answer(&mut c).await;
+        assert!(a.ends_with("\r\n\r\n127.0.0.1"), "{a}");
     }
 
     /// A later request on a kept-alive connection arrived when it came, not when the

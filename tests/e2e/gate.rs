@@ -206,6 +206,25 @@ fn the_gate_installed_from_docs_gate_yaml_holds_the_leader_for_a_transfer() {
     deploy_etcd(&ns.name, 3);
     let _g = Installed::apply(&ns.name);
     drain_the_etcd_leaders_node(&ns.name, 3);
+    // docs/gate.md finds where the API server's calls come from (for --allow-from) in the
+    // gate's log: every decision names the address its review came from.
+    let logs = kubectl_ok(&[
+        "logs",
+        "-n",
+        GATE_NS,
+        "-l",
+        "app.kubernetes.io/name=kubectl-raft-gate",
+        "--tail=-1",
+    ]);
+    let from: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains(&format!(" pod={}/", ns.name)) && l.contains(" verdict="))
+        .filter_map(|l| l.split(" source_ip=").nth(1)?.split_whitespace().next())
+        .collect();
+    assert!(
+        !from.is_empty() && from.iter().all(|a| a.parse::<std::net::IpAddr>().is_ok()),
+        "each decision's line names the address it came from: {from:?}\n{logs}"
+    );
 }
 
 #[test]

@@ -99,9 +99,10 @@ async fn send_all(
     }
     let port = &calls[0].port;
     let ep = endpoint(&target.profile, pod, Some(port)).map_err(|e| e.to_string())?;
+    let tls = nats::NatsTls::to(transport.tls(), &ep);
     let (host, port, bridge) = dial(transport, ep).await?;
     let result = async {
-        let client = nats::connect(&host, port, limit, transport.vars(), who).await?;
+        let client = nats::connect(&host, port, limit, transport.vars(), who, &tls).await?;
         let mut results = vec![];
         for c in calls {
             let left = deadline.saturating_duration_since(Instant::now());

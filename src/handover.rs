@@ -275,16 +275,17 @@ pub async fn send_transfer(
         // The stepdown is answered in ~0.1 s; a user outside the system account gets no
         // reply at all, so do not wait the whole limit for one.
         let limit = limit.min(Duration::from_secs(5));
+        let tls = crate::nats::NatsTls::to(transport.tls(), &ep);
         let (host, port, bridge) = crate::transport::dial(transport, ep)
             .await
             .map_err(|e| format!("{}: {e}", call.pod))?;
         let result = crate::nats::request(
-            &host,
-            port,
+            (&host, port),
             &call.path,
             call.body.as_deref(),
             limit,
             transport.vars(),
+            &tls,
         )
         .await
         .map_err(|e| format!("{}: {e}", call.pod));

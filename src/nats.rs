@@ -46,41 +46,114 @@ pub fn account_var(account: &str) -> String {
         .collect()
 }
 
-/// A connection to one server, as `who`.
+/// TLS for one NATS connection: the cluster's (`crate::tls::Tls`), verifying the member by
+/// its `names` whatever address the connection dials (a port-forward's 127.0.0.1 included).
+/// `required` when the cluster is read over HTTPS (one `tls {}` block serves NATS's
+/// monitoring port and its client port) or has a CA to verify its servers with: then the
+/// connection is TLS or nothing, whatever the answering server's INFO says, so a password is
+/// never sent in the clear to whoever answers at the address. Otherwise the server's INFO
+/// decides, and a server that asks for TLS is trusted by no CA (none was given): refused
+/// with what to give, never trusted through the machine's public roots.
+pub struct NatsTls<'a> {
+    pub tls: &'a crate::tls::Tls,
+    pub names: Vec<String>,
+    pub required: bool,
+}
+
+impl<'a> NatsTls<'a> {
+    /// The cluster's TLS for the member at `ep` (the endpoint of its client port).
+    pub fn to(tls: &'a crate::tls::Tls, ep: &crate::model::Endpoint) -> Self {
+        NatsTls {
+            tls,
+            names: ep.names.clone(),
+            required: ep.scheme == crate::model::Scheme::Https || tls.verifies(),
+        }
+    }
+}
+
+/// A connection to one server, as `who`, over TLS where `tls` says.
 pub async fn connect(
     host: &str,
     port: u16,
     limit: Duration,
     vars: &Vars,
     who: &Who,
+    tls: &NatsTls<'_>,
 ) -> Result<async_nats::Client, ConnectError> {
-    let options = options(limit, vars, who)
+    let mut options = options(limit, vars, who)
         .await
         .map_err(ConnectError::Refused)?;
-    let addr = format!("nats://{host}:{port}");
+    let mut asked = None;
+    match tls.tls.client_config(&tls.names) {
+        Ok((config, _, a)) => {
+            options = options.tls_client_config(config).require_tls(tls.required);
+            asked = Some(a);
+        }
+        // No CA and no --tls-skip-verify: nothing to verify a server with. Where TLS is
+        // known to be needed that is the answer; elsewhere the connection stays plain, and a
+        // server that asks for TLS is trusted by no CA.
+        Err(e) if tls.required => return Err(ConnectError::Tls(e)),
+        Err(_) => {
+            options =
+                options.tls_client_config(tls.tls.trusting_none().map_err(ConnectError::Tls)?);
+        }
+    }
+    // An IPv6 pod IP (--via direct on a dual-stack or IPv6 cluster) in brackets.
+    let addr = if host.contains(':') {
+        format!("nats://[{host}]:{port}")
+    } else {
+        format!("nats://{host}:{port}")
+    };
     tokio::time::timeout(limit, options.connect(addr.as_str()))
         .await
         .map_err(|_| {
             ConnectError::Unreachable(format!("no NATS connection to {addr} within {limit:?}"))
         })?
-        .map_err(|e| ConnectError::of(&addr, &e))
+        .map_err(|e| ConnectError::of(&addr, &e, tls.tls, asked.as_ref()))
 }
 
 /// Why no NATS connection was made, as the callers branch on it: the user (its credentials
-/// unusable, or refused by the server) is an answer about the user; no connection says nothing
-/// about it.
+/// unusable, or refused by the server) is an answer about the user; TLS's failure is one
+/// about the cluster's TLS; no connection says nothing about either.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConnectError {
     /// The credentials could not be used (missing, not a .creds file, unreadable), or the
     /// server refused them (an authorization violation, a nonce it could not verify).
     Refused(String),
-    /// No connection: no route, a timeout, TLS, I/O.
+    /// TLS failed, said as what it is (unknown CA, a client certificate required, ...) with
+    /// what to do.
+    Tls(String),
+    /// No connection: no route, a timeout, I/O.
     Unreachable(String),
 }
 
 impl ConnectError {
-    fn of(addr: &str, e: &async_nats::ConnectError) -> Self {
+    fn of(
+        addr: &str,
+        e: &async_nats::ConnectError,
+        tls: &crate::tls::Tls,
+        asked: Option<&crate::tls::CertAsked>,
+    ) -> Self {
         use async_nats::ConnectErrorKind as K;
+        if let Some(m) = tls.explain(e) {
+            return ConnectError::Tls(format!("cannot connect to {addr}: {m}"));
+        }
+        // A server that asked for a client certificate and closed the connection before its
+        // INFO's answer refused the certificate (TLS 1.3 says so after the client's side of
+        // the handshake: the close can overtake the alert).
+        // (A server's own -ERR, "maximum connections exceeded" and the like, came after a
+        // handshake that went through: not that.)
+        let server_said = std::error::Error::source(e)
+            .is_some_and(|s| s.downcast_ref::<async_nats::ServerError>().is_some());
+        if asked.is_some_and(crate::tls::CertAsked::get)
+            && matches!(e.kind(), K::Io | K::Tls)
+            && !server_said
+        {
+            return ConnectError::Tls(format!(
+                "cannot connect to {addr}: {}",
+                tls.closed_after_asking()
+            ));
+        }
         let why = format!("cannot connect to {addr}: {e}");
         match e.kind() {
             K::AuthorizationViolation | K::Authentication => ConnectError::Refused(why),
@@ -92,7 +165,9 @@ impl ConnectError {
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConnectError::Refused(why) | ConnectError::Unreachable(why) => f.write_str(why),
+            ConnectError::Refused(why)
+            | ConnectError::Tls(why)
+            | ConnectError::Unreachable(why) => f.write_str(why),
         }
     }
 }
@@ -105,14 +180,14 @@ impl From<ConnectError> for String {
 
 /// What the server answered: accepted, or refused with its description.
 pub async fn request(
-    host: &str,
-    port: u16,
+    (host, port): (&str, u16),
     subject: &str,
     body: Option<&str>,
     limit: Duration,
     vars: &Vars,
+    tls: &NatsTls<'_>,
 ) -> Result<(), String> {
-    let client = connect(host, port, limit, vars, &Who::System).await?;
+    let client = connect(host, port, limit, vars, &Who::System, tls).await?;
     let answer = ask(&client, subject, body, limit, vars, &Who::System).await;
     let _ = client.drain().await;
     answer
@@ -387,7 +462,15 @@ mod tests {
     #[test]
     fn a_refused_login_is_told_from_no_connection() {
         use async_nats::ConnectErrorKind as K;
-        let of = |k| ConnectError::of("nats://x:4222", &async_nats::ConnectError::new(k));
+        let tls = crate::tls::Tls::new(None, &Default::default()).unwrap();
+        let of = |k| {
+            ConnectError::of(
+                "nats://x:4222",
+                &async_nats::ConnectError::new(k),
+                &tls,
+                None,
+            )
+        };
         assert!(matches!(
             of(K::AuthorizationViolation),
             ConnectError::Refused(_)
@@ -395,6 +478,36 @@ mod tests {
         assert!(matches!(of(K::Authentication), ConnectError::Refused(_)));
         for k in [K::TimedOut, K::Tls, K::Io, K::Dns, K::MaxReconnects] {
             assert!(matches!(of(k), ConnectError::Unreachable(_)));
+        }
+    }
+
+    /// A server that asked for a client certificate and then closed the connection before
+    /// answering CONNECT refused it (TLS 1.3: the close can overtake the alert).
+    #[test]
+    fn a_close_after_a_certificate_was_asked_is_tls_refusing_it() {
+        let tls = crate::tls::Tls::new(None, &Default::default()).unwrap();
+        let e =
+            async_nats::ConnectError::with_source(async_nats::ConnectErrorKind::Io, "broken pipe");
+        let asked = crate::tls::CertAsked::noted();
+        match ConnectError::of("nats://x:4222", &e, &tls, Some(&asked)) {
+            ConnectError::Tls(m) => assert!(m.contains("requires a client certificate"), "{m}"),
+            other => panic!("expected TLS's refusal, got {other:?}"),
+        }
+    }
+
+    /// A server's own -ERR after a handshake that went through is not TLS refusing the
+    /// certificate, though the server asked for one.
+    #[test]
+    fn a_servers_own_error_after_a_certificate_was_asked_is_not_a_tls_refusal() {
+        let tls = crate::tls::Tls::new(None, &Default::default()).unwrap();
+        let e = async_nats::ConnectError::with_source(
+            async_nats::ConnectErrorKind::Io,
+            async_nats::ServerError::Other("maximum connections exceeded".into()),
+        );
+        let asked = crate::tls::CertAsked::noted();
+        match ConnectError::of("nats://x:4222", &e, &tls, Some(&asked)) {
+            ConnectError::Unreachable(m) => assert!(m.contains("maximum connections"), "{m}"),
+            other => panic!("expected the server's own word, got {other:?}"),
         }
     }
 

@@ -168,19 +168,54 @@ impl Tls {
         self.verifier.is_some() || (self.client.is_some() && !self.skip_verify)
     }
 
+    /// Whether replicas are verified against a CA of the cluster (not `--tls-skip-verify`):
+    /// a cluster with a CA is one whose replicas speak TLS, so a connection that could go
+    /// plain (NATS's client port, which the server's INFO would decide) is TLS or nothing.
+    pub fn verifies(&self) -> bool {
+        self.verifier.is_some() && !self.skip_verify
+    }
+
+    /// A client configuration that trusts no server (no CA given): a replica that requires
+    /// TLS of a client library that makes its connection itself is then refused with what to
+    /// give ("unknown CA"), and never trusted through the machine's public roots.
+    pub fn trusting_none(&self) -> Result<rustls::ClientConfig, String> {
+        Ok(
+            rustls::ClientConfig::builder_with_provider(self.provider.clone())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| e.to_string())?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(TrustsNone(self.provider.clone())))
+                .with_no_client_auth(),
+        )
+    }
+
     pub fn source(&self) -> &str {
         &self.source
     }
 
-    /// A TLS client for a replica known by `names` (its DNS names and IP, most specific
-    /// first): the server's certificate must be signed by the CA and carry one of them (or
-    /// `--tls-server-name`), and the first DNS name is sent as SNI.
-    /// A connector for one connection to the member known by `names`: the name sent (SNI),
-    /// and what its handshake will tell of the replica's asking for a client certificate.
+    /// A connector for one connection to the member known by `names` (its DNS names and IP,
+    /// most specific first): the server's certificate must be signed by the CA and carry one
+    /// of them (or `--tls-server-name`); the first DNS name is sent as SNI. With it, what its
+    /// handshake will tell of the replica's asking for a client certificate.
     pub fn connector(
         &self,
         names: &[String],
     ) -> Result<(tokio_rustls::TlsConnector, ServerName<'static>, CertAsked), String> {
+        let (config, sni, asked) = self.client_config(names)?;
+        Ok((
+            tokio_rustls::TlsConnector::from(Arc::new(config)),
+            sni,
+            asked,
+        ))
+    }
+
+    /// The rustls configuration `connector` uses, for a client library that makes its TLS
+    /// connection itself (async-nats): it verifies the member by `names` whatever server name
+    /// the library passes (a port-forward's 127.0.0.1 included).
+    pub fn client_config(
+        &self,
+        names: &[String],
+    ) -> Result<(rustls::ClientConfig, ServerName<'static>, CertAsked), String> {
         let accepted: Vec<String> = match &self.server_name {
             Some(n) => vec![n.clone()],
             None => names.to_vec(),
@@ -231,11 +266,7 @@ impl Tls {
             inner: config.client_auth_cert_resolver.clone(),
             asked: asked.clone(),
         });
-        Ok((
-            tokio_rustls::TlsConnector::from(Arc::new(config)),
-            sni,
-            asked,
-        ))
+        Ok((config, sni, asked))
     }
 
     /// What it means that a replica that asked for a client certificate in the handshake
@@ -351,6 +382,12 @@ impl CertAsked {
     pub fn get(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// One that was asked: for tests of what follows from it.
+    #[cfg(test)]
+    pub(crate) fn noted() -> Self {
+        CertAsked(Arc::new(AtomicBool::new(true)))
+    }
 }
 
 /// The connection's client certificate resolver (the identity given, or none), noting that
@@ -452,6 +489,51 @@ impl ServerCertVerifier for MemberNames {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.inner.supported_verify_schemes()
+    }
+}
+
+/// No CA: no server's certificate is trusted.
+#[derive(Debug)]
+struct TrustsNone(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for TrustsNone {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Err(rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer,
+        ))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer,
+        ))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer,
+        ))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 

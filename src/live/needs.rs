@@ -210,16 +210,20 @@ async fn ask(
         Ok(ep) => ep,
         Err(e) => return Asked::Unreachable(e.to_string()),
     };
+    let tls = nats::NatsTls::to(transport.tls(), &ep);
     let (host, port, bridge) = match dial(transport, ep).await {
         Ok(d) => d,
         Err(e) => return Asked::Unreachable(e),
     };
     // The bridge task ends with this function, however it ends (a dropped future included).
     let _bridge = bridge.map(AbortOnDrop);
-    let client = match nats::connect(&host, port, ASK_WITHIN, transport.vars(), who).await {
+    let client = match nats::connect(&host, port, ASK_WITHIN, transport.vars(), who, &tls).await {
         Ok(c) => c,
-        // A refused login is an answer; anything else, no connection.
-        Err(nats::ConnectError::Refused(e)) => return Asked::Answered(Err(e)),
+        // A refused login is an answer, and so is TLS's failure (the leader, asked first,
+        // is where the meta stepdown must go); anything else, no connection.
+        Err(nats::ConnectError::Refused(e) | nats::ConnectError::Tls(e)) => {
+            return Asked::Answered(Err(e))
+        }
         Err(nats::ConnectError::Unreachable(e)) => return Asked::Unreachable(e),
     };
     let answer = judge(&client, who, sample).await;

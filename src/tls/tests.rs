@@ -448,3 +448,94 @@ fn debug_never_shows_the_key() {
     let shown = format!("{m:?}");
     assert!(!shown.contains("PRIVATE KEY"), "{shown}");
 }
+
+/// A NATS server at a local port of `ip` that says in its INFO it does not require TLS (as
+/// one a tenant's pod or an address's next owner could say): the first bytes the client sends.
+async fn nats_server_without_tls(ip: &str) -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = tokio::spawn(async move {
+        let Ok(Ok((mut s, _))) =
+            tokio::time::timeout(Duration::from_secs(3), listener.accept()).await
+        else {
+            return vec![];
+        };
+        s.write_all(b"INFO {\"server_id\":\"x\",\"version\":\"2.15.2\",\"proto\":1,\"max_payload\":1048576,\"tls_required\":false}\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf)).await;
+        buf.truncate(read.ok().and_then(Result::ok).unwrap_or(0));
+        buf
+    });
+    (port, seen)
+}
+
+/// NATS's client connection to a member of a cluster with a CA is TLS or nothing, whatever
+/// the answering server's INFO says: its password is never sent in the clear.
+#[tokio::test]
+async fn a_nats_server_not_asking_for_tls_is_sent_no_password_where_the_cluster_has_a_ca() {
+    let ca = Ca::new();
+    let tls = Tls::new(Some(&material(Some(&ca), None)), &TlsChoices::default()).unwrap();
+    let (port, seen) = nats_server_without_tls("127.0.0.1").await;
+    // The monitor read over plain HTTP: only the CA says the cluster speaks TLS.
+    let ep = Endpoint {
+        scheme: Scheme::Http,
+        ..endpoint(port)
+    };
+    let vars = crate::credentials::Vars::new(
+        [("NATS_USER", "sys"), ("NATS_PASSWORD", "s3cret-pass")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        "file ops.env",
+    );
+    let nats_tls = crate::nats::NatsTls::to(&tls, &ep);
+    let connected = crate::nats::connect(
+        "127.0.0.1",
+        port,
+        Duration::from_secs(2),
+        &vars,
+        &crate::nats::Who::System,
+        &nats_tls,
+    )
+    .await;
+    let sent = String::from_utf8_lossy(&seen.await.unwrap()).into_owned();
+    assert!(connected.is_err(), "a plain server was taken");
+    assert!(
+        !sent.contains("s3cret-pass") && !sent.starts_with("CONNECT"),
+        "sent in the clear: {sent}"
+    );
+}
+
+/// An IPv6 pod IP (`--via direct` on an IPv6 cluster) is dialled as one: the server hears
+/// the client (a plain cluster, no CA: its CONNECT comes).
+#[tokio::test]
+async fn a_nats_server_at_an_ipv6_address_is_reached() {
+    let tls = Tls::new(None, &TlsChoices::default()).unwrap();
+    let (port, seen) = nats_server_without_tls("::1").await;
+    let ep = Endpoint {
+        scheme: Scheme::Http,
+        ..endpoint(port)
+    };
+    let vars = crate::credentials::Vars::new(
+        [("NATS_USER", "sys"), ("NATS_PASSWORD", "x")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        "file ops.env",
+    );
+    let nats_tls = crate::nats::NatsTls::to(&tls, &ep);
+    let _ = crate::nats::connect(
+        "::1",
+        port,
+        Duration::from_secs(2),
+        &vars,
+        &crate::nats::Who::System,
+        &nats_tls,
+    )
+    .await;
+    let sent = String::from_utf8_lossy(&seen.await.unwrap()).into_owned();
+    assert!(sent.starts_with("CONNECT"), "the server heard: {sent:?}");
+}

@@ -599,10 +599,16 @@ pub fn deploy_nats_manifest(ns: &str, servers: u32, nodes: Nodes, manifest: &str
 
 /// The meta leader as `server` names it in its own /jsz (through the API server).
 pub fn meta_leader(ns: &str, server: &str) -> Option<String> {
+    meta_leader_at(ns, &format!("{server}:8222"))
+}
+
+/// The meta leader as the server at `pod_port` ("nats-0:8222", "https:nats-0:8222") names it
+/// in its own /jsz (through the API server's pods/proxy).
+pub fn meta_leader_at(ns: &str, pod_port: &str) -> Option<String> {
     let out = kubectl(&[
         "get",
         "--raw",
-        &format!("/api/v1/namespaces/{ns}/pods/{server}:8222/proxy/jsz"),
+        &format!("/api/v1/namespaces/{ns}/pods/{pod_port}/proxy/jsz"),
     ]);
     let v: Value = serde_json::from_slice(&out.stdout).ok()?;
     v["meta_cluster"]["leader"]

@@ -169,7 +169,7 @@ pub fn deploy_etcd_tls(ns: &str, ca: &TestCa) -> PathBuf {
 
 /// `deploy_etcd_tls` with its manifest changed by `edit` (which must change it).
 pub fn deploy_etcd_tls_with(ns: &str, ca: &TestCa, edit: impl Fn(String) -> String) -> PathBuf {
-    let client = server_secret_and_client(ns, ca, "etcd");
+    let client = server_secret_and_client(ns, ca, "etcd", "etcd-server-tls");
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3-tls.yaml"))
         .expect("the TLS etcd manifest");
     let manifest = edit(manifest);
@@ -178,15 +178,15 @@ pub fn deploy_etcd_tls_with(ns: &str, ca: &TestCa, edit: impl Fn(String) -> Stri
     client
 }
 
-/// The Secret `SERVICE-server-tls` (ca.crt, and a server certificate from `ca` for the members
-/// of the StatefulSet `service`), and the directory of a client's files (ca.crt, tls.crt,
-/// tls.key) signed by `ca`.
-fn server_secret_and_client(ns: &str, ca: &TestCa, service: &str) -> PathBuf {
+/// The Secret `secret` (ca.crt, and a server certificate from `ca` for the members of the
+/// StatefulSet whose governing Service is `service`), and the directory of a client's files
+/// (ca.crt, tls.crt, tls.key) signed by `ca`.
+fn server_secret_and_client(ns: &str, ca: &TestCa, service: &str, secret: &str) -> PathBuf {
     let server = ca.issue(&TestCa::member_names(service, ns), 30);
     let ca_pem = ca.pem();
     tls_secret(
         ns,
-        &format!("{service}-server-tls"),
+        secret,
         &[
             ("ca.crt", &ca_pem),
             ("tls.crt", &server.cert),
@@ -234,7 +234,7 @@ pub fn hraft_tls_leader(ns: &str, client: &Path) -> Option<(String, u64)> {
 /// too; right after the election it counts the followers unhealthy until its first round); the
 /// directory of a client's files (ca.crt, tls.crt, tls.key) signed by `ca`.
 pub fn deploy_hraft_tls(ns: &str, ca: &TestCa) -> PathBuf {
-    let client = server_secret_and_client(ns, ca, "hraft");
+    let client = server_secret_and_client(ns, ca, "hraft", "hraft-server-tls");
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/hraft-3-tls.yaml"))
         .expect("the TLS stand-in's manifest");
     apply_on(ns, &manifest, Nodes::Agent);
@@ -256,4 +256,31 @@ pub fn deploy_hraft_tls(ns: &str, ca: &TestCa) -> PathBuf {
         },
     );
     client
+}
+
+/// Three NATS servers with TLS (tests/manifests/nats-3-tls.yaml): the client port TLS only,
+/// client certificates required, the monitor HTTPS only; their server certificate from `ca`,
+/// every server Ready and a meta leader; the directory of a client's files (ca.crt, tls.crt,
+/// tls.key) signed by `ca`.
+pub fn deploy_nats_tls(ns: &str, ca: &TestCa) -> PathBuf {
+    let client = server_secret_and_client(ns, ca, "nats-headless", "nats-server-tls");
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/nats-3-tls.yaml"))
+        .expect("the TLS NATS manifest");
+    apply_on(ns, &manifest, Nodes::Agent);
+    wait_in(
+        ns,
+        Duration::from_secs(120),
+        "3 TLS NATS servers Ready with a meta leader",
+        || {
+            kubectl_json(&["get", "sts", "nats", "-n", ns])["status"]["readyReplicas"] == 3
+                && nats_tls_meta_leader(ns, "nats-0").is_some()
+        },
+    );
+    client
+}
+
+/// The meta leader as `server` names it in its own /jsz, over HTTPS through the API server's
+/// pods/proxy (which verifies no certificate: the server's word, not the plugin's TLS).
+pub fn nats_tls_meta_leader(ns: &str, server: &str) -> Option<String> {
+    meta_leader_at(ns, &format!("https:{server}:8222"))
 }

@@ -249,26 +249,67 @@ fn drain_of_the_leaders_node_moves_it_once(
 #[test]
 fn restart_of_a_tls_etcd_replaces_every_member_and_moves_the_leader_once() {
     let _nodes = shared_nodes();
-    let (ns, client, leader, term) = tls_etcd("tls-restart");
+    restart_replaces_every_member_and_moves_the_leader_once(
+        "etcd",
+        tls_etcd("tls-restart"),
+        tls_leader_after,
+    );
+}
+
+#[test]
+fn restart_of_a_tls_consul_standin_replaces_every_server_and_moves_the_leader_once() {
+    let _nodes = shared_nodes();
+    restart_replaces_every_member_and_moves_the_leader_once(
+        "hraft",
+        tls_consul("tls-consul-restart"),
+        consul_leader_after,
+    );
+}
+
+/// `kubectl raft restart STS`: every member replaced (by its pod's uid), and the servers' own
+/// term one higher once all are back (one transfer, no election).
+fn restart_replaces_every_member_and_moves_the_leader_once(
+    sts: &str,
+    (ns, client, leader, term): TlsCluster,
+    after: fn(&str, &Path, &str) -> (String, u64),
+) {
     let before = uids(&ns.name);
-    let (code, report, err) = verb_json("restart", &["etcd", "-n", &ns.name, "--timeout", "120s"]);
+    let (code, report, err) = verb_json("restart", &[sts, "-n", &ns.name, "--timeout", "120s"]);
     assert_eq!(code, Some(0), "restart failed: {err}\n{report:#}");
-    let (_, after) = tls_leader_after(&ns.name, &client, &leader);
+    let (_, new_term) = after(&ns.name, &client, &leader);
     let now = uids(&ns.name);
     for (pod, uid) in &before {
         assert_ne!(now.get(pod), Some(uid), "{pod} was not replaced");
     }
     assert_eq!(
-        after,
+        new_term,
         term + 1,
-        "one transfer, no election (by etcd's own term)"
+        "one transfer, no election (by the servers' own term)"
     );
 }
 
 #[test]
 fn plain_kubectl_drain_of_a_tls_etcd_leaders_node_through_the_gate_gets_one_transfer() {
     let _nodes = exclusive_all_nodes();
-    let (ns, client, leader, term) = tls_etcd("tls-gate");
+    plain_drain_through_the_gate_moves_the_leader_once(tls_etcd("tls-gate"), tls_leader_after);
+}
+
+#[test]
+fn plain_kubectl_drain_of_a_tls_consul_standin_leaders_node_through_the_gate_gets_one_transfer() {
+    let _nodes = exclusive_all_nodes();
+    plain_drain_through_the_gate_moves_the_leader_once(
+        tls_consul("tls-consul-gate"),
+        consul_leader_after,
+    );
+}
+
+/// Plain `kubectl drain` of the leader's node with the gate on: the gate moved the leader
+/// itself over the cluster's TLS (an Event TransferStarted on it), and the servers' own term
+/// is one higher (one transfer, no election).
+fn plain_drain_through_the_gate_moves_the_leader_once(
+    (ns, client, leader, term): TlsCluster,
+    after: fn(&str, &Path, &str) -> (String, u64),
+) {
     let _g = Gated::start(&ns.name);
     let node = node_of(&ns.name, &leader);
     wait_node_holds_only(&node, &[&ns.name, GATE_NS]);
@@ -281,11 +322,11 @@ fn plain_kubectl_drain_of_a_tls_etcd_leaders_node_through_the_gate_gets_one_tran
         }),
         "the gate moved the leader itself (an Event TransferStarted on {leader}): {events}"
     );
-    let (_, after) = tls_leader_after(&ns.name, &client, &leader);
+    let (_, new_term) = after(&ns.name, &client, &leader);
     assert_eq!(
-        after,
+        new_term,
         term + 1,
-        "one transfer, no election (by etcd's own term)"
+        "one transfer, no election (by the servers' own term)"
     );
 }
 
@@ -485,4 +526,216 @@ fn status_refused(cluster: &str, ns: &str, args: &[&str]) -> String {
         panic!("status succeeded: {}\n{json}", stdout(&out));
     }
     stderr(&out)
+}
+
+// NATS with TLS (tests/manifests/nats-3-tls.yaml): one `tls {}` block, so the client port takes
+// only TLS with a client certificate signed by the CA (`verify: true`) and the monitor serves
+// HTTPS only. The truth is each server's own /jsz, read over HTTPS through the API server's
+// pods/proxy (which verifies nothing), and a client of the test's own (Python's ssl).
+
+/// A TLS NATS whose annotation names its labelled client Secret holding `keys` of the
+/// client's files: the namespace, the client's files, the meta leader (by the servers).
+fn tls_nats(prefix: &str, keys: &[&str]) -> (TestNamespace, std::path::PathBuf, String) {
+    let ns = TestNamespace::new(prefix);
+    let ca = TestCa::new();
+    let client = deploy_nats_tls(&ns.name, &ca);
+    client_secret(&ns.name, &client, "nats-client-tls", keys);
+    let leader = nats_tls_meta_leader(&ns.name, "nats-0").expect("a meta leader, by the servers");
+    (ns, client, leader)
+}
+
+/// The first line a NATS server answers a PING with over TLS, as the account APP's user, from
+/// a client of the test's own (Python's ssl: INFO in the clear, then the TLS handshake), with
+/// the client certificate in `client` if `present`; or how it failed.
+fn nats_tls_ping(ns: &str, pod: &str, client: &Path, present: bool) -> String {
+    let ip = pod_json(ns, pod)["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let script = r#"
+import socket, ssl, sys
+ip, ca, cert, key = sys.argv[1:5]
+s = socket.create_connection((ip, 4222), timeout=5)
+info = b""
+while not info.endswith(b"\r\n"):
+    info += s.recv(1)
+ctx = ssl.create_default_context(cafile=ca)
+ctx.check_hostname = False
+if cert:
+    ctx.load_cert_chain(cert, key)
+try:
+    t = ctx.wrap_socket(s)
+    t.sendall(b'CONNECT {"verbose":false,"user":"app","pass":"app"}\r\nPING\r\n')
+    print(t.recv(4096).decode().splitlines()[0])
+except Exception as e:
+    print("failed:", e)
+"#;
+    let (cert, key) = if present {
+        (client.join("tls.crt"), client.join("tls.key"))
+    } else {
+        Default::default()
+    };
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &ip])
+        .arg(client.join("ca.crt"))
+        .args([&cert, &key])
+        .output()
+        .unwrap();
+    format!("{}{}", stdout(&out), stderr(&out))
+}
+
+/// The system account's user, from the TLS manifest's Secret nats-sys.
+const NATS_SYS: [(&str, &str); 2] = [("NATS_USER", "sys"), ("NATS_PASSWORD", "sys-secret")];
+
+#[test]
+fn status_reads_a_nats_cluster_whose_monitor_speaks_https_on_every_route() {
+    let _nodes = shared_nodes();
+    let (ns, client, leader) = tls_nats("tls-nats-status", &CLIENT_KEYS);
+    // Positive control: the servers take a client only over TLS with its certificate.
+    let with = nats_tls_ping(&ns.name, "nats-0", &client, true);
+    let without = nats_tls_ping(&ns.name, "nats-0", &client, false);
+    assert!(
+        with.starts_with("PONG"),
+        "with a client certificate: {with}"
+    );
+    assert!(!without.contains("PONG"), "without one: {without}");
+    for via in ["proxy", "port-forward", "direct"] {
+        let report = status_json(&[
+            "nats",
+            "-n",
+            &ns.name,
+            "--via",
+            via,
+            "--probe-timeout",
+            "5s",
+        ]);
+        let c = cluster(&report, &ns.name);
+        assert_eq!(c["summary"]["healthyVoters"], 3, "--via {via}: {c:#}");
+        assert_eq!(
+            c["summary"]["leader"],
+            leader.as_str(),
+            "--via {via}: {c:#}"
+        );
+    }
+}
+
+#[test]
+fn yield_moves_the_meta_leader_of_a_nats_cluster_that_requires_client_certificates() {
+    let _nodes = shared_nodes();
+    let (ns, _client, leader) = tls_nats("tls-nats-yield", &CLIENT_KEYS);
+    let target = ["nats-0", "nats-1", "nats-2"]
+        .into_iter()
+        .find(|n| *n != leader)
+        .unwrap();
+    // The default route: HTTPS through a port-forward (pods/proxy verifies nothing), and the
+    // stepdown over the NATS client protocol through another, TLS end to end.
+    let out = raft_env(
+        &NATS_SYS,
+        &[
+            "yield", "nats", "-n", &ns.name, "--to", target, "-o", "json",
+        ],
+    );
+    let y: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{}\n{y:#}", stderr(&out));
+    for server in ["nats-0", "nats-1", "nats-2"] {
+        assert_eq!(
+            nats_tls_meta_leader(&ns.name, server).as_deref(),
+            Some(target),
+            "{server} names the new meta leader"
+        );
+    }
+}
+
+#[test]
+fn yield_of_a_nats_cluster_without_a_client_certificate_says_one_is_required() {
+    let _nodes = shared_nodes();
+    let (ns, _client, leader) = tls_nats("tls-nats-nocert", &["ca.crt"]);
+    let out = raft_env(
+        &NATS_SYS,
+        &["yield", "nats", "-n", &ns.name, "--via", "direct"],
+    );
+    let err = stderr(&out);
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "yield succeeded without a client certificate"
+    );
+    assert!(
+        err.contains("requires a client certificate and none was given"),
+        "{err}"
+    );
+    assert_eq!(
+        nats_tls_meta_leader(&ns.name, "nats-0"),
+        Some(leader),
+        "the meta leader did not move"
+    );
+}
+
+/// Every key of the client's files: the CA, and the client certificate the servers require.
+const CLIENT_KEYS: [&str; 3] = ["ca.crt", "tls.crt", "tls.key"];
+
+/// The meta leader once all three TLS servers are Ready and name the same one.
+fn tls_nats_leader_agreed(ns: &str) -> String {
+    let mut agreed = None;
+    wait_in(
+        ns,
+        Duration::from_secs(120),
+        "3 Ready TLS NATS servers naming one meta leader",
+        || {
+            let ready =
+                kubectl_json(&["get", "sts", "nats", "-n", ns])["status"]["readyReplicas"] == 3;
+            let named: Vec<Option<String>> = ["nats-0", "nats-1", "nats-2"]
+                .iter()
+                .map(|s| nats_tls_meta_leader(ns, s))
+                .collect();
+            agreed = named[0]
+                .clone()
+                .filter(|l| named.iter().all(|n| n.as_ref() == Some(l)));
+            ready && agreed.is_some()
+        },
+    );
+    agreed.unwrap()
+}
+
+/// `kubectl raft drain` of the meta leader's node: it ends (the meta stepdown went over the
+/// client port's TLS with the client certificate: without them it stops), and the servers
+/// name a meta leader on another node.
+#[test]
+fn drain_of_a_tls_nats_meta_leaders_node_moves_it_off_the_node() {
+    let _nodes = exclusive_nodes();
+    let (ns, _client, leader) = tls_nats("tls-nats-drain", &CLIENT_KEYS);
+    let node = node_of(&ns.name, &leader);
+    wait_node_alone(&node, &ns.name);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    let out = raft_env(
+        &NATS_SYS,
+        &["drain", &node, "--timeout", "90s", "--credentials-from-env"],
+    );
+    assert_eq!(out.status.code(), Some(0), "drain failed: {}", stderr(&out));
+    let now = tls_nats_leader_agreed(&ns.name);
+    assert_ne!(node_of(&ns.name, &now), node, "the meta leader left {node}");
+}
+
+/// `kubectl raft restart` of the TLS servers: every server replaced (by its pod's uid), and the
+/// servers agree on a meta leader after.
+#[test]
+fn restart_of_a_tls_nats_cluster_replaces_every_server() {
+    let _nodes = shared_nodes();
+    let (ns, _client, _leader) = tls_nats("tls-nats-restart", &CLIENT_KEYS);
+    let before = uids(&ns.name);
+    let out = raft_env(
+        &NATS_SYS,
+        &["restart", "nats", "-n", &ns.name, "--timeout", "180s"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "restart failed: {}",
+        stderr(&out)
+    );
+    let now = uids(&ns.name);
+    for (pod, uid) in &before {
+        assert_ne!(now.get(pod), Some(uid), "{pod} was not replaced");
+    }
+    tls_nats_leader_agreed(&ns.name);
 }

@@ -184,7 +184,9 @@ impl Tls {
                 .with_safe_default_protocol_versions()
                 .map_err(|e| e.to_string())?
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(TrustsNone(self.provider.clone())))
+                .with_custom_certificate_verifier(Arc::new(TrustsNone(Unverified(
+                    self.provider.clone(),
+                ))))
                 .with_no_client_auth(),
         )
     }
@@ -492,9 +494,10 @@ impl ServerCertVerifier for MemberNames {
     }
 }
 
-/// No CA: no server's certificate is trusted.
+/// No CA: no server's certificate is trusted (its signatures checked as `Unverified` does,
+/// never reached).
 #[derive(Debug)]
-struct TrustsNone(Arc<rustls::crypto::CryptoProvider>);
+struct TrustsNone(Unverified);
 
 impl ServerCertVerifier for TrustsNone {
     fn verify_server_cert(
@@ -512,28 +515,24 @@ impl ServerCertVerifier for TrustsNone {
 
     fn verify_tls12_signature(
         &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::InvalidCertificate(
-            CertificateError::UnknownIssuer,
-        ))
+        self.0.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
         &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Err(rustls::Error::InvalidCertificate(
-            CertificateError::UnknownIssuer,
-        ))
+        self.0.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.0.supported_verify_schemes()
     }
 }
 

@@ -472,6 +472,31 @@ async fn nats_server_without_tls(ip: &str) -> (u16, tokio::task::JoinHandle<Vec<
     (port, seen)
 }
 
+/// A NATS connection to `host` at the endpoint's port with `tls`, as the system user sys
+/// with the password s3cret-pass.
+async fn nats_connect(
+    tls: &Tls,
+    ep: &Endpoint,
+    host: &str,
+) -> Result<async_nats::Client, crate::nats::ConnectError> {
+    let vars = crate::credentials::Vars::new(
+        [("NATS_USER", "sys"), ("NATS_PASSWORD", "s3cret-pass")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        "file ops.env",
+    );
+    crate::nats::connect(
+        host,
+        ep.port,
+        Duration::from_secs(2),
+        &vars,
+        &crate::nats::Who::System,
+        &crate::nats::NatsTls::to(tls, ep),
+    )
+    .await
+}
+
 /// NATS's client connection to a member of a cluster with a CA is TLS or nothing, whatever
 /// the answering server's INFO says: its password is never sent in the clear.
 #[tokio::test]
@@ -484,23 +509,7 @@ async fn a_nats_server_not_asking_for_tls_is_sent_no_password_where_the_cluster_
         scheme: Scheme::Http,
         ..endpoint(port)
     };
-    let vars = crate::credentials::Vars::new(
-        [("NATS_USER", "sys"), ("NATS_PASSWORD", "s3cret-pass")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        "file ops.env",
-    );
-    let nats_tls = crate::nats::NatsTls::to(&tls, &ep);
-    let connected = crate::nats::connect(
-        "127.0.0.1",
-        port,
-        Duration::from_secs(2),
-        &vars,
-        &crate::nats::Who::System,
-        &nats_tls,
-    )
-    .await;
+    let connected = nats_connect(&tls, &ep, "127.0.0.1").await;
     let sent = String::from_utf8_lossy(&seen.await.unwrap()).into_owned();
     assert!(connected.is_err(), "a plain server was taken");
     assert!(
@@ -519,23 +528,7 @@ async fn a_nats_server_at_an_ipv6_address_is_reached() {
         scheme: Scheme::Http,
         ..endpoint(port)
     };
-    let vars = crate::credentials::Vars::new(
-        [("NATS_USER", "sys"), ("NATS_PASSWORD", "x")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        "file ops.env",
-    );
-    let nats_tls = crate::nats::NatsTls::to(&tls, &ep);
-    let _ = crate::nats::connect(
-        "::1",
-        port,
-        Duration::from_secs(2),
-        &vars,
-        &crate::nats::Who::System,
-        &nats_tls,
-    )
-    .await;
+    let _ = nats_connect(&tls, &ep, "::1").await;
     let sent = String::from_utf8_lossy(&seen.await.unwrap()).into_owned();
     assert!(sent.starts_with("CONNECT"), "the server heard: {sent:?}");
 }

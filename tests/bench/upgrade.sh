@@ -67,7 +67,7 @@ glog = os.path.join(d, "gate.log")
 if os.path.exists(glog):
     ours = re.compile(r"(bench-upgrade-(?:etcd3|etcd5|zk|nats))")
     starts, open_dec, transfer = {}, [], {}
-    decide = re.compile(r" INFO (.*) pod=(\S+) user=\S+ dry_run=(\S+) verdict=(\S+)$")
+    decide = re.compile(r" INFO (.*) pod=(\S+) user=\S+ (?:source_ip=\S+ )?dry_run=(\S+) verdict=(\S+)$")
     for line in open(glog):
         line = line.rstrip("\n")
         if not line[:4].isdigit(): continue

@@ -352,4 +352,76 @@ mod tests {
             Unhealthy::NoLeaderKnown
         );
     }
+
+    /// A member and the leader known to each other by id only (no pod for the leader's id),
+    /// the leader naming itself `id-1`, the member naming `mine`.
+    fn by_ids(mine: Option<&str>) -> (ReplicaReport, ReplicaReport) {
+        let r = cluster();
+        let mut l = leader(&r).clone();
+        l.raft.leader_id = Some("id-1".into());
+        let mut x = r[0].clone();
+        x.raft.leader_id = mine.map(str::to_string);
+        (x, l)
+    }
+
+    // The six below were found missing by mutation testing (docs/testing.md): each of their
+    // mutants of `voter_health` passed every unit test.
+
+    #[test]
+    fn a_follower_naming_the_leaders_id_counts() {
+        let (x, l) = by_ids(Some("id-1"));
+        assert_eq!(voter_health(&x, Some(&l), 100), Ok(()));
+    }
+
+    #[test]
+    fn a_follower_naming_another_leaders_id_does_not_count() {
+        let (x, l) = by_ids(Some("id-7"));
+        assert_eq!(
+            voter_health(&x, Some(&l), 100).unwrap_err().0,
+            Unhealthy::FollowsAnother
+        );
+    }
+
+    #[test]
+    fn a_follower_naming_no_leader_where_the_leader_names_itself_is_incomplete() {
+        let (x, l) = by_ids(None);
+        assert_eq!(
+            voter_health(&x, Some(&l), 100).unwrap_err().0,
+            Unhealthy::Incomplete
+        );
+    }
+
+    #[test]
+    fn a_follower_without_an_index_counts_where_the_leader_reports_none_either() {
+        let mut r = cluster();
+        r[0].raft.lag = None;
+        let mut l = leader(&r).clone();
+        l.raft.commit_index = None;
+        l.raft.applied_index = None;
+        assert_eq!(voter_health(&r[0], Some(&l), 100), Ok(()));
+    }
+
+    #[test]
+    fn a_follower_lagging_exactly_the_limit_counts_and_one_more_does_not() {
+        let mut r = cluster();
+        r[0].raft.lag = Some(100);
+        let l = leader(&r).clone();
+        assert_eq!(voter_health(&r[0], Some(&l), 100), Ok(()));
+        r[0].raft.lag = Some(101);
+        assert_eq!(
+            voter_health(&r[0], Some(&l), 100).unwrap_err().0,
+            Unhealthy::Lagging
+        );
+    }
+
+    #[test]
+    fn a_learner_that_reports_a_follower_role_does_not_count() {
+        let mut r = cluster();
+        r[0].raft.learner = true;
+        let l = leader(&r).clone();
+        assert_eq!(
+            voter_health(&r[0], Some(&l), 100).unwrap_err().0,
+            Unhealthy::NotVoter
+        );
+    }
 }

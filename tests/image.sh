@@ -28,7 +28,7 @@ command -v umoci >/dev/null || missing+=(umoci)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "image.sh: installing ${missing[*]}" >&2
   apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 fi
 triple="$(uname -m)-unknown-linux-musl"
 rustup target list --installed | grep -qx "$triple" || rustup target add "$triple"

@@ -761,6 +761,20 @@ pub fn wait_etcd_ready(ns: &str, members: u32) {
             || ready_endpoints(ns, service) == members as usize,
         );
     }
+    // So does the disruption controller the PodDisruptionBudget's status (disruptionsAllowed).
+    let pdb = kubectl(&["get", "pdb", "etcd", "-n", ns, "-o", "json"]);
+    if pdb.status.success() {
+        wait_in(
+            ns,
+            Duration::from_secs(60),
+            &format!("PodDisruptionBudget etcd to count {members} healthy pods"),
+            || {
+                let pdb = kubectl_json(&["get", "pdb", "etcd", "-n", ns]);
+                pdb["status"]["currentHealthy"].as_u64() == Some(members as u64)
+                    && pdb["status"]["observedGeneration"] == pdb["metadata"]["generation"]
+            },
+        );
+    }
 }
 
 /// Endpoints with ready=true across a Service's EndpointSlices.

@@ -11,11 +11,38 @@ use std::time::Duration;
 use crate::common::*;
 use serde_json::Value;
 
-/// Whether the world's build could build spurctld. Where it could not (no source on this
-/// machine), the test says why and passes as skipped; in CI (`CI` set), where the snapshot is
-/// always present, it fails instead.
+/// Whether tests/world/spurctld.sh could build spurctld. It waits first for a build under way
+/// (tests/run.sh runs one beside the tests, holding `spurctld.lock`), and runs the script itself
+/// where none has run. Where no source is on this machine, the test says why and passes as
+/// skipped; in CI (`CI` set), where the snapshot is always present, it fails instead.
 fn spurctld_built() -> bool {
     world();
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let lock = world_dir().join("spurctld.lock");
+        let waited = std::process::Command::new("flock")
+            .arg(&lock)
+            .arg("true")
+            .status()
+            .map_err(|e| format!("cannot run flock to wait for tests/world/spurctld.sh: {e}"))?;
+        if !waited.success() {
+            return Err(format!("flock {} true: {waited}", lock.display()));
+        }
+        let status = std::process::Command::new("bash")
+            .arg(repo().join("tests/world/spurctld.sh"))
+            .status()
+            .map_err(|e| format!("cannot run tests/world/spurctld.sh: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "tests/world/spurctld.sh failed ({status}): its output is above"
+            ))
+        }
+    });
+    if let Err(e) = built {
+        panic!("spurctld cannot be had: {e}");
+    }
     let missing = world_dir().join("bin/.spurctld.missing");
     match std::fs::read_to_string(&missing) {
         Err(_) => true,

@@ -30,6 +30,8 @@ command -v runc >/dev/null || missing+=(runc)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 command -v umoci >/dev/null || missing+=(umoci)
 command -v skopeo >/dev/null || missing+=(skopeo)
+# Spur's build (spurctld.sh) generates its gRPC code with protoc.
+command -v protoc >/dev/null || missing+=(protobuf-compiler)
 [ -x /bin/busybox ] && ! LC_ALL=C readelf -l /bin/busybox 2>/dev/null | grep -q 'program interpreter' || missing+=(busybox-static)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "build.sh: installing ${missing[*]}" >&2
@@ -100,54 +102,11 @@ if [ "$(cat "$bin/.hraft.stamp" 2>/dev/null)" != "$hraft_stamp" ] || [ ! -x "$bi
 fi
 cmp -s "$bin/hraft-standin" /usr/local/bin/hraft-standin 2>/dev/null || install -m 0755 "$bin/hraft-standin" /usr/local/bin/hraft-standin
 
-# Spur's spurctld (openraft), built from source: SPUR_SRC (a source directory or a .tar.gz of
-# one), else the snapshot in the workplace's shared/third_party (ROCm/spur at 4cc3da8), else a
-# clone of the upstream repository at that commit where the machine reaches GitHub. Where none
-# can be had the reason is left in $bin/.spurctld.missing and the spurctld tests say it.
-spur_commit=4cc3da8
-spur_src=${SPUR_SRC:-}
-if [ -z "$spur_src" ]; then
-  for dir in "$here/../../../shared/third_party" /work/shared/third_party; do
-    [ -f "$dir/spur-$spur_commit.tar.gz" ] && { spur_src=$(cd "$dir" && pwd)/spur-$spur_commit.tar.gz; break; }
-  done
-fi
-rm -f "$bin/.spurctld.missing"
-if [ -z "$spur_src" ]; then
-  clone="$KWORLD_DIR/src/spur-git"
-  if [ -d "$clone/.git" ] || timeout 120 git clone -q https://github.com/ROCm/spur "$clone" 2>/dev/null; then
-    git -C "$clone" checkout -q "$spur_commit" 2>/dev/null && spur_src=$clone
-  fi
-fi
-if [ -z "$spur_src" ]; then
-  echo "no Spur source: SPUR_SRC is unset, no spur-$spur_commit.tar.gz in shared/third_party, and github.com/ROCm/spur could not be cloned" > "$bin/.spurctld.missing"
-  echo "build.sh: $(cat "$bin/.spurctld.missing"); the spurctld tests will be skipped" >&2
-else
-  if [ -f "$spur_src" ]; then spur_stamp=$(sha256sum "$spur_src" | cut -c1-16); else spur_stamp=$(git -C "$spur_src" rev-parse HEAD 2>/dev/null || echo "$spur_src"); fi
-  spur_stamp="$spur_stamp $(stamp "$here/build.sh")"
-  if [ "$(cat "$bin/.spurctld.stamp" 2>/dev/null)" != "$spur_stamp" ] || [ ! -x "$bin/spurctld" ]; then
-    if ! command -v protoc >/dev/null; then
-      echo "build.sh: installing protobuf-compiler (Spur's build generates its gRPC code)" >&2
-      apt-get update -qq >/dev/null
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null
-    fi
-    work=$spur_src
-    if [ -f "$spur_src" ]; then
-      work="$KWORLD_DIR/src/spur-$spur_commit"
-      rm -rf "$work" && mkdir -p "$work"
-      tar -xzf "$spur_src" -C "$work" --strip-components=1
-    fi
-    echo "build.sh: building spurctld from $spur_src (cold: ~4 min on 2 cores)" >&2
-    t0=$(date +%s)
-    # Its rust-toolchain.toml pins 1.95.0 and asks for components the build does not use
-    # (rustup would try to download them): built with the toolchain this machine has.
-    toolchain=$(cd / && rustup show active-toolchain | cut -d' ' -f1)
-    (cd "$work" && RUSTUP_TOOLCHAIN=$toolchain CARGO_TARGET_DIR="$KWORLD_DIR/spur-target" \
-      cargo build -q -p spurctld --locked)
-    install -m 0755 "$KWORLD_DIR/spur-target/debug/spurctld" "$bin/spurctld"
-    echo "$spur_stamp" > "$bin/.spurctld.stamp"
-    echo "build.sh: spurctld built in $(( $(date +%s) - t0 ))s" >&2
-  fi
-  cmp -s "$bin/spurctld" /usr/local/bin/spurctld 2>/dev/null || install -m 0755 "$bin/spurctld" /usr/local/bin/spurctld
+# Spur's spurctld (openraft), built from source by spurctld.sh (its own lock). tests/run.sh
+# sets KRAFT_SPURCTLD=background and builds it beside the tests instead (#41): a cold build is
+# about 3 minutes of the world's critical path, and the spurctld tests wait on its lock.
+if [ "${KRAFT_SPURCTLD:-}" != background ]; then
+  bash "$here/spurctld.sh"
 fi
 
 # The real-kubelet nodes' images (etcd, nats-server, busybox, the pause sandbox), from the

@@ -446,6 +446,7 @@ mod tests {
                 node: "n2".into(),
                 action: Action::TransferThenEvict,
                 target: Some("etcd-0".into()),
+                passed_over: vec![],
                 why:
                     "the leader goes last, after a verified transfer to etcd-0 on a node that stays"
                         .into(),

@@ -21,7 +21,9 @@ use tokio::time::Instant;
 
 pub use crate::actions::{ClusterResult, ClusterSummary};
 use crate::model::{human_duration, ClusterObservation, OwnerKind};
-use crate::plan::drain::{plan_cluster, Action, ClusterInput, DrainOptions, DrainStep};
+use crate::plan::drain::{
+    plan_cluster, Action, ClusterInput, ClusterPlan, DrainOptions, DrainStep,
+};
 use crate::report::VotersFrom;
 
 pub mod nodes;
@@ -447,26 +449,57 @@ async fn transfer<O: ClusterOps, E: Events>(
     s: &mut ClusterSummary,
     seen: &mut Seen,
 ) -> Result<()> {
+    let planned = first_planned_target(&s.plan, step).map(str::to_string);
+    let changed = |to: &str| target_changed(planned.as_deref(), to, step);
     events.doing(&format!(
-        "handing leadership {} → {} before evicting {}",
+        "handing leadership {} → {} before evicting {}{}",
         step.pod,
         step.target.as_deref().unwrap_or("a follower"),
-        step.pod
+        step.pod,
+        step.target.as_deref().map(changed).unwrap_or_default()
     ));
     let h = ops.transfer(look, step).await?;
     s.record_window(h.window_ms);
     s.transfers += 1;
     seen.handed_over.insert(h.from.clone(), h.to.clone());
     let msg = format!(
-        "leadership {} → {} (term {} → {}, {})",
+        "leadership {} → {} (term {} → {}, {}){}",
         h.from,
         h.to,
         h.term_before.map_or("?".into(), |t| t.to_string()),
         h.term_after.map_or("?".into(), |t| t.to_string()),
-        crate::model::leaderless_window(h.window_ms, None)
+        crate::model::leaderless_window(h.window_ms, None),
+        changed(&h.to)
     );
     said(events, s, msg);
     Ok(())
+}
+
+/// The target the drain's first plan (the one its `--dry-run` shows) named for `step`'s
+/// transfer, if it named one.
+fn first_planned_target<'a>(first: &'a ClusterPlan, step: &DrainStep) -> Option<&'a str> {
+    first
+        .steps
+        .iter()
+        .find(|p| p.pod == step.pod && p.action == Action::TransferThenEvict)
+        .and_then(|p| p.target.as_deref())
+}
+
+/// Where the leadership goes to another member than the first plan named: "; not X as first
+/// planned: why", from the fresh plan's reasons (empty where it goes where planned).
+fn target_changed(planned: Option<&str>, to: &str, step: &DrainStep) -> String {
+    match planned {
+        Some(was) if was != to => {
+            let why = step
+                .passed_over
+                .iter()
+                .find(|(p, _)| p == was)
+                .map(|(_, why)| why.clone())
+                .unwrap_or_else(|| format!("{was} was not the target when the step came"));
+            format!("; not {was} as first planned: {why}")
+        }
+        _ => String::new(),
+    }
 }
 
 /// Evicts one member, then waits for its replacement to be Ready and rejoined (unless it

@@ -326,6 +326,10 @@ pub struct DrainStep {
     /// For a transfer: the member that would take over now (the executor decides again
     /// when the step comes, from a fresh survey).
     pub target: Option<String>,
+    /// For a transfer: the members not chosen as its target, each with why (a sentence naming
+    /// it). The executor says this when the target differs from the one its first plan named.
+    #[serde(skip)]
+    pub passed_over: Vec<(String, String)>,
     pub why: String,
     /// While this member is gone: healthy voters, the quorum, and the fault tolerance left.
     pub healthy_voters_during: u32,
@@ -721,14 +725,27 @@ impl<'a> Draft<'a> {
 
     /// The member that would take over from the leader `x` now.
     fn transfer_target(&self, x: &ReplicaReport) -> Option<String> {
+        self.ranked_targets(x).0
+    }
+
+    /// The member that would take over from the leader `x` now, and every other member with
+    /// why it would not: refused (the sentence `rank_targets` gives) or ranked after it.
+    fn ranked_targets(&self, x: &ReplicaReport) -> (Option<String>, Vec<(String, String)>) {
         let ropts = YieldOptions {
             avoid_nodes: self.opts.nodes.iter().cloned().collect(),
             avoid_pods: self.c.replace.iter().cloned().collect(),
             max_lag: self.opts.max_lag,
             ..Default::default()
         };
-        let (ranked, _) = rank_targets(&self.c.report, &x.pod, &ropts, self.c.target_needs_id);
-        ranked.first().map(|t| t.pod.clone())
+        let (ranked, mut passed_over) =
+            rank_targets(&self.c.report, &x.pod, &ropts, self.c.target_needs_id);
+        let first = ranked.first().map(|t| t.pod.clone());
+        if let Some(first) = ranked.first() {
+            for other in &ranked[1..] {
+                passed_over.push((other.pod.clone(), ranked_after(other, first)));
+            }
+        }
+        (first, passed_over)
     }
 
     fn stop(mut self, b: Blocker) -> ClusterPlan {
@@ -738,6 +755,7 @@ impl<'a> Draft<'a> {
 
     /// `x`'s step, once every check passed, and what it leaves for the members after it.
     fn take(&mut self, x: &'a ReplicaReport, notes: Vec<String>) {
+        let mut passed = vec![];
         let (action, target, why) = if !self.is_leader(x) {
             (
                 Action::Evict,
@@ -751,7 +769,8 @@ impl<'a> Draft<'a> {
                 format!("the leader goes last; {} cannot hand leadership over, so its eviction starts an election", self.system()),
             )
         } else {
-            let target = self.transfer_target(x);
+            let (target, passed_over) = self.ranked_targets(x);
+            passed = passed_over;
             let to = match &target {
                 Some(t) => format!("to {t}"),
                 None => "to a replaced follower".to_string(),
@@ -771,6 +790,7 @@ impl<'a> Draft<'a> {
             node: node(x).to_string(),
             action,
             target,
+            passed_over: passed,
             why,
             healthy_voters_during: during,
             quorum: self.quorum,
@@ -1054,6 +1074,21 @@ fn quorum_at_risk(d: &Draft, x: &ReplicaReport) -> MemberCheck {
 
 /// The leader goes after a transfer to a member on a node that stays, or to a follower this
 /// run replaced before it (its replacement came back on a node that stays).
+/// Why `other`, a member that could take over too, is not the target: `first` ranks before it
+/// by `rank_targets`' order (a schedulable, Ready node; then the least lag; then the name).
+fn ranked_after(other: &ReplicaReport, first: &ReplicaReport) -> String {
+    let unschedulable = |x: &ReplicaReport| x.node_unschedulable || x.node_ready == Some(false);
+    let (p, f) = (&other.pod, &first.pod);
+    if unschedulable(other) && !unschedulable(first) {
+        return format!("{p}'s node is cordoned or not Ready, {f}'s is not");
+    }
+    match (other.raft.lag, first.raft.lag) {
+        (Some(a), Some(b)) if a > b => format!("{p} lags by {a}, {f} by {b}"),
+        (None, Some(_)) => format!("{p} reports no lag, {f} does"),
+        _ => format!("{f} comes first by name, as good a target otherwise"),
+    }
+}
+
 fn no_target(d: &Draft, x: &ReplicaReport) -> MemberCheck {
     if !d.is_leader(x) || !d.c.can_transfer {
         return MemberCheck::Pass(None);

@@ -694,13 +694,50 @@ pub fn nats_current(ns: &str, server: &str) -> bool {
 
 /// The JetStream meta group's term as `server` reports it (/raftz).
 pub fn meta_term(ns: &str, server: &str) -> Option<u64> {
+    meta_term_at(ns, &format!("{server}:8222"))
+}
+
+/// The meta group's term as the server at `target` (pods/proxy's `[scheme:]pod:port`) reports
+/// it in its /raftz.
+pub fn meta_term_at(ns: &str, target: &str) -> Option<u64> {
     let out = kubectl(&[
         "get",
         "--raw",
-        &format!("/api/v1/namespaces/{ns}/pods/{server}:8222/proxy/raftz?acc=SYS&group=_meta_"),
+        &format!("/api/v1/namespaces/{ns}/pods/{target}/proxy/raftz?acc=SYS&group=_meta_"),
     ]);
     let v: Value = serde_json::from_slice(&out.stdout).ok()?;
     v["SYS"]["_meta_"]["term"].as_u64()
+}
+
+/// The system account's user, in a Secret the gate may use (to move the meta leader): named
+/// by the StatefulSet and labelled by its writer.
+pub fn nats_ops_credentials(ns: &str) {
+    kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "nats-ops",
+        "-n",
+        ns,
+        "--from-literal=NATS_USER=sys",
+        "--from-literal=NATS_PASSWORD=sys-secret",
+    ]);
+    kubectl_ok(&[
+        "label",
+        "secret",
+        "nats-ops",
+        "-n",
+        ns,
+        "kubectl-raft.io/credentials=true",
+    ]);
+    kubectl_ok(&[
+        "annotate",
+        "sts",
+        "nats",
+        "-n",
+        ns,
+        "kubectl-raft.io/credentials-secret=nats-ops",
+    ]);
 }
 
 /// An R3 stream `name` (subjects `NAME.>`) in the account APP, created through `server`,

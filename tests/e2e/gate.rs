@@ -913,37 +913,6 @@ fn with_the_gate_down_nothing_in_its_namespaces_is_evicted() {
     );
 }
 
-/// The system account's user, in a Secret the gate may use (to move the meta leader): named
-/// by the StatefulSet and labelled by its writer.
-fn nats_ops_credentials(ns: &str) {
-    kubectl_ok(&[
-        "create",
-        "secret",
-        "generic",
-        "nats-ops",
-        "-n",
-        ns,
-        "--from-literal=NATS_USER=sys",
-        "--from-literal=NATS_PASSWORD=sys-secret",
-    ]);
-    kubectl_ok(&[
-        "label",
-        "secret",
-        "nats-ops",
-        "-n",
-        ns,
-        "kubectl-raft.io/credentials=true",
-    ]);
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "nats",
-        "-n",
-        ns,
-        "kubectl-raft.io/credentials-secret=nats-ops",
-    ]);
-}
-
 /// NATS: the JetStream meta leader's node drained by plain `kubectl drain`, under a publish
 /// load on an R3 stream. The gate moves the meta leader (a system-account request, with the
 /// credentials the StatefulSet names in a Secret its writer labelled for it) before the server

@@ -716,6 +716,37 @@ fn drain_of_a_tls_nats_meta_leaders_node_moves_it_off_the_node() {
     assert_ne!(node_of(&ns.name, &now), node, "the meta leader left {node}");
 }
 
+/// Plain `kubectl drain` of the TLS NATS meta leader's node with the gate on, at the pods' IPs
+/// as docs/gate.yaml runs it: the gate moved the meta leader itself (an Event TransferStarted
+/// on it) over the client port's TLS, with the client certificate and the system user the
+/// StatefulSet names, and the meta group's own term is one higher (one transfer, no election).
+#[test]
+fn plain_kubectl_drain_of_a_tls_nats_meta_leaders_node_through_the_gate_gets_one_transfer() {
+    let _nodes = exclusive_nodes();
+    let (ns, _client, leader) = tls_nats("tls-nats-gate", &CLIENT_KEYS);
+    nats_ops_credentials(&ns.name);
+    let term = meta_term_at(&ns.name, &format!("https:{leader}:8222")).expect("a meta term");
+    let _g = Gated::start_with(&ns.name, &["--via", "direct"]);
+    let node = node_of(&ns.name, &leader);
+    wait_node_holds_only(&node, &[&ns.name, GATE_NS]);
+    let _cordoned = Cordoned(vec![node.clone()]);
+    plain_drain_ok(&node);
+    let events = kubectl_json(&["get", "events", "-n", &ns.name]);
+    assert!(
+        events["items"].as_array().unwrap().iter().any(|e| {
+            e["reason"] == "TransferStarted" && e["involvedObject"]["name"] == leader.as_str()
+        }),
+        "the gate moved the meta leader itself (an Event TransferStarted on {leader}): {events}"
+    );
+    let now = tls_nats_leader_agreed(&ns.name);
+    assert_ne!(now, leader, "the meta leader moved");
+    assert_eq!(
+        meta_term_at(&ns.name, &format!("https:{now}:8222")),
+        Some(term + 1),
+        "one meta leader change, by the servers' own term (an election besides it would move it more)"
+    );
+}
+
 /// `kubectl raft restart` of the TLS servers: every server replaced (by its pod's uid), and the
 /// servers agree on a meta leader after.
 #[test]

@@ -1038,6 +1038,7 @@ fn follower_step(action: Action) -> (DrainStep, ClusterReport) {
         node: "n1".into(),
         action,
         target: None,
+        passed_over: vec![],
         why: "a follower".into(),
         healthy_voters_during: 2,
         quorum: 2,

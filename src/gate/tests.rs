@@ -5,6 +5,7 @@
 use std::sync::Mutex;
 
 use anyhow::anyhow;
+use k8s_openapi::api::core::v1::Pod;
 
 use super::*;
 use crate::model::Role;
@@ -1503,6 +1504,30 @@ fn a_replacements_admission_keeps_its_predecessors_obligation() {
     );
 }
 
+/// Found by mutation testing (#40): the merged obligation is held as a voter when any of the
+/// merged ones was, though the earliest (whose time it keeps) was a non-voter's.
+#[test]
+fn merged_obligations_are_held_as_a_voters_if_any_was_though_the_first_was_not() {
+    let mut r = Record::default();
+    r.admit("etcd-1", Some(&"u1".to_string()), 10.0, false, false);
+    r.admit("etcd-1", Some(&"u2".to_string()), 20.0, true, false);
+    r.admit("etcd-1", Some(&"u3".to_string()), 30.0, false, false);
+    let merged = r.admitted.iter().find(|a| a.at == 10.0).expect("u1's time");
+    assert_eq!(merged.voter, Some(true), "{:?}", r.admitted);
+}
+
+/// Found by mutation testing (#40): obligations that were all a non-voter's stay a
+/// non-voter's when merged (a learner's replacement evicted again rejoins as a learner).
+#[test]
+fn merged_obligations_of_a_non_voter_only_stay_a_non_voters() {
+    let mut r = Record::default();
+    r.admit("etcd-3", Some(&"u1".to_string()), 10.0, false, false);
+    r.admit("etcd-3", Some(&"u2".to_string()), 20.0, false, false);
+    r.admit("etcd-3", Some(&"u3".to_string()), 30.0, true, false);
+    let merged = r.admitted.iter().find(|a| a.at == 10.0).expect("u1's time");
+    assert_eq!(merged.voter, Some(false), "{:?}", r.admitted);
+}
+
 /// A `kubectl raft restart` brings each member back onto its node: the second of two members
 /// that share a node is the holder's next eviction once the first is back, not held behind
 /// the first by a plan of the whole node.
@@ -1796,6 +1821,71 @@ async fn audit_mode_allows_without_a_warning() {
     );
 }
 
+/// Found by mutation testing (#40), `Mode::answer` alone: in warn mode a leader's real
+/// eviction is answered with the refusal enforce would make (a transfer first), as a warning.
+#[test]
+fn warn_mode_answers_a_leaders_real_eviction_with_what_enforce_would_refuse() {
+    let v = Mode::Warn.answer(Verdict::Warn(Code::WouldTransfer, "m".into()), false);
+    assert_eq!(
+        v,
+        Verdict::Would {
+            code: Code::WouldTransfer,
+            message: "kubectl-raft gate (warn mode) would refuse this eviction: m".into(),
+            warn: true
+        }
+    );
+}
+
+/// ... and a dry run's warning (what a real eviction would meet) is passed on as it is.
+#[test]
+fn warn_mode_passes_a_dry_runs_warning_on_as_it_is() {
+    let warning = Verdict::Warn(Code::WouldTransfer, "m".into());
+    assert_eq!(Mode::Warn.answer(warning.clone(), true), warning);
+}
+
+/// Audit mode says nothing to the evictor: a dry run's warning becomes a plain admission.
+#[test]
+fn audit_mode_answers_a_dry_runs_warning_with_a_plain_admission() {
+    let warning = Verdict::Warn(Code::Blocked(BlockReason::QuorumAtRisk), "m".into());
+    assert_eq!(
+        Mode::Audit.answer(warning, true),
+        Verdict::Allow("m".into())
+    );
+}
+
+/// ... and a leader's real eviction is what enforce would refuse, without a warning.
+#[test]
+fn audit_mode_answers_a_leaders_real_eviction_without_a_warning() {
+    let v = Mode::Audit.answer(Verdict::Warn(Code::WouldTransfer, "m".into()), false);
+    assert!(
+        matches!(
+            &v,
+            Verdict::Would {
+                code: Code::WouldTransfer,
+                warn: false,
+                ..
+            }
+        ),
+        "{v:?}"
+    );
+}
+
+/// Found by mutation testing (#40): where `drain` would need --assume-followers-current, the
+/// gate's refusal names the owner's annotation that says it instead.
+#[test]
+fn a_refusal_for_unknown_liveness_names_the_annotation_that_assumes_it() {
+    let b = crate::plan::drain::Blocker {
+        reason: BlockReason::LivenessUnknown,
+        pod: None,
+        message: "m".into(),
+    };
+    let v = refused(b, false);
+    assert_eq!(
+        v.message(),
+        "m (for the gate, its owner annotates the StatefulSet kubectl-raft.io/gate-assume=followers-current)"
+    );
+}
+
 /// A trial mode admits a follower's eviction as enforce would, and records nothing: a trial
 /// never holds the next eviction back.
 #[tokio::test(start_paused = true)]
@@ -1812,12 +1902,72 @@ async fn a_trial_records_no_admission() {
 /// The judge alone, on gathered facts (no reads, no writes): a three-member etcd led by
 /// etcd-0, member N on node nN with UID uid-N; the eviction of `pod` from its node.
 fn judged(pod: &str, record: &Record, rejoining: &[String], age: Duration) -> Judged {
+    judged_as(pod, record, rejoining, age, false, |_| {})
+}
+
+/// The leader etcd-0's eviction where this replica's own last transfer, from `from`, began
+/// `ago` and failed; the record holds no transfer.
+fn judged_after_my_failed_transfer(from: &str, ago: Duration) -> Judged {
+    let mine = Transfer {
+        from: from.into(),
+        to: None,
+        record_at: 1.0,
+        started: Instant::now() - ago,
+        ended: Some(Err("etcd-1 did not take over".into())),
+    };
     let mut report = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
     report.summary.leader = Some("etcd-0".into());
     let pods = (0..3)
         .map(|i| crate::drain::fixtures::pod(&format!("etcd-{i}"), Some(&format!("uid-{i}"))))
         .collect();
     let look = crate::drain::fixtures::look(report, pods, true);
+    let member = Member {
+        namespace: "db".into(),
+        name: "etcd".into(),
+        pod: "etcd-0".into(),
+        uid: Some("uid-0".into()),
+        node: Some("n0".into()),
+    };
+    let settings = Settings::default();
+    let age = |_: String| Duration::ZERO;
+    judge(&Case {
+        cluster: "db/etcd",
+        member: &member,
+        look: &look,
+        record: &Record::default(),
+        rejoining: &[],
+        mine: Some(&mine),
+        age: &age,
+        settings: &settings,
+        quiet: false,
+        by_holder: false,
+        opts: DrainOptions {
+            nodes: BTreeSet::from(["n0".to_string()]),
+            ..settings.opts.clone()
+        },
+    })
+}
+
+/// The lock holder's eviction of `pod`, judged on the look as `edit` leaves it.
+fn holders_judged(pod: &str, edit: impl Fn(&mut Look)) -> Judged {
+    judged_as(pod, &Record::default(), &[], Duration::ZERO, true, edit)
+}
+
+fn judged_as(
+    pod: &str,
+    record: &Record,
+    rejoining: &[String],
+    age: Duration,
+    by_holder: bool,
+    edit: impl Fn(&mut Look),
+) -> Judged {
+    let mut report = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
+    report.summary.leader = Some("etcd-0".into());
+    let pods = (0..3)
+        .map(|i| crate::drain::fixtures::pod(&format!("etcd-{i}"), Some(&format!("uid-{i}"))))
+        .collect();
+    let mut look = crate::drain::fixtures::look(report, pods, true);
+    edit(&mut look);
     let i = pod.trim_start_matches("etcd-");
     let member = Member {
         namespace: "db".into(),
@@ -1838,7 +1988,7 @@ fn judged(pod: &str, record: &Record, rejoining: &[String], age: Duration) -> Ju
         age: &age,
         settings: &settings,
         quiet: false,
-        by_holder: false,
+        by_holder,
         opts: DrainOptions {
             nodes: BTreeSet::from([format!("n{i}")]),
             ..settings.opts.clone()
@@ -1868,6 +2018,289 @@ fn the_judge_holds_the_cluster_while_its_recorded_transfer_runs() {
     assert_eq!(refusal_of(&j), Some(Code::TransferInProgress), "{j:?}");
     // Past the transfer's timeout (by this replica's clock) it holds nothing.
     let j = judged("etcd-2", &record, &[], Duration::from_secs(61));
+    assert!(matches!(j, Judged::Admit { .. }), "{j:?}");
+}
+
+/// Found by mutation testing (#40): the lock holder decided its eviction with its own flags,
+/// which only the operator may give; the gate takes every one of them as given. Each test
+/// below is one flag: the holder's eviction of a follower the gate's own evictors would be
+/// refused is admitted.
+fn admitted_for_the_holder(j: &Judged) -> bool {
+    matches!(j, Judged::Admit { step, by_holder: true, .. } if step.pod == "etcd-1")
+}
+
+#[test]
+fn the_holders_eviction_counts_voters_from_pods_as_its_flag_said() {
+    let edit = |l: &mut Look| l.input.report.summary.voters_from = crate::report::VotersFrom::Pods;
+    let j = holders_judged("etcd-1", edit);
+    assert!(admitted_for_the_holder(&j), "{j:?}");
+}
+
+#[test]
+fn the_holders_eviction_takes_followers_as_current_as_its_flag_said() {
+    let edit = |l: &mut Look| l.input.liveness = crate::model::profile::Liveness::Unknown;
+    let j = holders_judged("etcd-1", edit);
+    assert!(admitted_for_the_holder(&j), "{j:?}");
+}
+
+#[test]
+fn the_holders_eviction_loses_emptydir_data_as_its_flag_said() {
+    let edit = |l: &mut Look| {
+        l.input
+            .empty_dirs
+            .insert("etcd-1".into(), vec!["data".into()]);
+    };
+    let j = holders_judged("etcd-1", edit);
+    assert!(admitted_for_the_holder(&j), "{j:?}");
+}
+
+#[test]
+fn the_holders_eviction_leaves_hostpath_data_as_its_flag_said() {
+    let edit = |l: &mut Look| {
+        l.input
+            .host_paths
+            .insert("etcd-1".into(), vec!["data".into()]);
+    };
+    let j = holders_judged("etcd-1", edit);
+    assert!(admitted_for_the_holder(&j), "{j:?}");
+}
+
+#[test]
+fn the_holders_eviction_goes_degraded_as_its_flag_said() {
+    let edit = |l: &mut Look| {
+        l.input
+            .stuck
+            .insert("etcd-1".into(), "its volume is pinned to n1".into());
+    };
+    let j = holders_judged("etcd-1", edit);
+    assert!(admitted_for_the_holder(&j), "{j:?}");
+}
+
+/// Positive control of the five: the gate's own evictor of the same follower, on the same
+/// looks, is refused by each.
+#[test]
+fn the_gates_own_evictor_is_refused_where_the_holders_flags_admit() {
+    let edits: [fn(&mut Look); 5] = [
+        |l| l.input.report.summary.voters_from = crate::report::VotersFrom::Pods,
+        |l| l.input.liveness = crate::model::profile::Liveness::Unknown,
+        |l| {
+            l.input
+                .empty_dirs
+                .insert("etcd-1".into(), vec!["data".into()]);
+        },
+        |l| {
+            l.input
+                .host_paths
+                .insert("etcd-1".into(), vec!["data".into()]);
+        },
+        |l| {
+            l.input
+                .stuck
+                .insert("etcd-1".into(), "its volume is pinned to n1".into());
+        },
+    ];
+    for (i, edit) in edits.into_iter().enumerate() {
+        let j = judged_as(
+            "etcd-1",
+            &Record::default(),
+            &[],
+            Duration::ZERO,
+            false,
+            edit,
+        );
+        assert!(refusal_of(&j).is_some(), "edit {i}: {j:?}");
+    }
+}
+
+/// `Record::settle` alone on the three-member look (etcd-N with uid-N, healthy), after `edit`
+/// of its pods, every entry `age` old: the record kept, the members still rejoining, and
+/// whether etcd-1 now counts as terminating (an admitted eviction under way).
+fn settled(
+    mut record: Record,
+    edit: impl Fn(&mut Vec<Pod>),
+    age: Duration,
+) -> (Record, Vec<String>, bool) {
+    let mut report = cluster(&[m(Role::Leader), m(Role::Follower), m(Role::Follower)]);
+    report.summary.leader = Some("etcd-0".into());
+    let mut pods = (0..3)
+        .map(|i| crate::drain::fixtures::pod(&format!("etcd-{i}"), Some(&format!("uid-{i}"))))
+        .collect();
+    edit(&mut pods);
+    let mut look = crate::drain::fixtures::look(report, pods, true);
+    let age = move |_: String| age;
+    let rejoining = record.settle(&mut look, "", &age, &Settings::default());
+    let down = look
+        .input
+        .report
+        .replicas
+        .iter()
+        .any(|x| x.pod == "etcd-1" && x.terminating);
+    (record, rejoining, down)
+}
+
+fn admitted_etcd_1(uid: &str) -> Record {
+    let mut r = Record::default();
+    r.admit("etcd-1", Some(&uid.to_string()), 1.0, true, false);
+    r
+}
+
+fn terminating(pods: &mut [Pod], name: &str, uid: &str) {
+    let p = pods
+        .iter_mut()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+        .unwrap();
+    p.metadata.uid = Some(uid.into());
+    p.metadata.deletion_timestamp =
+        Some(serde_json::from_value(serde_json::json!("2026-01-01T00:00:00Z")).unwrap());
+}
+
+/// Found by mutation testing (#40), the boundary: an admitted eviction counts its member down
+/// for `admitted_for`, and not at exactly that age.
+#[test]
+fn an_admission_exactly_admitted_for_old_no_longer_counts_its_member_down() {
+    let d = Settings::default().admitted_for;
+    let (_, _, down) = settled(
+        admitted_etcd_1("uid-1"),
+        |_| {},
+        d - Duration::from_millis(1),
+    );
+    assert!(down, "within admitted_for");
+    let (_, _, down) = settled(admitted_etcd_1("uid-1"), |_| {}, d);
+    assert!(!down, "at admitted_for");
+}
+
+/// Found by mutation testing (#40), the boundary: a stalled entry is dropped at exactly twice
+/// `admitted_for`.
+#[test]
+fn a_stalled_entry_is_dropped_at_exactly_twice_admitted_for() {
+    let mut r = admitted_etcd_1("uid-1");
+    r.admitted[0].stalled = true;
+    let (kept, _, _) = settled(r, |_| {}, 2 * Settings::default().admitted_for);
+    assert!(kept.admitted.is_empty(), "{:?}", kept.admitted);
+}
+
+/// Found by mutation testing (#40), the boundary: an entry that never took effect is
+/// remembered for `remembered_for`, and dropped at exactly that age.
+#[test]
+fn an_entry_without_effect_is_dropped_at_exactly_remembered_for() {
+    let (kept, _, _) = settled(
+        admitted_etcd_1("uid-1"),
+        |_| {},
+        Settings::default().remembered_for(),
+    );
+    assert!(kept.admitted.is_empty(), "{:?}", kept.admitted);
+}
+
+/// Found by mutation testing (#40): a member evicted and not recreated yet (no pod of its
+/// name) is waited for, holding the others ...
+#[test]
+fn a_member_with_no_pod_yet_is_waited_for() {
+    let gone = |pods: &mut Vec<Pod>| pods.retain(|p| p.metadata.name.as_deref() != Some("etcd-1"));
+    let (kept, rejoining, _) = settled(admitted_etcd_1("uid-1"), gone, Duration::ZERO);
+    assert_eq!(rejoining, ["etcd-1"]);
+    assert_eq!(kept.admitted.len(), 1);
+}
+
+/// ... for `rejoin_within`, and no longer at exactly that age.
+#[test]
+fn a_member_with_no_pod_for_exactly_rejoin_within_is_forgotten() {
+    let gone = |pods: &mut Vec<Pod>| pods.retain(|p| p.metadata.name.as_deref() != Some("etcd-1"));
+    let within = Settings::default().rejoin_within;
+    let (kept, rejoining, _) = settled(admitted_etcd_1("uid-1"), gone, within);
+    assert!(
+        rejoining.is_empty() && kept.admitted.is_empty(),
+        "{:?}",
+        kept.admitted
+    );
+}
+
+/// Found by mutation testing (#40): the admitted pod itself terminating keeps its entry, and
+/// the planner counts it down from the pod (not as a replacement still to rejoin).
+#[test]
+fn the_admitted_pod_terminating_keeps_its_entry() {
+    let (kept, rejoining, _) = settled(
+        admitted_etcd_1("uid-1"),
+        |pods| terminating(pods, "etcd-1", "uid-1"),
+        Duration::ZERO,
+    );
+    assert_eq!(kept.admitted.len(), 1);
+    assert!(rejoining.is_empty(), "{rejoining:?}");
+}
+
+/// Found by mutation testing (#40): a replacement (another UID) that rejoined healthy has met
+/// its predecessor's obligation, terminating in turn or not: the entry goes.
+#[test]
+fn a_rejoined_replacement_terminating_in_turn_has_met_the_obligation() {
+    let (kept, rejoining, _) = settled(
+        admitted_etcd_1("uid-1"),
+        |pods| terminating(pods, "etcd-1", "uid-9"),
+        Duration::ZERO,
+    );
+    assert!(kept.admitted.is_empty(), "{:?}", kept.admitted);
+    assert!(rejoining.is_empty(), "{rejoining:?}");
+}
+
+/// Found by mutation testing (#40): this replica's own failed transfer holds the next one
+/// for `transfer_backoff` from its start, though the record no longer names it ...
+#[tokio::test(start_paused = true)]
+async fn my_failed_transfer_holds_the_next_for_its_backoff() {
+    let j = judged_after_my_failed_transfer("etcd-0", Duration::ZERO);
+    assert_eq!(refusal_of(&j), Some(Code::TransferBackoff), "{j:?}");
+}
+
+/// ... and no longer at exactly `transfer_backoff`.
+#[tokio::test(start_paused = true)]
+async fn my_failed_transfer_exactly_its_backoff_old_holds_nothing() {
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    let backoff = Settings::default().transfer_backoff;
+    let j = judged_after_my_failed_transfer("etcd-0", backoff);
+    assert!(matches!(j, Judged::Transfer { .. }), "{j:?}");
+}
+
+/// Found by mutation testing (#40), the boundary: a transfer the record names, from a member
+/// that no longer leads, holds the next one until exactly `transfer_backoff` of age.
+#[test]
+fn a_recorded_transfer_exactly_its_backoff_old_lets_the_next_begin() {
+    let mut record = Record::default();
+    record.begin_transfer("etcd-2", None, 1.0);
+    let backoff = Settings::default().transfer_backoff;
+    let j = judged("etcd-0", &record, &[], backoff - Duration::from_millis(1));
+    assert_eq!(refusal_of(&j), Some(Code::TransferBackoff), "{j:?}");
+    let j = judged("etcd-0", &record, &[], backoff);
+    assert!(matches!(j, Judged::Transfer { .. }), "{j:?}");
+}
+
+/// Found by mutation testing (#40), the boundary: admitted without effect for exactly
+/// `pending_at_most`, the member is stalled.
+#[test]
+fn admissions_without_effect_for_exactly_the_limit_are_stalled() {
+    let mut record = Record::default();
+    record.admit("etcd-1", Some(&"uid-1".to_string()), 1.0, true, false);
+    let limit = Settings::default().pending_at_most;
+    let j = judged("etcd-1", &record, &[], limit);
+    assert!(matches!(j, Judged::Stall(_)), "{j:?}");
+}
+
+/// Found by mutation testing (#40): each transfer is aged on its own (by when this replica
+/// first saw it), so that a new one never inherits an old one's age and counts as over.
+#[test]
+fn each_recorded_transfer_is_aged_on_its_own() {
+    let mut record = Record::default();
+    let a = record.begin_transfer("etcd-0", None, 1.0);
+    let b = record.begin_transfer("etcd-0", None, 2.0);
+    let c = record.begin_transfer("etcd-1", None, 1.0);
+    assert_ne!(transfer_key(&a), transfer_key(&b));
+    assert_ne!(transfer_key(&a), transfer_key(&c));
+}
+
+/// Found by mutation testing (#40), the boundary: at exactly `transfer_timeout` of age the
+/// transfer no longer holds the cluster.
+#[test]
+fn a_recorded_transfer_exactly_its_timeout_old_holds_nothing() {
+    let mut record = Record::default();
+    record.begin_transfer("etcd-0", Some(&"etcd-1".to_string()), 1.0);
+    let timeout = Settings::default().transfer_timeout;
+    let j = judged("etcd-2", &record, &[], timeout);
     assert!(matches!(j, Judged::Admit { .. }), "{j:?}");
 }
 
@@ -1931,6 +2364,18 @@ async fn a_leaders_eviction_with_too_little_time_left_records_no_transfer() {
     assert_eq!(a.verdict.reason(), "CannotDecide", "{a:?}");
     assert!(s.record.lock().unwrap().transfer.is_none(), "{a:?}");
     assert!(s.transfers.lock().unwrap().is_empty(), "{a:?}");
+}
+
+/// Found by mutation testing (#40), the boundary: exactly `COMMIT_NEEDS` left is enough.
+#[tokio::test(start_paused = true)]
+async fn a_leaders_eviction_with_exactly_the_commits_time_left_starts_its_transfer() {
+    let mut s = Scripted::new();
+    s.look_takes = Duration::from_millis(2000);
+    let g = gate(&s);
+    let a = g
+        .review_by(&evict("etcd-1"), Instant::now(), Duration::from_secs(3))
+        .await;
+    assert_eq!(s.transfers.lock().unwrap().len(), 1, "{a:?}");
 }
 
 /// A record write that hangs past the overrun is cut off: the review is answered in time

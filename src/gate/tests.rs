@@ -2029,76 +2029,69 @@ fn admitted_for_the_holder(j: &Judged) -> bool {
     matches!(j, Judged::Admit { step, by_holder: true, .. } if step.pod == "etcd-1")
 }
 
+/// The five looks, one per flag: voters counted from pods, liveness unknown, etcd-1 with
+/// emptyDir data, with hostPath data, and unable to come back on its node.
+fn pods_counted(l: &mut Look) {
+    l.input.report.summary.voters_from = crate::report::VotersFrom::Pods;
+}
+fn liveness_unknown(l: &mut Look) {
+    l.input.liveness = crate::model::profile::Liveness::Unknown;
+}
+fn empty_dir(l: &mut Look) {
+    l.input
+        .empty_dirs
+        .insert("etcd-1".into(), vec!["data".into()]);
+}
+fn host_path(l: &mut Look) {
+    l.input
+        .host_paths
+        .insert("etcd-1".into(), vec!["data".into()]);
+}
+fn stuck(l: &mut Look) {
+    let why = "its volume is pinned to n1".to_string();
+    l.input.stuck.insert("etcd-1".into(), why);
+}
+
 #[test]
 fn the_holders_eviction_counts_voters_from_pods_as_its_flag_said() {
-    let edit = |l: &mut Look| l.input.report.summary.voters_from = crate::report::VotersFrom::Pods;
-    let j = holders_judged("etcd-1", edit);
-    assert!(admitted_for_the_holder(&j), "{j:?}");
+    assert!(admitted_for_the_holder(&holders_judged(
+        "etcd-1",
+        pods_counted
+    )));
 }
 
 #[test]
 fn the_holders_eviction_takes_followers_as_current_as_its_flag_said() {
-    let edit = |l: &mut Look| l.input.liveness = crate::model::profile::Liveness::Unknown;
-    let j = holders_judged("etcd-1", edit);
-    assert!(admitted_for_the_holder(&j), "{j:?}");
+    assert!(admitted_for_the_holder(&holders_judged(
+        "etcd-1",
+        liveness_unknown
+    )));
 }
 
 #[test]
 fn the_holders_eviction_loses_emptydir_data_as_its_flag_said() {
-    let edit = |l: &mut Look| {
-        l.input
-            .empty_dirs
-            .insert("etcd-1".into(), vec!["data".into()]);
-    };
-    let j = holders_judged("etcd-1", edit);
-    assert!(admitted_for_the_holder(&j), "{j:?}");
+    assert!(admitted_for_the_holder(&holders_judged(
+        "etcd-1", empty_dir
+    )));
 }
 
 #[test]
 fn the_holders_eviction_leaves_hostpath_data_as_its_flag_said() {
-    let edit = |l: &mut Look| {
-        l.input
-            .host_paths
-            .insert("etcd-1".into(), vec!["data".into()]);
-    };
-    let j = holders_judged("etcd-1", edit);
-    assert!(admitted_for_the_holder(&j), "{j:?}");
+    assert!(admitted_for_the_holder(&holders_judged(
+        "etcd-1", host_path
+    )));
 }
 
 #[test]
 fn the_holders_eviction_goes_degraded_as_its_flag_said() {
-    let edit = |l: &mut Look| {
-        l.input
-            .stuck
-            .insert("etcd-1".into(), "its volume is pinned to n1".into());
-    };
-    let j = holders_judged("etcd-1", edit);
-    assert!(admitted_for_the_holder(&j), "{j:?}");
+    assert!(admitted_for_the_holder(&holders_judged("etcd-1", stuck)));
 }
 
 /// Positive control of the five: the gate's own evictor of the same follower, on the same
 /// looks, is refused by each.
 #[test]
 fn the_gates_own_evictor_is_refused_where_the_holders_flags_admit() {
-    let edits: [fn(&mut Look); 5] = [
-        |l| l.input.report.summary.voters_from = crate::report::VotersFrom::Pods,
-        |l| l.input.liveness = crate::model::profile::Liveness::Unknown,
-        |l| {
-            l.input
-                .empty_dirs
-                .insert("etcd-1".into(), vec!["data".into()]);
-        },
-        |l| {
-            l.input
-                .host_paths
-                .insert("etcd-1".into(), vec!["data".into()]);
-        },
-        |l| {
-            l.input
-                .stuck
-                .insert("etcd-1".into(), "its volume is pinned to n1".into());
-        },
-    ];
+    let edits: [fn(&mut Look); 5] = [pods_counted, liveness_unknown, empty_dir, host_path, stuck];
     for (i, edit) in edits.into_iter().enumerate() {
         let j = judged_as(
             "etcd-1",

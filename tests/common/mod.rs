@@ -730,13 +730,18 @@ pub fn nats_ops_credentials(ns: &str) {
         ns,
         "kubectl-raft.io/credentials=true",
     ]);
+    annotate_credentials(ns, "nats-ops");
+}
+
+/// The StatefulSet names its credentials Secret, as an operator sets it once.
+pub fn annotate_credentials(ns: &str, secret: &str) {
     kubectl_ok(&[
         "annotate",
         "sts",
         "nats",
         "-n",
         ns,
-        "kubectl-raft.io/credentials-secret=nats-ops",
+        &format!("kubectl-raft.io/credentials-secret={secret}"),
     ]);
 }
 

@@ -217,18 +217,6 @@ fn label_credentials(ns: &str, secret: &str) {
     ]);
 }
 
-/// The StatefulSet names its credentials Secret, as an operator sets it once.
-fn annotate_credentials(ns: &str, secret: &str) {
-    kubectl_ok(&[
-        "annotate",
-        "sts",
-        "nats",
-        "-n",
-        ns,
-        &format!("kubectl-raft.io/credentials-secret={secret}"),
-    ]);
-}
-
 #[test]
 fn yield_reads_the_system_user_from_the_secret_the_flag_names() {
     let _nodes = shared_nodes();

@@ -303,6 +303,19 @@ fn plain_kubectl_drain_of_a_tls_consul_standin_leaders_node_through_the_gate_get
     );
 }
 
+/// The gate moved `leader` itself: an Event TransferStarted on it.
+fn assert_the_gate_moved_it(ns: &str, leader: &str) {
+    let events = kubectl_json(&["get", "events", "-n", ns]);
+    assert!(
+        events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| { e["reason"] == "TransferStarted" && e["involvedObject"]["name"] == leader }),
+        "the gate moved the leader itself (an Event TransferStarted on {leader}): {events}"
+    );
+}
+
 /// Plain `kubectl drain` of the leader's node with the gate on: the gate moved the leader
 /// itself over the cluster's TLS (an Event TransferStarted on it), and the servers' own term
 /// is one higher (one transfer, no election).
@@ -315,13 +328,7 @@ fn plain_drain_through_the_gate_moves_the_leader_once(
     wait_node_holds_only(&node, &[&ns.name, GATE_NS]);
     let _cordoned = Cordoned(vec![node.clone()]);
     plain_drain_ok(&node);
-    let events = kubectl_json(&["get", "events", "-n", &ns.name]);
-    assert!(
-        events["items"].as_array().unwrap().iter().any(|e| {
-            e["reason"] == "TransferStarted" && e["involvedObject"]["name"] == leader.as_str()
-        }),
-        "the gate moved the leader itself (an Event TransferStarted on {leader}): {events}"
-    );
+    assert_the_gate_moved_it(&ns.name, &leader);
     let (_, new_term) = after(&ns.name, &client, &leader);
     assert_eq!(
         new_term,
@@ -731,13 +738,7 @@ fn plain_kubectl_drain_of_a_tls_nats_meta_leaders_node_through_the_gate_gets_one
     wait_node_holds_only(&node, &[&ns.name, GATE_NS]);
     let _cordoned = Cordoned(vec![node.clone()]);
     plain_drain_ok(&node);
-    let events = kubectl_json(&["get", "events", "-n", &ns.name]);
-    assert!(
-        events["items"].as_array().unwrap().iter().any(|e| {
-            e["reason"] == "TransferStarted" && e["involvedObject"]["name"] == leader.as_str()
-        }),
-        "the gate moved the meta leader itself (an Event TransferStarted on {leader}): {events}"
-    );
+    assert_the_gate_moved_it(&ns.name, &leader);
     let now = tls_nats_leader_agreed(&ns.name);
     assert_ne!(now, leader, "the meta leader moved");
     assert_eq!(

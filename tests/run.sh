@@ -78,21 +78,6 @@ if [ "$world_rc" -ne 0 ]; then
 fi
 echo "world built or reused in $(( $(date +%s) - t_world ))s (beside the steps above)" >&2
 
-step "spurctld: built from Spur's source (cached), in the background"
-# Off the critical path (#41): about 3 minutes of CPU on a new machine, needed only by the
-# spurctld tests, which wait on spurctld.lock (tests/e2e/spurctld.rs). The lock is taken here,
-# before the build starts, and handed to it (fd 8), so no test can look before it is held.
-t_spur=$(date +%s)
-exec 8>"$KWORLD_DIR/spurctld.lock"
-flock 8
-KRAFT_SPURCTLD_LOCK_HELD=1 nice -n 19 bash tests/world/spurctld.sh > "$KWORLD_DIR/spurctld.log" 2>&1 &
-spur_pid=$!
-exec 8>&-
-echo "started (pid $spur_pid, log $KWORLD_DIR/spurctld.log)" >&2
-
-step "krew: render the manifest, validate it with krew's validator, install through krew"
-bash tests/krew.sh target/debug/kubectl-raft
-
 step "image: the release step (a static build, the krew archive and the OCI image from one binary), in the background"
 # Off the critical path (#41): the release build is CPU work, the end-to-end tests mostly wait
 # on pods. It runs niced, under the image lock tests/image.sh takes; the tests that need the
@@ -102,6 +87,27 @@ t_image=$(date +%s)
 nice -n 19 bash tests/image.sh > "$KWORLD_DIR/image.log" 2>&1 &
 image_pid=$!
 echo "started (pid $image_pid, log $KWORLD_DIR/image.log)" >&2
+
+step "spurctld: built from Spur's source (cached), in the background"
+# Off the critical path (#41): about 3 minutes of CPU on a new machine, needed only by the
+# spurctld tests, which wait on spurctld.lock (tests/e2e/spurctld.rs). The lock is taken here,
+# before the build starts, and handed to it (fd 8), so no test can look before it is held.
+# It starts when the image step has ended: the tests that need the image come earlier in the
+# suite than the spurctld tests, and the two builds beside each other made the image 40 % slower
+# on a cold run (a gate test waited 4.5 minutes for it).
+t_spur=$(date +%s)
+exec 8>"$KWORLD_DIR/spurctld.lock"
+flock -w 900 8 || { echo "spurctld.lock is held by another process (an earlier run's build?) for 15 minutes: $(fuser "$KWORLD_DIR/spurctld.lock" 2>&1)" >&2; exit 1; }
+{
+  tail --pid="$image_pid" -f /dev/null
+  KRAFT_SPURCTLD_LOCK_HELD=1 nice -n 19 bash tests/world/spurctld.sh
+} > "$KWORLD_DIR/spurctld.log" 2>&1 &
+spur_pid=$!
+exec 8>&-
+echo "started (pid $spur_pid, log $KWORLD_DIR/spurctld.log)" >&2
+
+step "krew: render the manifest, validate it with krew's validator, install through krew"
+bash tests/krew.sh target/debug/kubectl-raft
 
 # The real-kubelet twins of the world's fidelity checks (world_fidelity::*_on_real_kubelets)
 # check the world, not the plugin: they run when the world, their suite or the tests' common
@@ -133,11 +139,18 @@ wait "$spur_pid" || spur_rc=$?
 spur_pid=
 sed 's/^/  /' "$KWORLD_DIR/spurctld.log" >&2 || true
 echo "spurctld's build ended $(( $(date +%s) - t_spur ))s after it started, status $spur_rc" >&2
-[ "$spur_rc" -eq 0 ] || echo "spurctld's build failed: its log is above (the spurctld tests said so too)" >&2
+if [ "$spur_rc" -ne 0 ]; then
+  # The spurctld tests ran the script again when the background build had failed; where that
+  # built it (a download that failed once), this is the cached check, and the run is judged by it.
+  echo "spurctld's background build failed (its log is above); once more:" >&2
+  spur_rc=0
+  bash tests/world/spurctld.sh >&2 || spur_rc=$?
+fi
 
 step "image: the background release step's outcome"
 image_rc=0
 wait "$image_pid" || image_rc=$?
+image_pid=
 sed 's/^/  /' "$KWORLD_DIR/image.log" | grep -v '^  *Compiling ' >&2 || true
 echo "image step ended $(( $(date +%s) - t_image ))s after it started, status $image_rc" >&2
 [ "$image_rc" -eq 0 ] || echo "the image step failed: its log is above" >&2

@@ -56,6 +56,13 @@ fn spurctld_built() -> bool {
     }
 }
 
+/// The test's nodes, taken once spurctld's build has ended (built or not), so that a test
+/// waiting for the build holds no node another test could use meanwhile.
+fn once_built(nodes: fn() -> NodesGuard) -> NodesGuard {
+    spurctld_built();
+    nodes()
+}
+
 /// The manifest with the seed's TCP probe replaced by an HTTP one on the REST ping: the best
 /// probe this version allows (tests/manifests/spurctld-3.yaml names it).
 fn ping_probe(text: String) -> String {
@@ -144,7 +151,7 @@ fn a_follower(c: &Value) -> String {
 
 #[test]
 fn status_finds_the_one_replica_that_leads_and_counts_voters_from_pods() {
-    let _nodes = shared_nodes();
+    let _nodes = once_built(shared_nodes);
     let Some((_ns, c)) = deployed("spur-status", |t| t) else {
         return;
     };
@@ -166,7 +173,7 @@ fn status_finds_the_one_replica_that_leads_and_counts_voters_from_pods() {
 
 #[test]
 fn status_warns_about_the_seeds_tcp_probe() {
-    let _nodes = shared_nodes();
+    let _nodes = once_built(shared_nodes);
     let Some((_ns, c)) = deployed("spur-probe", |t| t) else {
         return;
     };
@@ -178,7 +185,7 @@ fn status_warns_about_the_seeds_tcp_probe() {
 /// `1/1 Running` and Ready behind the TCP probe on 6817; status flags it.
 #[test]
 fn a_frozen_replica_stays_ready_by_its_tcp_probe_and_status_flags_it() {
-    let _nodes = shared_nodes();
+    let _nodes = once_built(shared_nodes);
     let Some((ns, c)) = deployed("spur-frozen", |t| t) else {
         return;
     };
@@ -201,7 +208,7 @@ fn a_frozen_replica_stays_ready_by_its_tcp_probe_and_status_flags_it() {
 /// With the REST ping as its readiness probe, the frozen replica leaves the Service.
 #[test]
 fn with_the_ping_probe_a_frozen_replica_is_taken_out_of_ready() {
-    let _nodes = shared_nodes();
+    let _nodes = once_built(shared_nodes);
     let Some((ns, c)) = deployed("spur-ping", ping_probe) else {
         return;
     };
@@ -227,7 +234,7 @@ fn with_the_ping_probe_a_frozen_replica_is_taken_out_of_ready() {
 
 #[test]
 fn drain_refuses_without_assume_voters_are_pods() {
-    let _nodes = shared_nodes();
+    let _nodes = once_built(shared_nodes);
     let Some((ns, c)) = deployed("spur-unknown", |t| t) else {
         return;
     };
@@ -242,7 +249,7 @@ fn drain_refuses_without_assume_voters_are_pods() {
 /// and asks for the assumption, as for its membership.
 #[test]
 fn drain_refuses_without_assume_followers_current() {
-    let _nodes = shared_nodes();
+    let _nodes = once_built(shared_nodes);
     let Some((ns, c)) = deployed("spur-live", |t| t) else {
         return;
     };
@@ -261,7 +268,7 @@ fn drain_refuses_without_assume_followers_current() {
 
 #[test]
 fn drain_of_a_followers_node_evicts_it_and_leaves_the_leader() {
-    let _nodes = exclusive_nodes();
+    let _nodes = once_built(exclusive_nodes);
     let Some((ns, c)) = deployed("spur-drain-f", |t| t) else {
         return;
     };
@@ -278,7 +285,7 @@ fn drain_of_a_followers_node_evicts_it_and_leaves_the_leader() {
 /// counts, with its leaderless window.
 #[test]
 fn drain_of_the_leaders_node_evicts_it_last_as_a_counted_election() {
-    let _nodes = exclusive_nodes();
+    let _nodes = once_built(exclusive_nodes);
     let Some((ns, c)) = deployed("spur-drain-l", |t| t) else {
         return;
     };
@@ -294,7 +301,7 @@ fn drain_of_the_leaders_node_evicts_it_last_as_a_counted_election() {
 
 #[test]
 fn drain_refuses_while_another_replica_is_frozen() {
-    let _nodes = exclusive_nodes();
+    let _nodes = once_built(exclusive_nodes);
     let Some((ns, c)) = deployed("spur-drain-frozen", |t| t) else {
         return;
     };
@@ -337,7 +344,7 @@ fn drain_refuses_while_another_replica_is_frozen() {
 /// eviction counted as the election it is.
 #[test]
 fn restart_goes_through_every_replica_the_leader_last() {
-    let _nodes = shared_nodes();
+    let _nodes = once_built(shared_nodes);
     let Some((ns, c)) = deployed("spur-restart", |t| t) else {
         return;
     };
@@ -373,7 +380,7 @@ fn restart_goes_through_every_replica_the_leader_last() {
 /// `kubectl drain` of a follower's node evicts it.
 #[test]
 fn the_gate_refuses_spurctld_until_its_owner_annotates_what_to_assume() {
-    let _nodes = exclusive_nodes();
+    let _nodes = once_built(exclusive_nodes);
     let Some((ns, c)) = deployed("spur-gate", ping_probe) else {
         return;
     };

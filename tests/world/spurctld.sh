@@ -10,7 +10,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bin="$KWORLD_DIR/bin"
 mkdir -p "$bin"
 if [ -z "${KRAFT_SPURCTLD_LOCK_HELD:-}" ]; then
-  exec env KRAFT_SPURCTLD_LOCK_HELD=1 flock "$KWORLD_DIR/spurctld.lock" bash "$0" "$@"
+  # -o: the lock is flock's own, not inherited by the build's processes (one that outlived
+  # the script would hold it).
+  exec env KRAFT_SPURCTLD_LOCK_HELD=1 flock -o "$KWORLD_DIR/spurctld.lock" bash "$0" "$@"
 fi
 stamp() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 
@@ -48,19 +50,28 @@ else
     if [ -f "$spur_src" ]; then
       work="$KWORLD_DIR/src/spur-$spur_commit"
       rm -rf "$work" && mkdir -p "$work"
-      tar -xzf "$spur_src" -C "$work" --strip-components=1
+      # -m: the files dated now, so that cargo rebuilds what a changed archive changed (their
+      # dates in the archive may be older than the last build in spur-target).
+      tar -xzmf "$spur_src" -C "$work" --strip-components=1
     fi
+    # No stamp until the new binary is in place: a build cut off is built again next time.
+    rm -f "$bin/.spurctld.stamp"
     echo "spurctld.sh: building spurctld from $spur_src (cold: ~4 min on 2 cores)" >&2
     t0=$(date +%s)
     # Its rust-toolchain.toml pins 1.95.0 and asks for components the build does not use
     # (rustup would try to download them): built with the toolchain this machine has.
     toolchain=$(cd / && rustup show active-toolchain | cut -d' ' -f1)
     (cd "$work" && RUSTUP_TOOLCHAIN=$toolchain CARGO_TARGET_DIR="$KWORLD_DIR/spur-target" \
-      cargo build -q -p spurctld --locked)
-    install -m 0755 "$KWORLD_DIR/spur-target/debug/spurctld" "$bin/spurctld"
+      cargo build -q -p spurctld --locked 8>&-)
+    # Into place by a rename: a copy cut off never passes for the binary.
+    install -m 0755 "$KWORLD_DIR/spur-target/debug/spurctld" "$bin/spurctld.new"
+    mv -f "$bin/spurctld.new" "$bin/spurctld"
     echo "$spur_stamp" > "$bin/.spurctld.stamp"
     echo "spurctld.sh: spurctld built in $(( $(date +%s) - t0 ))s" >&2
   fi
-  cmp -s "$bin/spurctld" /usr/local/bin/spurctld 2>/dev/null || install -m 0755 "$bin/spurctld" /usr/local/bin/spurctld
+  if ! cmp -s "$bin/spurctld" /usr/local/bin/spurctld 2>/dev/null; then
+    install -m 0755 "$bin/spurctld" /usr/local/bin/spurctld.new
+    mv -f /usr/local/bin/spurctld.new /usr/local/bin/spurctld
+  fi
 fi
 

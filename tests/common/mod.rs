@@ -50,22 +50,28 @@ pub fn world_dir() -> PathBuf {
 
 static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
 
+/// Waits until no build holds `$KWORLD_DIR/<lock>` (the script named holds it while it runs).
+pub fn wait_for_lock(lock: &str, script: &str) -> Result<(), String> {
+    let lock = world_dir().join(lock);
+    let _ = std::fs::create_dir_all(world_dir());
+    let waited = Command::new("flock")
+        .arg(&lock)
+        .arg("true")
+        .status()
+        .map_err(|e| format!("cannot run flock to wait for {script}: {e}"))?;
+    if !waited.success() {
+        return Err(format!("flock {} true: {waited}", lock.display()));
+    }
+    Ok(())
+}
+
 /// The release image's binary, unpacked (`tests/image.sh`, which CI runs in the background
 /// beside the tests and a test runs on first use when it is missing: a static build, some
 /// minutes cold). Waits first for an image step under way (it holds `image.lock`), so a test
 /// never takes the binary of the run before, or a half-written one.
 pub fn image_binary() -> PathBuf {
     let r = IMAGE.get_or_init(|| {
-        let lock = world_dir().join("image.lock");
-        let _ = std::fs::create_dir_all(world_dir());
-        let waited = Command::new("flock")
-            .arg(&lock)
-            .arg("true")
-            .status()
-            .map_err(|e| format!("cannot run flock to wait for tests/image.sh: {e}"))?;
-        if !waited.success() {
-            return Err(format!("flock {} true: {waited}", lock.display()));
-        }
+        wait_for_lock("image.lock", "tests/image.sh")?;
         let bin = world_dir().join("image/rootfs/kubectl-raft");
         if !bin.exists() {
             let status = Command::new("bash")

@@ -19,15 +19,7 @@ fn spurctld_built() -> bool {
     world();
     static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     let built = BUILT.get_or_init(|| {
-        let lock = world_dir().join("spurctld.lock");
-        let waited = std::process::Command::new("flock")
-            .arg(&lock)
-            .arg("true")
-            .status()
-            .map_err(|e| format!("cannot run flock to wait for tests/world/spurctld.sh: {e}"))?;
-        if !waited.success() {
-            return Err(format!("flock {} true: {waited}", lock.display()));
-        }
+        wait_for_lock("spurctld.lock", "tests/world/spurctld.sh")?;
         let status = std::process::Command::new("bash")
             .arg(repo().join("tests/world/spurctld.sh"))
             .status()

@@ -190,7 +190,33 @@ pub async fn request(
     let client = connect(host, port, limit, vars, &Who::System, tls).await?;
     let answer = ask(&client, subject, body, limit, vars, &Who::System).await;
     let _ = client.drain().await;
-    answer
+    answer.map_err(String::from)
+}
+
+/// Why a request came to nothing. Typed: a JetStream group's stepdown is answered by the
+/// group's leader only, so nobody answers while the group elects one (for a moment after
+/// any stepdown or restart), nor a user of another account; the caller tells these apart
+/// by asking the server's own list of groups (`plan::groups::after_unanswered`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskError {
+    /// No reply within the limit.
+    Unanswered(String),
+    /// A reply that refuses, or a request that could not be sent.
+    Failed(String),
+}
+
+impl std::fmt::Display for AskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AskError::Unanswered(why) | AskError::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<AskError> for String {
+    fn from(e: AskError) -> String {
+        e.to_string()
+    }
 }
 
 /// One request on an open connection, judged as a JetStream API reply.
@@ -201,7 +227,7 @@ pub async fn ask(
     limit: Duration,
     vars: &Vars,
     who: &Who,
-) -> Result<(), String> {
+) -> Result<(), AskError> {
     let payload = body.unwrap_or_default().to_string().into_bytes().into();
     let asked = tokio::time::Instant::now();
     let answer = tokio::time::timeout(limit, client.request(subject.to_string(), payload))
@@ -215,18 +241,18 @@ pub async fn ask(
         asked.elapsed().as_millis()
     );
     let msg = answer.map_err(|e| match (e.kind(), who) {
-        (async_nats::RequestErrorKind::TimedOut, Who::System) => format!(
+        (async_nats::RequestErrorKind::TimedOut, Who::System) => AskError::Unanswered(format!(
             "no reply to {subject} within {limit:?}: only users of the system account may move the meta leader (NATS_USER and NATS_PASSWORD, or NATS_CREDS, from {}, must name a system-account user)", vars.describe()
-        ),
-        (async_nats::RequestErrorKind::TimedOut, Who::Account(a)) => format!(
+        )),
+        (async_nats::RequestErrorKind::TimedOut, Who::Account(a)) => AskError::Unanswered(format!(
             "no reply to {subject} within {limit:?}: is {p}_USER (or {p}_CREDS) a user of account {a}?", p = who.prefix()
-        ),
-        (async_nats::RequestErrorKind::NoResponders, _) => format!(
+        )),
+        (async_nats::RequestErrorKind::NoResponders, _) => AskError::Failed(format!(
             "no responders for {subject}: is JetStream enabled in this server's cluster, and is the user in the right account?"
-        ),
-        _ => format!("{subject}: {e}"),
+        )),
+        _ => AskError::Failed(format!("{subject}: {e}")),
     })?;
-    judge_reply(&msg.payload)
+    judge_reply(&msg.payload).map_err(AskError::Failed)
 }
 
 /// The reply of a JetStream API request: `{"success": true}`, or an `error` with its

@@ -286,6 +286,45 @@ pub fn leader_pod(obs: &ClusterObservation) -> BTreeSet<String> {
         .collect()
 }
 
+/// What to do after nobody answered a group's stepdown, judged by the server's own list of
+/// groups read just after. The stepdown is answered by the group's leader only: for a
+/// moment after any stepdown or restart the group has none and nobody answers, nor does
+/// anyone answer a user of another account. A group no longer led by `member` needs no
+/// stepdown; one listed without a leader is electing, and is asked again once it has one;
+/// one still led by `member` (or a list that could not be read) is asked once more, then
+/// given up with the first silence's reason (most likely the account's user).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unanswered {
+    NotLedHere,
+    Electing,
+    AskAgain,
+    GiveUp,
+}
+
+pub fn after_unanswered(
+    listed: Option<&[Group]>,
+    member: &str,
+    group: &str,
+    asked_again: u32,
+) -> Unanswered {
+    let again = if asked_again == 0 {
+        Unanswered::AskAgain
+    } else {
+        Unanswered::GiveUp
+    };
+    let Some(listed) = listed else {
+        return again;
+    };
+    match listed.iter().find(|g| group_label(g) == group) {
+        None => Unanswered::NotLedHere,
+        Some(g) => match g.leader.as_deref() {
+            None => Unanswered::Electing,
+            Some(l) if l == member => again,
+            Some(_) => Unanswered::NotLedHere,
+        },
+    }
+}
+
 /// Of `moved`, the groups `member` still leads according to `listed`.
 pub fn still_led<'a>(
     listed: impl IntoIterator<Item = &'a Group>,
@@ -352,6 +391,26 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn an_unanswered_stepdown_with_the_servers_list_unread_is_asked_once_more_then_given_up() {
+        let label = "consumers APP/S/c";
+        assert_eq!(
+            after_unanswered(None, "nats-0", label, 0),
+            Unanswered::AskAgain
+        );
+        assert_eq!(
+            after_unanswered(None, "nats-0", label, 1),
+            Unanswered::GiveUp
+        );
+    }
+
+    #[test]
+    fn an_unanswered_stepdown_of_a_group_gone_from_the_servers_list_needs_no_more() {
+        let listed = [g("streams", &["APP", "S"], "nats-0")];
+        let got = after_unanswered(Some(&listed), "nats-0", "consumers APP/S/c", 0);
+        assert_eq!(got, Unanswered::NotLedHere);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! makes its CA and serving certificate itself, keeps them in a Secret, and puts its CA into
 //! the webhook configuration, as it does in-cluster.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -201,10 +202,10 @@ fn plain_kubectl_drain_of_the_leaders_node_gets_one_transfer_and_no_election() {
 /// its roles describe (least privilege, in the cluster), its CA put into the webhook by itself.
 #[test]
 fn the_gate_installed_from_docs_gate_yaml_holds_the_leader_for_a_transfer() {
-    let _nodes = exclusive_all_nodes();
+    let (binary, _nodes) = image_then_every_node();
     let ns = TestNamespace::new("gate-installed");
     deploy_etcd(&ns.name, 3);
-    let _g = Installed::apply(&ns.name);
+    let _g = Installed::apply(&ns.name, &binary);
     drain_the_etcd_leaders_node(&ns.name, 3);
     // docs/gate.md finds where the API server's calls come from (for --allow-from) in the
     // gate's log: every decision names the address its review came from.
@@ -503,7 +504,7 @@ fn with_a_client_ca_only_the_api_server_makes_the_gate_act() {
 /// replica ended on SIGTERM with reviews in flight, and `kubectl drain` aborted on the 500.
 #[test]
 fn plain_kubectl_drain_of_the_gates_own_nodes_answers_no_eviction_a_5xx() {
-    let _nodes = exclusive_all_nodes();
+    let (binary, _nodes) = image_then_every_node();
     let ns = TestNamespace::new("gate-own-node");
     deploy_etcd(&ns.name, 3);
     let members: std::collections::BTreeSet<String> = (0..3)
@@ -520,7 +521,7 @@ fn plain_kubectl_drain_of_the_gates_own_nodes_answers_no_eviction_a_5xx() {
     for n in &others {
         kubectl_ok(&["cordon", n]);
     }
-    let _g = Installed::apply(&ns.name);
+    let _g = Installed::apply(&ns.name, &binary);
     drop(placing);
     let gate_nodes: Vec<String> = kubectl_json(&[
         "get",
@@ -611,8 +612,16 @@ struct Installed {
     manifest: TempFile,
 }
 
+/// The release image's binary, then every node: built (or waited for) before the nodes are
+/// taken, since a test holding them all while the image step runs holds back every other
+/// test (a cold run's gate test held them 4.5 minutes, #41).
+fn image_then_every_node() -> (PathBuf, NodesGuard) {
+    let binary = image_binary();
+    (binary, exclusive_all_nodes())
+}
+
 impl Installed {
-    fn apply(ns: &str) -> Self {
+    fn apply(ns: &str, binary: &Path) -> Self {
         let printed = raft(&[
             "gate",
             "manifests",
@@ -628,7 +637,7 @@ impl Installed {
         assert!(text.contains(image), "the manifests run the given image");
         let text = text.replace(
             image,
-            &format!("{image}        command: [{}]\n", image_binary().display()),
+            &format!("{image}        command: [{}]\n", binary.display()),
         );
         kubectl_ok(&["apply", "-f", tempfile(&text).path_str()]);
         let docs: Vec<&str> = text
@@ -1603,10 +1612,10 @@ fn in_audit_mode_kubectl_drain_evicts_and_the_gate_records_what_it_would_refuse(
 /// its pods fails until one is; with its two replicas ready it says the count and no warning.
 #[test]
 fn status_says_when_no_gate_replica_is_ready() {
-    let _nodes = exclusive_all_nodes();
+    let (binary, _nodes) = image_then_every_node();
     let ns = TestNamespace::new("gate-down");
     deploy_etcd(&ns.name, 3);
-    let _g = Installed::apply(&ns.name);
+    let _g = Installed::apply(&ns.name, &binary);
     let gate = || cluster(&status_json(&["etcd", "-n", &ns.name]), &ns.name)["gate"].clone();
     wait_until(Duration::from_secs(30), "two gate replicas ready", || {
         gate()["readyEndpoints"] == 2

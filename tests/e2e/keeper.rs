@@ -308,12 +308,14 @@ fn delete_the_leader_and_read_its_hook_log(ns: &str, dir: &Path) -> String {
 /// (`copy-to /raft`, the image has no shell and no cp), and the preStop hook runs the copy.
 #[test]
 fn the_images_binary_copied_by_an_init_container_runs_the_prestop_hook() {
+    // Waited for before the nodes are taken (#41): see tests/common image_binary.
+    let binary = image_binary();
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("keeper-image");
     let dir = deploy_keeper(
         &ns.name,
         Keeper {
-            init_copy_from: Some(image_binary()),
+            init_copy_from: Some(binary),
             pre_stop: Some(
                 "/raft/kubectl-raft yield --local --system clickhouse-keeper --pod-grace-period 20 >> /state/prestop-$POD_NAME.log 2>&1"
                     .into(),

@@ -390,8 +390,7 @@ fn yield_local_in_a_prestop_hook_hands_over_before_the_leader_stops() {
 /// plugin's own release image copies its binary onto a shared volume, the member's preStop
 /// hook runs it with the pod's ServiceAccount (bound to kubectl-raft-prestop), and the kubelet
 /// runs the hook before it sends SIGTERM.
-fn deploy_etcd_with_the_plugins_image(ns: &str) {
-    let image = plugin_image();
+fn deploy_etcd_with_the_plugins_image(ns: &str, image: &str) {
     hook_service_account(ns, true);
     let manifest = std::fs::read_to_string(repo().join("tests/manifests/etcd-3.yaml")).unwrap();
     let hooked = manifest
@@ -429,9 +428,11 @@ fn deploy_etcd_with_the_plugins_image(ns: &str) {
 
 #[test]
 fn yield_local_from_the_plugins_image_hands_over_in_the_kubelets_prestop_hook_on_real_kubelets() {
+    // Imported before the nodes are taken (#41): the image step may still be running.
+    let image = plugin_image();
     let _nodes = shared_nodes();
     let ns = TestNamespace::new("yield-image");
-    deploy_etcd_with_the_plugins_image(&ns.name);
+    deploy_etcd_with_the_plugins_image(&ns.name, &image);
     let (leader, leader_id) = etcd_leader(&ns.name).expect("one leader");
     let log = hook_log(&ns.name, &leader);
     let pod = pod_json(&ns.name, &leader);

@@ -283,6 +283,11 @@ pub struct GroupsMoved {
     pub failed: Vec<String>,
     /// Of the moved groups, those the server still led when the wait ended.
     pub still_led: Vec<String>,
+    /// Groups whose stepdown met no leader (silence, or a member's "no leader now"), listed
+    /// by the server as led by another server by then, or no longer listed: nothing was left
+    /// to move, and the tool did not move them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub led_elsewhere: Vec<String>,
     pub elapsed_ms: f64,
 }
 
@@ -293,18 +298,25 @@ impl GroupsMoved {
 
     /// One line for the user.
     pub fn summary(&self) -> String {
-        let mut s = if self.moved.is_empty() && self.failed.is_empty() {
-            format!("{} leads no streams or consumers", self.server)
-        } else {
-            format!(
-                "{} group leader(s) moved off {} in {:.0}ms",
-                self.moved.len() - self.still_led.len(),
-                self.server,
-                self.elapsed_ms
-            )
-        };
+        let mut s =
+            if self.moved.is_empty() && self.failed.is_empty() && self.led_elsewhere.is_empty() {
+                format!("{} leads no streams or consumers", self.server)
+            } else {
+                format!(
+                    "{} group leader(s) moved off {} in {:.0}ms",
+                    self.moved.len() - self.still_led.len(),
+                    self.server,
+                    self.elapsed_ms
+                )
+            };
         if !self.still_led.is_empty() {
             s.push_str(&format!("; still led there: {}", self.still_led.join(", ")));
+        }
+        if !self.led_elsewhere.is_empty() {
+            s.push_str(&format!(
+                "; led elsewhere by then (their stepdown met no leader): {}",
+                self.led_elsewhere.join(", ")
+            ));
         }
         if !self.failed.is_empty() {
             s.push_str(&format!("; not moved: {}", self.failed.join("; ")));

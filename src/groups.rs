@@ -21,6 +21,22 @@ pub use crate::actions::GroupsMoved;
 /// How often the server is asked again while the groups elect their new leaders.
 const POLL_EVERY: Duration = Duration::from_millis(200);
 
+/// How often, and how long at most, a group the server lists without a leader is waited for
+/// after its stepdown went unanswered: twice NATS's 10 s lost-quorum interval, after which the
+/// group has most likely lost a majority of its replicas, and waiting longer would hold the
+/// other groups (and the drain) for all of --timeout. Each look reads the server's whole list.
+const ELECTION_POLL: Duration = Duration::from_millis(500);
+const ELECTION_WAIT: Duration = Duration::from_secs(20);
+
+/// What became of one group's stepdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// The leader answered: it steps down.
+    Moved,
+    /// Unanswered, and another server led it by then: nothing was left to move.
+    LedElsewhere,
+}
+
 /// The planned moves sent (one connection per account), then the server's own list of groups
 /// read again until it leads none of them. All of it within `timeout`: a server that lists
 /// thousands of groups, or answers each stepdown slowly, gets what fits and the rest is
@@ -31,6 +47,18 @@ pub async fn move_off(
     pod: &Pod,
     moves: &GroupMoves,
     timeout: Duration,
+) -> GroupsMoved {
+    move_off_waiting(transport, target, pod, moves, timeout, ELECTION_WAIT).await
+}
+
+/// `move_off`, a group's election waited for at most `election_wait`.
+async fn move_off_waiting(
+    transport: &Transport,
+    target: &ClusterTarget,
+    pod: &Pod,
+    moves: &GroupMoves,
+    timeout: Duration,
+    election_wait: Duration,
 ) -> GroupsMoved {
     let started = Instant::now();
     let limit = Duration::from_secs(2).min(timeout);
@@ -59,15 +87,17 @@ pub async fn move_off(
             member: &moves.member,
             limit,
             deadline,
+            election_wait,
         };
         match send.all(&who, &calls).await {
             Ok(results) => {
                 for (c, r) in calls.iter().zip(results) {
                     match r {
-                        Ok(()) => {
+                        Ok(Sent::Moved) => {
                             out.moved.push(c.group.clone());
                             sent.push((*c).clone());
                         }
+                        Ok(Sent::LedElsewhere) => out.led_elsewhere.push(c.group.clone()),
                         Err(e) => out.failed.push(format!("{}: {e}", c.group)),
                     }
                 }
@@ -102,16 +132,20 @@ struct Sending<'a> {
     member: &'a str,
     limit: Duration,
     deadline: Instant,
+    election_wait: Duration,
 }
 
 impl Sending<'_> {
     /// One connection as `who` to the server (through a port-forward when replicas are
-    /// reached by pods/proxy), every call on it.
+    /// reached by pods/proxy), every call on it. Once one group's stepdown is given up, the
+    /// server is not left (the run stops), so the account's others are asked once each, for
+    /// the report: a silence again most likely has the same cause, and each wait would cost
+    /// seconds and reads of the server's whole list.
     async fn all(
         &self,
         who: &Who,
         calls: &[&GroupCall],
-    ) -> Result<Vec<Result<(), String>>, String> {
+    ) -> Result<Vec<Result<Sent, String>>, String> {
         if Instant::now() >= self.deadline {
             return Err("not sent: the time for moving the groups ran out".into());
         }
@@ -123,8 +157,11 @@ impl Sending<'_> {
             let client =
                 nats::connect(&host, port, self.limit, self.transport.vars(), who, &tls).await?;
             let mut results = vec![];
+            let mut patient = true;
             for c in calls {
-                results.push(self.one(&client, who, c).await);
+                let r = self.one(&client, who, c, patient).await;
+                patient &= r.is_ok();
+                results.push(r);
             }
             let _ = client.drain().await;
             Ok(results)
@@ -136,22 +173,38 @@ impl Sending<'_> {
         result
     }
 
-    /// One group's stepdown, asked again while the server's own list says the group is
-    /// electing a leader (`plan::groups::after_unanswered`), all before the deadline.
+    /// One group's stepdown. Unanswered, or answered by a member that knows no leader, the
+    /// server's own list decides (`plan::groups::after_unanswered`): a group electing a
+    /// leader is waited for (at most `election_wait` in all) and asked again once it has one;
+    /// all before the deadline. Not `patient` (another group of the account was given up, so
+    /// the run stops anyway): asked once, and what it answers is the result.
     async fn one(
         &self,
         client: &async_nats::Client,
         who: &Who,
         c: &GroupCall,
-    ) -> Result<(), String> {
-        let ran_out = || "not sent: the time for moving the groups (--timeout) ran out".to_string();
+        patient: bool,
+    ) -> Result<Sent, String> {
         let mut asked_again = 0;
+        // What the first request met ("no reply to ... within 2s", or a member's "no leader"),
+        // and whether every request so far met silence alone (then the user is the likeliest
+        // cause, and the message says so).
+        let mut first: Option<String> = None;
+        let mut silence_only = true;
+        let mut hint = String::new();
+        let mut electing_since: Option<Instant> = None;
+        let ran_out = |first: &Option<String>| match first {
+            None => "not sent: the time for moving the groups (--timeout) ran out".into(),
+            Some(met) => {
+                format!("{met}; then the time for moving the groups (--timeout) ran out")
+            }
+        };
         loop {
             let left = self.deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(ran_out());
+                return Err(ran_out(&first));
             }
-            let silence = match nats::ask(
+            let asked = nats::ask(
                 client,
                 &c.subject,
                 c.body.as_deref(),
@@ -159,31 +212,61 @@ impl Sending<'_> {
                 self.transport.vars(),
                 who,
             )
-            .await
-            {
-                Err(nats::AskError::Unanswered(why)) => why,
-                answered => return answered.map_err(String::from),
+            .await;
+            let met = match asked {
+                Ok(()) => return Ok(Sent::Moved),
+                Err(e) if !patient => return Err(e.to_string()),
+                Err(nats::AskError::Unanswered { what, hint: h }) => {
+                    hint = h;
+                    what
+                }
+                Err(nats::AskError::NoLeader(why)) => {
+                    silence_only = false;
+                    format!("a member answered that the group has no leader now: {why}")
+                }
+                Err(nats::AskError::Failed(why)) => return Err(why),
             };
+            let first = first.get_or_insert(met).clone();
             loop {
-                let listed =
-                    read_groups(self.transport, &self.target.profile, self.pod, self.limit)
-                        .await
-                        .and_then(Result::ok);
+                let left = self.deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ran_out(&Some(first)));
+                }
+                let listed = read_groups(
+                    self.transport,
+                    &self.target.profile,
+                    self.pod,
+                    self.limit.min(left),
+                )
+                .await
+                .and_then(Result::ok);
                 match after_unanswered(listed.as_deref(), self.member, &c.group, asked_again) {
-                    // Counted as moved: the wait below confirms it is led elsewhere.
-                    Unanswered::NotLedHere => return Ok(()),
-                    Unanswered::GiveUp => return Err(silence),
+                    Unanswered::NotLedHere => return Ok(Sent::LedElsewhere),
+                    Unanswered::GiveUp if silence_only => {
+                        return Err(format!("{first}: {hint}"))
+                    }
+                    Unanswered::GiveUp => return Err(format!(
+                        "{first}; asked again, it was not moved either (the group was between leaders meanwhile)"
+                    )),
                     Unanswered::AskAgain => {
                         asked_again += 1;
                         break;
                     }
                     Unanswered::Electing => {
-                        if Instant::now() + POLL_EVERY >= self.deadline {
-                            return Err(
-                                "its stepdown was not answered: the group was electing a leader until the time for moving the groups (--timeout) ran out".into(),
-                            );
+                        silence_only = false;
+                        let since = *electing_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() >= self.election_wait {
+                            return Err(format!(
+                                "{first}; the server's list showed the group without a leader for {}s: has it lost a majority of its replicas?",
+                                self.election_wait.as_secs()
+                            ));
                         }
-                        tokio::time::sleep(POLL_EVERY).await;
+                        if Instant::now() + ELECTION_POLL >= self.deadline {
+                            return Err(format!(
+                                "{first}; the group was electing a leader when the time for moving the groups (--timeout) ran out"
+                            ));
+                        }
+                        tokio::time::sleep(ELECTION_POLL).await;
                     }
                 }
             }
@@ -208,10 +291,19 @@ mod tests {
     use crate::plan::groups::plan_group_moves;
     use crate::profile::Catalog;
 
-    /// What the server does: whether each stepdown in turn is answered (the last repeats),
-    /// and the consumer's leader in each /jsz read in turn (the last repeats).
+    /// How the server meets a stepdown: silence, success, or a member's "no leader now".
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Reply {
+        Silent,
+        Moved,
+        NoLeader,
+    }
+    use Reply::*;
+
+    /// What the server does: how each stepdown in turn is met (the last repeats), and the
+    /// consumer's leader in each /jsz read in turn (the last repeats).
     struct Script {
-        answers: Vec<bool>,
+        answers: Vec<Reply>,
         leaders: Vec<Option<&'static str>>,
         asked: usize,
         listed: usize,
@@ -252,12 +344,21 @@ mod tests {
                                 r.read_exact(&mut payload).await.unwrap();
                                 let reply = (words.len() == if verb == "PUB" { 4 } else { 5 })
                                     .then(|| words[2].clone());
-                                let answered = {
+                                let answer = {
                                     let mut s = script.lock().unwrap();
                                     s.asked += 1;
                                     nth(&s.answers, s.asked - 1)
                                 };
-                                let Some(reply) = reply.filter(|_| answered) else {
+                                let body = match answer {
+                                    Silent => continue,
+                                    Moved => {
+                                        r#"{"type":"io.nats.jetstream.api.v1.consumer_leader_stepdown_response","success":true}"#
+                                    }
+                                    NoLeader => {
+                                        r#"{"type":"io.nats.jetstream.api.v1.consumer_leader_stepdown_response","error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}"#
+                                    }
+                                };
+                                let Some(reply) = reply else {
                                     continue;
                                 };
                                 let sid = inboxes
@@ -265,7 +366,6 @@ mod tests {
                                     .find(|(prefix, _)| reply.starts_with(prefix.as_str()))
                                     .map(|(_, sid)| sid.clone())
                                     .unwrap();
-                                let body = r#"{"type":"io.nats.jetstream.api.v1.consumer_leader_stepdown_response","success":true}"#;
                                 let msg = format!("MSG {reply} {sid} {}\r\n{body}\r\n", body.len());
                                 w.write_all(msg.as_bytes()).await.unwrap();
                             }
@@ -295,7 +395,10 @@ mod tests {
                             .map_or(serde_json::json!({}), |l| serde_json::json!({"leader": l}));
                         let jsz = serde_json::json!({"account_details": [{"name": "APP", "stream_detail": [{
                             "name": "ORDERS", "cluster": {"leader": "nats-0"},
-                            "consumer_detail": [{"name": "work", "cluster": cluster}],
+                            "consumer_detail": [
+                                {"name": "work", "cluster": cluster},
+                                {"name": "audit", "cluster": {"leader": "nats-2"}},
+                            ],
                         }]}]});
                         async move {
                             Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
@@ -314,8 +417,20 @@ mod tests {
 
     /// The consumer APP/ORDERS/work, led by nats-2 at the look, moved off nats-2.
     async fn move_consumer(
-        answers: Vec<bool>,
+        answers: Vec<Reply>,
         leaders: Vec<Option<&'static str>>,
+        election_wait: Duration,
+    ) -> (GroupsMoved, usize) {
+        move_consumers(&["work"], answers, leaders, election_wait).await
+    }
+
+    /// The consumers `names` of APP/ORDERS, led by nats-2 at the look, moved off nats-2 (the
+    /// script's leaders are work's; audit's stays nats-2).
+    async fn move_consumers(
+        names: &[&str],
+        answers: Vec<Reply>,
+        leaders: Vec<Option<&'static str>>,
+        election_wait: Duration,
     ) -> (GroupsMoved, usize) {
         let script = Arc::new(Mutex::new(Script {
             answers,
@@ -337,13 +452,15 @@ mod tests {
         }))
         .unwrap();
         let profile = Catalog::builtin().get("nats").cloned().unwrap();
-        let looked = Group {
-            kind: "consumers".into(),
-            names: vec!["APP".into(), "ORDERS".into(), "work".into()],
-            leader: Some("nats-2".into()),
-        };
-        let (calls, skips) =
-            plan_group_moves(profile.groups.as_ref().unwrap(), [&looked], "nats-2");
+        let looked: Vec<Group> = names
+            .iter()
+            .map(|n| Group {
+                kind: "consumers".into(),
+                names: vec!["APP".into(), "ORDERS".into(), n.to_string()],
+                leader: Some("nats-2".into()),
+            })
+            .collect();
+        let (calls, skips) = plan_group_moves(profile.groups.as_ref().unwrap(), &looked, "nats-2");
         let moves = GroupMoves {
             member: "nats-2".into(),
             calls,
@@ -366,18 +483,23 @@ mod tests {
             ("NATS_APP_PASSWORD".to_string(), "secret".to_string()),
         ]);
         let transport = Transport::direct(4).with_vars(Arc::new(Vars::new(vars, "the test")));
-        let moved = move_off(&transport, &target, &pod, &moves, Duration::from_secs(20)).await;
+        let timeout = Duration::from_secs(20);
+        let moved =
+            move_off_waiting(&transport, &target, &pod, &moves, timeout, election_wait).await;
         let asked = script.lock().unwrap().asked;
         (moved, asked)
     }
+
+    const WAIT: Duration = ELECTION_WAIT;
 
     #[tokio::test]
     async fn a_stepdown_unanswered_while_the_group_elects_is_asked_again_once_it_has_a_leader() {
         // Silent while the consumer has no leader; it elects nats-2 again, and the second
         // stepdown is answered and moves it to nats-1.
         let (moved, asked) = move_consumer(
-            vec![false, true],
+            vec![Silent, Moved],
             vec![None, None, Some("nats-2"), Some("nats-1")],
+            WAIT,
         )
         .await;
         assert!(moved.succeeded(), "{moved:?}");
@@ -386,22 +508,67 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_group_that_elected_another_leader_meanwhile_is_not_asked_again() {
-        let (moved, asked) = move_consumer(vec![false], vec![None, Some("nats-0")]).await;
+    async fn a_member_answering_that_the_group_has_no_leader_is_asked_again_once_it_has_one() {
+        // What NATS answers from a member of a group between leaders (err_code 10008).
+        let (moved, asked) = move_consumer(
+            vec![NoLeader, Moved],
+            vec![None, Some("nats-2"), Some("nats-1")],
+            WAIT,
+        )
+        .await;
         assert!(moved.succeeded(), "{moved:?}");
+        assert_eq!(moved.moved, vec!["consumers APP/ORDERS/work"]);
+        assert_eq!(asked, 2);
+    }
+
+    #[tokio::test]
+    async fn a_group_that_elected_another_leader_meanwhile_is_not_asked_again_nor_counted_moved() {
+        let (moved, asked) = move_consumer(vec![Silent], vec![None, Some("nats-0")], WAIT).await;
+        assert!(moved.succeeded(), "{moved:?}");
+        assert_eq!(moved.led_elsewhere, vec!["consumers APP/ORDERS/work"]);
+        assert!(moved.moved.is_empty(), "{moved:?}");
         assert_eq!(asked, 1);
     }
 
     #[tokio::test]
     async fn a_stepdown_never_answered_while_the_server_still_leads_is_given_up_after_asking_twice()
     {
-        // What a user of another account meets: the group keeps its leader, and the reason
-        // names the account's user.
-        let (moved, asked) = move_consumer(vec![false], vec![Some("nats-2")]).await;
+        // What a user without the right to send it meets: the group keeps its leader, and
+        // the reason (the first silence's) names the account's user.
+        let (moved, asked) = move_consumer(vec![Silent], vec![Some("nats-2")], WAIT).await;
         assert!(!moved.succeeded());
         assert_eq!(asked, 2);
         assert!(
-            moved.failed[0].contains("is NATS_APP_USER (or NATS_APP_CREDS) a user of account APP?"),
+            moved.failed[0].contains("no reply to $JS.API.CONSUMER.LEADER.STEPDOWN.ORDERS.work within 2s: is NATS_APP_USER (or NATS_APP_CREDS) a user of account APP who may publish to it?"),
+            "{moved:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_group_that_elects_no_leader_is_given_up_after_the_election_wait_with_its_reason() {
+        let (moved, asked) = move_consumer(vec![Silent], vec![None], Duration::from_secs(1)).await;
+        assert!(!moved.succeeded());
+        assert_eq!(asked, 1);
+        assert!(
+            moved.failed[0]
+                .contains("without a leader for 1s: has it lost a majority of its replicas?"),
+            "{moved:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn once_a_group_is_given_up_the_accounts_others_are_asked_once_each() {
+        // Planned in name order: audit, then work. audit is silent twice while nats-2 still
+        // leads it; work, silent too, is asked once: the run stops at audit anyway.
+        let (moved, asked) =
+            move_consumers(&["audit", "work"], vec![Silent], vec![Some("nats-2")], WAIT).await;
+        assert_eq!(asked, 3, "{moved:?}");
+        assert_eq!(moved.failed.len(), 2, "{moved:?}");
+        assert!(
+            moved
+                .failed
+                .iter()
+                .all(|f| f.contains("who may publish to it?")),
             "{moved:?}"
         );
     }

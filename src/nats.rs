@@ -199,16 +199,25 @@ pub async fn request(
 /// by asking the server's own list of groups (`plan::groups::after_unanswered`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AskError {
-    /// No reply within the limit.
-    Unanswered(String),
+    /// No reply within the limit: what was not answered ("no reply to SUBJECT within 2s"),
+    /// and the likeliest cause when nothing else explains it (the user).
+    Unanswered { what: String, hint: String },
+    /// A member of the group answered that it has no leader now (err_code 10008, "JetStream
+    /// system temporarily unavailable": what a group's other members say while it elects).
+    NoLeader(String),
     /// A reply that refuses, or a request that could not be sent.
     Failed(String),
 }
 
+/// The err_code of "JetStream system temporarily unavailable": a group member that knows no
+/// leader, or a server whose meta group has none.
+pub const NO_LEADER_ERR_CODE: u64 = 10008;
+
 impl std::fmt::Display for AskError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AskError::Unanswered(why) | AskError::Failed(why) => f.write_str(why),
+            AskError::Unanswered { what, hint } => write!(f, "{what}: {hint}"),
+            AskError::NoLeader(why) | AskError::Failed(why) => f.write_str(why),
         }
     }
 }
@@ -241,18 +250,29 @@ pub async fn ask(
         asked.elapsed().as_millis()
     );
     let msg = answer.map_err(|e| match (e.kind(), who) {
-        (async_nats::RequestErrorKind::TimedOut, Who::System) => AskError::Unanswered(format!(
-            "no reply to {subject} within {limit:?}: only users of the system account may move the meta leader (NATS_USER and NATS_PASSWORD, or NATS_CREDS, from {}, must name a system-account user)", vars.describe()
-        )),
-        (async_nats::RequestErrorKind::TimedOut, Who::Account(a)) => AskError::Unanswered(format!(
-            "no reply to {subject} within {limit:?}: is {p}_USER (or {p}_CREDS) a user of account {a}?", p = who.prefix()
-        )),
+        (async_nats::RequestErrorKind::TimedOut, Who::System) => AskError::Unanswered {
+            what: format!("no reply to {subject} within {limit:?}"),
+            hint: format!("only users of the system account may move the meta leader (NATS_USER and NATS_PASSWORD, or NATS_CREDS, from {}, must name a system-account user)", vars.describe()),
+        },
+        (async_nats::RequestErrorKind::TimedOut, Who::Account(a)) => AskError::Unanswered {
+            what: format!("no reply to {subject} within {limit:?}"),
+            hint: format!("is {p}_USER (or {p}_CREDS) a user of account {a} who may publish to it?", p = who.prefix()),
+        },
         (async_nats::RequestErrorKind::NoResponders, _) => AskError::Failed(format!(
             "no responders for {subject}: is JetStream enabled in this server's cluster, and is the user in the right account?"
         )),
         _ => AskError::Failed(format!("{subject}: {e}")),
     })?;
-    judge_reply(&msg.payload).map_err(AskError::Failed)
+    judge_reply(&msg.payload).map_err(|why| {
+        let code = serde_json::from_slice::<Value>(&msg.payload)
+            .ok()
+            .and_then(|v| v.pointer("/error/err_code").and_then(Value::as_u64));
+        if code == Some(NO_LEADER_ERR_CODE) {
+            AskError::NoLeader(why)
+        } else {
+            AskError::Failed(why)
+        }
+    })
 }
 
 /// The reply of a JetStream API request: `{"success": true}`, or an `error` with its

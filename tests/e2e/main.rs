@@ -1,7 +1,8 @@
 //! The end-to-end suites, one test binary (#41): every suite that needs the test world is a
 //! module here, so the world is started once, the lanes of its nodes (tests/common/lanes.rs)
-//! are shared by every test, and both test threads stay busy from the first test to the last
-//! instead of idling at the end of each of twenty binaries run in turn.
+//! are shared by every test, and the test threads (three under tests/run.sh) stay busy from
+//! the first test to the last instead of idling at the end of each of twenty binaries run in
+//! turn.
 //!
 //! `cargo test --test e2e gate::` runs one suite, `cargo test --test e2e NAME` one test.
 //! world_lifecycle, which takes the world down, is a binary of its own and runs after this one.

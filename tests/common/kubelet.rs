@@ -110,6 +110,9 @@ static PLUGIN_IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
 /// containerd under the name docs/yield.md gives it; returns that name.
 pub fn plugin_image() -> String {
     let r = PLUGIN_IMAGE.get_or_init(|| {
+        // The world first: the image goes into its real nodes' containerd, and a test may call
+        // this before anything else started the world (it takes no lanes).
+        world();
         image_binary(); // builds the release image when it is missing
         let version = env!("CARGO_PKG_VERSION");
         let name = format!("ghcr.io/kubectl-raft/kubectl-raft:v{version}");

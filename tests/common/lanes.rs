@@ -100,6 +100,16 @@ fn wait(h: std::sync::MutexGuard<'static, Held>) -> std::sync::MutexGuard<'stati
     CHANGED.wait(h).unwrap_or_else(|e| e.into_inner())
 }
 
+/// A test asks for its nodes once: a second guard on the same thread would wait on its own
+/// first one forever (with three test threads, #41, a silent hang costs the whole run).
+fn asking_once() {
+    assert!(
+        current_lane().is_none(),
+        "this test already holds nodes (lane {:?}): take one guard per test",
+        current_lane()
+    );
+}
+
 fn hold(lanes: Vec<usize>, exclusive: bool) -> NodesGuard {
     CURRENT.with(|c| c.set(Some(Lane(lanes[0] as u32))));
     NodesGuard { lanes, exclusive }
@@ -107,6 +117,7 @@ fn hold(lanes: Vec<usize>, exclusive: bool) -> NodesGuard {
 
 /// Shares the least busy lane that no writer holds or waits for.
 pub fn shared_nodes() -> NodesGuard {
+    asking_once();
     let mut h = HELD.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         let open = (0..LANES as usize)
@@ -123,6 +134,7 @@ pub fn shared_nodes() -> NodesGuard {
 /// Holds one lane alone: the first that is free, else the least busy one, reserved until its
 /// readers are done.
 pub fn exclusive_nodes() -> NodesGuard {
+    asking_once();
     let mut h = HELD.lock().unwrap_or_else(|e| e.into_inner());
     h.tickets += 1;
     let me = h.tickets;
@@ -158,6 +170,7 @@ pub fn exclusive_nodes() -> NodesGuard {
 /// Holds every lane alone (the real kubelets, or a resource of the whole world such as the
 /// in-cluster gate's namespace); the test's pods go to lane 0.
 pub fn exclusive_all_nodes() -> NodesGuard {
+    asking_once();
     let mut h = HELD.lock().unwrap_or_else(|e| e.into_inner());
     h.tickets += 1;
     let me = h.tickets;

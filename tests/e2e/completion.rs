@@ -12,7 +12,14 @@ struct PluginDir(PathBuf);
 
 impl PluginDir {
     fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!("raft-completion-{}", std::process::id()));
+        // One directory per test: the two completion tests start together (#41).
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "raft-completion-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let bin = Path::new(env!("CARGO_BIN_EXE_kubectl-raft"));

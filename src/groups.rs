@@ -438,6 +438,16 @@ mod tests {
             asked: 0,
             listed: 0,
         }));
+        let moved = move_scripted(names, script.clone(), election_wait).await;
+        let asked = script.lock().unwrap().asked;
+        (moved, asked)
+    }
+
+    async fn move_scripted(
+        names: &[&str],
+        script: Arc<Mutex<Script>>,
+        election_wait: Duration,
+    ) -> GroupsMoved {
         let (client, http) = (
             nats_server(script.clone()).await,
             monitor(script.clone()).await,
@@ -484,10 +494,28 @@ mod tests {
         ]);
         let transport = Transport::direct(4).with_vars(Arc::new(Vars::new(vars, "the test")));
         let timeout = Duration::from_secs(20);
-        let moved =
-            move_off_waiting(&transport, &target, &pod, &moves, timeout, election_wait).await;
-        let asked = script.lock().unwrap().asked;
-        (moved, asked)
+        // The public path where the election wait is the real one, so it is what is tested.
+        if election_wait == ELECTION_WAIT {
+            move_off(&transport, &target, &pod, &moves, timeout).await
+        } else {
+            move_off_waiting(&transport, &target, &pod, &moves, timeout, election_wait).await
+        }
+    }
+
+    /// The server's /jsz reads the last move made, with what it returned.
+    async fn move_consumer_counting_reads(
+        answers: Vec<Reply>,
+        leaders: Vec<Option<&'static str>>,
+    ) -> (GroupsMoved, usize) {
+        let script = Arc::new(Mutex::new(Script {
+            answers,
+            leaders,
+            asked: 0,
+            listed: 0,
+        }));
+        let moved = move_scripted(&["work"], script.clone(), ELECTION_WAIT).await;
+        let listed = script.lock().unwrap().listed;
+        (moved, listed)
     }
 
     const WAIT: Duration = ELECTION_WAIT;
@@ -504,6 +532,7 @@ mod tests {
         .await;
         assert!(moved.succeeded(), "{moved:?}");
         assert_eq!(moved.moved, vec!["consumers APP/ORDERS/work"]);
+        assert_eq!(moved.server, "nats-2");
         assert_eq!(asked, 2);
     }
 
@@ -571,5 +600,40 @@ mod tests {
                 .all(|f| f.contains("who may publish to it?")),
             "{moved:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_moved_group_is_waited_for_until_the_servers_list_names_another_leader() {
+        // Answered at once; the server's list still names it the leader twice, then nats-1.
+        let (moved, listed) = move_consumer_counting_reads(
+            vec![Moved],
+            vec![Some("nats-2"), Some("nats-2"), Some("nats-1")],
+        )
+        .await;
+        assert!(moved.succeeded(), "{moved:?}");
+        assert_eq!(
+            listed, 3,
+            "read until another leader was named, and no more"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_time_taken_counts_the_unanswered_wait() {
+        let (moved, _) = move_consumer(vec![Silent], vec![None, Some("nats-0")], WAIT).await;
+        // At least the 2 s the first request waited for a reply, in milliseconds.
+        assert!(moved.elapsed_ms >= 2000.0, "{moved:?}");
+    }
+
+    #[tokio::test]
+    async fn a_group_between_leaders_and_then_silent_is_not_blamed_on_the_user() {
+        // A member's "no leader now", then silence while the list names nats-2 the leader.
+        let (moved, asked) =
+            move_consumer(vec![NoLeader, Silent], vec![Some("nats-2")], WAIT).await;
+        assert_eq!(asked, 2);
+        assert!(
+            moved.failed[0].contains("asked again, it was not moved either"),
+            "{moved:?}"
+        );
+        assert!(!moved.failed[0].contains("who may publish"), "{moved:?}");
     }
 }

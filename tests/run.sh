@@ -127,11 +127,12 @@ fi
 step "cargo test (unit tests, then end-to-end tests in the real world)"
 : > "$KWORLD_DIR/timings.tsv"
 tests_rc=0
-# Three test threads on the 2 cores (#41): the end-to-end tests mostly wait on pods, and the
-# lanes (tests/common/lanes.rs) still decide who uses which nodes. Side by side on one world
-# (2026-12-07, the restart suite, 19 tests): 174 s at two threads with the CPU 33 % idle, 142 s
-# at three with 18 % idle. RUST_TEST_THREADS set by the caller wins.
-export RUST_TEST_THREADS="${RUST_TEST_THREADS:-3}"
+# Two test threads on the 2 cores (#41). Three were faster (the restart suite side by side on
+# one world: 174 s at two threads with the CPU 33 % idle, 142 s at three; a warm run 30 min 12 s,
+# all passed), but the cold run at three, beside the image's and spurctld's niced builds, had two
+# failures under load (a world pod's deletion that hung 180 s, and a test judge that read a
+# start-up election): two until a cold run at three is green. RUST_TEST_THREADS set wins.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-2}"
 cargo test --locked --lib --bins --tests --no-fail-fast -- "${skip[@]}" || tests_rc=$?
 # Every test passed, the twins among them: their key is remembered.
 if [ "$tests_rc" -eq 0 ] && [ ${#skip[@]} -eq 0 ]; then

@@ -1,6 +1,6 @@
 //! The end-to-end suites, one test binary (#41): every suite that needs the test world is a
 //! module here, so the world is started once, the lanes of its nodes (tests/common/lanes.rs)
-//! are shared by every test, and the test threads (three under tests/run.sh) stay busy from
+//! are shared by every test, and the test threads stay busy from
 //! the first test to the last instead of idling at the end of each of twenty binaries run in
 //! turn.
 //!

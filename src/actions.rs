@@ -296,30 +296,37 @@ impl GroupsMoved {
         self.failed.is_empty() && self.still_led.is_empty()
     }
 
-    /// One line for the user.
+    /// One line for the user. Each group's reason may hold `; ` itself, so the groups not
+    /// moved are set apart by ` | `.
     pub fn summary(&self) -> String {
-        let mut s =
-            if self.moved.is_empty() && self.failed.is_empty() && self.led_elsewhere.is_empty() {
+        let mut s = if self.moved.is_empty() && self.failed.is_empty() {
+            if self.led_elsewhere.is_empty() {
                 format!("{} leads no streams or consumers", self.server)
             } else {
                 format!(
-                    "{} group leader(s) moved off {} in {:.0}ms",
-                    self.moved.len() - self.still_led.len(),
-                    self.server,
-                    self.elapsed_ms
+                    "{} leads none of its groups any more ({:.0}ms)",
+                    self.server, self.elapsed_ms
                 )
-            };
+            }
+        } else {
+            format!(
+                "{} group leader(s) moved off {} in {:.0}ms",
+                self.moved.len() - self.still_led.len(),
+                self.server,
+                self.elapsed_ms
+            )
+        };
         if !self.still_led.is_empty() {
             s.push_str(&format!("; still led there: {}", self.still_led.join(", ")));
         }
         if !self.led_elsewhere.is_empty() {
             s.push_str(&format!(
-                "; led elsewhere by then (their stepdown met no leader): {}",
+                "; no longer led there, not moved by this command (their stepdown met no leader; another server leads them, or they are gone): {}",
                 self.led_elsewhere.join(", ")
             ));
         }
         if !self.failed.is_empty() {
-            s.push_str(&format!("; not moved: {}", self.failed.join("; ")));
+            s.push_str(&format!("; not moved: {}", self.failed.join(" | ")));
         }
         s
     }
@@ -365,6 +372,46 @@ mod tests {
     use super::*;
     use crate::model::Role;
     use crate::report::API_VERSION;
+
+    fn groups(moved: &[&str], failed: &[&str], led_elsewhere: &[&str]) -> GroupsMoved {
+        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        GroupsMoved {
+            server: "nats-2".into(),
+            moved: v(moved),
+            failed: v(failed),
+            still_led: vec![],
+            led_elsewhere: v(led_elsewhere),
+            elapsed_ms: 12.0,
+        }
+    }
+
+    #[test]
+    fn the_groups_not_moved_are_told_apart_though_their_reasons_hold_semicolons() {
+        let s = groups(
+            &[],
+            &["consumer APP/ORDERS/a: x; y", "consumer APP/ORDERS/b: z"],
+            &[],
+        )
+        .summary();
+        assert!(
+            s.ends_with("not moved: consumer APP/ORDERS/a: x; y | consumer APP/ORDERS/b: z"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_server_whose_groups_all_went_elsewhere_reads_as_leading_none() {
+        let s = groups(&[], &[], &["consumer APP/ORDERS/work"]).summary();
+        assert!(
+            s.starts_with("nats-2 leads none of its groups any more"),
+            "{s}"
+        );
+        assert!(!s.contains("0 group leader(s) moved"), "{s}");
+        assert!(
+            s.ends_with("they are gone): consumer APP/ORDERS/work"),
+            "{s}"
+        );
+    }
 
     /// `yield -o json` is a promise (docs/yield.md): a fixed report renders to the same bytes
     /// as `tests/golden/yield.json`. To change it on purpose, run the test with UPDATE_GOLDEN=1

@@ -586,6 +586,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_members_no_leader_answer_is_quoted_as_what_it_is_not_as_a_refusal() {
+        let (moved, _) = move_consumer(vec![NoLeader], vec![None], Duration::from_secs(1)).await;
+        let why = &moved.failed[0];
+        assert!(
+            why.contains(
+                "no leader now: JetStream system temporarily unavailable (err_code 10008)"
+            ),
+            "{moved:?}"
+        );
+        assert!(!why.contains("refused the transfer"), "{moved:?}");
+    }
+
+    #[tokio::test]
     async fn once_a_group_is_given_up_the_accounts_others_are_asked_once_each() {
         // Planned in name order: audit, then work. audit is silent twice while nats-2 still
         // leads it; work, silent too, is asked once: the run stops at audit anyway.

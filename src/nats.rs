@@ -263,42 +263,72 @@ pub async fn ask(
         )),
         _ => AskError::Failed(format!("{subject}: {e}")),
     })?;
-    judge_reply(&msg.payload).map_err(|why| {
-        let code = serde_json::from_slice::<Value>(&msg.payload)
-            .ok()
-            .and_then(|v| v.pointer("/error/err_code").and_then(Value::as_u64));
-        if code == Some(NO_LEADER_ERR_CODE) {
-            AskError::NoLeader(why)
-        } else {
-            AskError::Failed(why)
+    match read_reply(&msg.payload) {
+        Reply::Success => Ok(()),
+        // The description alone: this is no refusal of the transfer, but a group between
+        // leaders (its caller words it).
+        Reply::Refused {
+            description,
+            code: Some(NO_LEADER_ERR_CODE),
+        } => Err(AskError::NoLeader(format!(
+            "{description} (err_code {NO_LEADER_ERR_CODE})"
+        ))),
+        other => Err(AskError::Failed(other.judged().unwrap_err())),
+    }
+}
+
+/// What a JetStream API reply says, read once.
+enum Reply {
+    Success,
+    /// An `error`: its description (made printable) and `err_code`.
+    Refused {
+        description: String,
+        code: Option<u64>,
+    },
+    /// Not JSON, or JSON that neither succeeds nor refuses (made printable).
+    Unexpected(String),
+}
+
+fn read_reply(payload: &[u8]) -> Reply {
+    let Ok(v) = serde_json::from_slice::<Value>(payload) else {
+        return Reply::Unexpected(format!(
+            "the reply is not JSON: {}",
+            message(&String::from_utf8_lossy(&payload[..payload.len().min(400)]))
+        ));
+    };
+    if v.pointer("/success") == Some(&Value::Bool(true)) {
+        return Reply::Success;
+    }
+    match v.pointer("/error") {
+        Some(e) => Reply::Refused {
+            description: message(
+                e.pointer("/description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("refused"),
+            ),
+            code: e.pointer("/err_code").and_then(Value::as_u64),
+        },
+        None => Reply::Unexpected(format!("an unexpected reply: {}", message(&v.to_string()))),
+    }
+}
+
+impl Reply {
+    fn judged(self) -> Result<(), String> {
+        match self {
+            Reply::Success => Ok(()),
+            Reply::Refused { description, code } => Err(format!(
+                "refused the transfer: {description} (err_code {})",
+                code.map_or("?".into(), |c| c.to_string())
+            )),
+            Reply::Unexpected(why) => Err(why),
         }
-    })
+    }
 }
 
 /// The reply of a JetStream API request: `{"success": true}`, or an `error` with its
 /// description and code.
 pub fn judge_reply(payload: &[u8]) -> Result<(), String> {
-    let v: Value = serde_json::from_slice(payload).map_err(|_| {
-        format!(
-            "the reply is not JSON: {}",
-            message(&String::from_utf8_lossy(&payload[..payload.len().min(400)]))
-        )
-    })?;
-    if v.pointer("/success") == Some(&Value::Bool(true)) {
-        return Ok(());
-    }
-    match v.pointer("/error") {
-        Some(e) => Err(format!(
-            "refused the transfer: {} (err_code {})",
-            message(
-                e.pointer("/description")
-                    .and_then(Value::as_str)
-                    .unwrap_or("refused")
-            ),
-            message(&e.pointer("/err_code").map_or("?".into(), Value::to_string))
-        )),
-        None => Err(format!("an unexpected reply: {}", message(&v.to_string()))),
-    }
+    read_reply(payload).judged()
 }
 
 /// Why no request can be sent as `who` with `vars`: neither a .creds file nor a user is

@@ -15,7 +15,7 @@ use crate::model::Role;
 use crate::profile::{
     HttpRequest, PortSpec, Profile, SendTo, TcpWord, TransferRequest, TransferSpec,
 };
-use crate::report::{ClusterReport, ReplicaReport};
+use crate::report::{ClusterReport, ReplicaReport, VotersFrom};
 
 /// What the user asked of `yield`.
 #[derive(Debug, Clone, Default)]
@@ -61,6 +61,9 @@ pub enum RefusalReason {
     /// The request rendered with the target's member id would leave the replica's port or
     /// change its meaning (`render_call`): nothing is sent.
     UnsafeRequest,
+    /// Only the member list says who votes (Consul's, Nomad's and Vault's non-voters answer
+    /// as followers), and it cannot be read now: no target is chosen without it.
+    MembershipUnreadable,
 }
 
 impl RefusalReason {
@@ -286,6 +289,21 @@ pub fn plan_yield(
                 .expect("several")
         }
     };
+    // A transfer aimed at a member is aimed by the list (an untargeted one, Vault's step-down,
+    // leaves the choice to the system).
+    let aimed = chosen_request(spec, opts.to.is_some()).is_some_and(|(_, targeted)| targeted);
+    if aimed
+        && profile
+            .membership
+            .as_ref()
+            .is_some_and(|m| m.voter.is_some())
+        && r.summary.voters_from == VotersFrom::Unreadable
+    {
+        return Err(refuse(
+            RefusalReason::MembershipUnreadable,
+            format!("{cluster}: its member list cannot be read now, and only it says which members vote ({}'s non-voters answer as followers): no member is chosen without it; see `kubectl raft status`, then try again", profile.name),
+        ));
+    }
     let needs_id = transfer_needs_member_id(profile, opts.to.is_some());
     let (ranked, rejected) = rank_targets(r, &leader.pod, opts, needs_id);
     let target: ReplicaReport = match &opts.to {
@@ -561,7 +579,7 @@ pub fn self_yield_call(profile: &Profile, leader_pod: &str) -> Result<TransferCa
         _ => Err(refuse(
             RefusalReason::NoCandidate,
             format!(
-                "the {} profile's member list gives no member URLs, which --local needs to find the peers (and its transfer needs a peer to name)",
+                "the {} profile's member list gives no member URLs or addresses, which --local needs to find the peers (and its transfer needs a peer to name)",
                 profile.name
             ),
         )),

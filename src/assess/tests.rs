@@ -522,6 +522,7 @@ fn a_member_list_with_a_learner_sets_the_voters() {
         name: Some(format!("etcd-{id}")),
         learner,
         url: None,
+        address: None,
     };
     obs.members = Some(Ok(vec![
         member("0", false),
@@ -555,6 +556,7 @@ fn third_unanswered_beside(list: &[(&str, &str)]) -> ClusterReport {
             name: Some(name.to_string()),
             learner: false,
             url: None,
+            address: None,
         })
         .collect()));
     assess(&obs, &world(&obs, Some(1)))

@@ -115,7 +115,11 @@ async fn run_within<S: Sink>(
         return Ok(());
     }
     // The peers, from this replica's own member list.
-    let Some(spec) = profile.membership.as_ref().filter(|m| m.url.is_some()) else {
+    let Some(spec) = profile
+        .membership
+        .as_ref()
+        .filter(|m| m.url.is_some() || m.address.is_some())
+    else {
         if hook.wait_for_quorum {
             sink.say(&format!(
                 "{ME}: --wait-for-quorum: the {} profile lists no member addresses, so the others cannot be asked; not waiting",
@@ -137,12 +141,35 @@ async fn run_within<S: Sink>(
         return hand_over_alone(&transport, &profile, local, &within, args.timeout, r).await;
     };
     let my_id = me.facts.member_id.clone().unwrap_or_default();
-    let (target, my_name) =
-        members_as_pods(&transport, &profile, &local, spec, &my_id, port, limit).await?;
+    // Without its own entry this replica cannot tell itself from the others.
+    let listed = members_as_pods(&transport, &profile, &local, spec, &my_id, port, limit)
+        .await
+        .and_then(|(target, mine, skipped)| match mine {
+            Some(mine) => Ok((target, mine, skipped)),
+            None => Err(anyhow!(
+                "this replica (member id {my_id:?}) is not in its own member list"
+            )),
+        });
+    let (target, my_name, skipped) = match listed {
+        Ok(listed) => listed,
+        // A leader cannot hand over without its peers.
+        Err(e) if role == Some(Role::Leader) => {
+            return Err(e.context(format!("{ME}: nothing handed over")))
+        }
+        // Here only with --wait-for-quorum: a follower says why it does not wait.
+        Err(e) => {
+            sink.say(&format!("{ME}: --wait-for-quorum: {e:#}; not waiting"));
+            r.say(follower_line);
+            return Ok(());
+        }
+    };
+    for line in skipped {
+        sink.say(&line);
+    }
     if hook.wait_for_quorum {
         // Half the hook's time at most: the rest is for the handover.
         let until = began + args.timeout / 2;
-        let mine = my_name.clone().unwrap_or_default();
+        let mine = my_name.clone();
         match wait_for_others(&transport, &target, &mine, args.max_lag, limit, until, sink).await {
             Ok((n, q)) => r.say(format!(
                 "{ME}: the others are {n} healthy voter(s), {q} needed without this replica (waited {})",
@@ -188,13 +215,13 @@ async fn run_within<S: Sink>(
         .pods
         .iter()
         .filter_map(|p| p.metadata.name.clone())
-        .filter(|n| Some(n.as_str()) != my_name.as_deref())
+        .filter(|n| *n != my_name)
         .collect();
     let (t, p, o, mine, connect, looks, stopping, say_once, peers) = (
         &transport,
         &profile,
         &opts,
-        my_name.as_deref(),
+        Some(my_name.as_str()),
         &survey.connect,
         &looks,
         &stopping,
@@ -236,8 +263,10 @@ async fn run_within<S: Sink>(
                 }
                 Ok(plan) => Ok((obs, report, plan)),
                 Err(no) => {
-                    let again = no.reason == RefusalReason::NoCandidate
-                        && a_peer_may_recover(&report, mine, o.max_lag);
+                    // A member list that cannot be read now may be read at the next look.
+                    let again = no.reason == RefusalReason::MembershipUnreadable
+                        || (no.reason == RefusalReason::NoCandidate
+                            && a_peer_may_recover(&report, mine, o.max_lag));
                     Err((again, Stop::Refused(no)))
                 }
             }
@@ -362,7 +391,8 @@ fn pod_transport(args: &YieldSettings) -> Result<Transport> {
 }
 
 /// The cluster as this replica's member list gives it: each member a pod at its URL (this
-/// replica on localhost), and this replica's name among them.
+/// replica on localhost), this replica's name among them, and a line for each member that
+/// gives no place to reach it.
 async fn members_as_pods(
     transport: &Transport,
     profile: &Profile,
@@ -371,7 +401,7 @@ async fn members_as_pods(
     my_id: &str,
     port: u16,
     limit: Duration,
-) -> Result<(ClusterTarget, Option<String>)> {
+) -> Result<(ClusterTarget, Option<String>, Vec<String>)> {
     let ep = crate::observe::endpoint(profile, local, None).map_err(|e| anyhow!("{e}"))?;
     let ans = transport
         .call(&ep, &spec.request, limit)
@@ -379,6 +409,7 @@ async fn members_as_pods(
         .map_err(|e| anyhow!("{}: {e}", spec.request.path))?;
     let members = crate::profile::extract::parse_membership(spec, &ans).map_err(|e| anyhow!(e))?;
     let mut pods = vec![];
+    let mut skipped = vec![];
     let mut my_name = None;
     for m in &members {
         let name = m
@@ -391,9 +422,13 @@ async fn members_as_pods(
             my_name = Some(name);
             continue;
         }
-        let url = m.url.as_deref().unwrap_or_default();
-        let (host, p) = host_port(url).with_context(|| format!("member {name}'s URL {url:?}"))?;
-        pods.push(synthetic_pod(&name, &host, p.unwrap_or(port), profile));
+        match peer_at(m) {
+            Ok((host, p)) => pods.push(synthetic_pod(&name, &host, p.unwrap_or(port), profile)),
+            // Not asked, so never a target; the list still counts it among the voters.
+            Err(e) => skipped.push(format!(
+                "{ME}: member {name}: {e:#}; it is not asked (never a target)"
+            )),
+        }
     }
     let target = ClusterTarget {
         namespace: "local".into(),
@@ -407,7 +442,7 @@ async fn members_as_pods(
         gate_assume: None,
         named: true,
     };
-    Ok((target, my_name))
+    Ok((target, my_name, skipped))
 }
 
 /// A peer whose own pod is stopping never takes over: each peer in `stopping` (its pod's
@@ -633,6 +668,12 @@ async fn wait_for_others<S: Sink>(
     let look = || async {
         let obs = observe_cluster(transport, target.clone(), limit).await;
         let report = crate::assess::assess(&obs, &Snapshot::default());
+        let quorum = report.summary.quorum;
+        // A count of pods never stands in for the list (non-voters answer as followers).
+        if report.summary.voters_from == crate::report::VotersFrom::Unreadable {
+            let why = "the member list cannot be read now".to_string();
+            return Err((true, (0, quorum, why)));
+        }
         let leader = report.leader_replica();
         let mut why = vec![];
         let healthy = report
@@ -649,7 +690,6 @@ async fn wait_for_others<S: Sink>(
                 },
             )
             .count();
-        let quorum = report.summary.quorum;
         if healthy as u32 >= quorum {
             Ok((healthy, quorum))
         } else {
@@ -762,6 +802,21 @@ fn synthetic_pod(name: &str, host: &str, port: u16, profile: &Profile) -> Pod {
             }]),
             ..Default::default()
         }),
+    }
+}
+
+/// Where a peer serves the profile's port: its URL's host and port (etcd's clientURLs), else
+/// its Raft address's host, on this replica's own port (Consul's `Address` names the Raft
+/// port, 8300, and the server's HTTP API is on the same host).
+fn peer_at(m: &crate::model::Member) -> Result<(String, Option<u16>)> {
+    match (&m.url, &m.address) {
+        (Some(url), _) => host_port(url).with_context(|| format!("its URL {url:?}")),
+        (None, Some(a)) => host_port(a)
+            .map(|(host, _raft_port)| (host, None))
+            .with_context(|| format!("its address {a:?}")),
+        (None, None) => Err(anyhow!(
+            "the member list gives neither its URL nor its address"
+        )),
     }
 }
 
@@ -1036,5 +1091,48 @@ mod tests {
             ("fd00::1".into(), Some(2379))
         );
         assert!(host_port("not a url").is_err());
+    }
+
+    fn member(url: Option<&str>, address: Option<&str>) -> crate::model::Member {
+        crate::model::Member {
+            id: "a1b2".into(),
+            name: Some("hraft-1".into()),
+            learner: false,
+            url: url.map(String::from),
+            address: address.map(String::from),
+            counted: false,
+            live: Some(true),
+        }
+    }
+
+    #[test]
+    fn a_peer_known_by_its_raft_address_is_reached_on_this_replicas_port() {
+        // Consul's autopilot lists `Address` 10.0.0.7:8300 (Raft); its API is on 8500.
+        assert_eq!(
+            peer_at(&member(None, Some("10.0.0.7:8300"))).unwrap(),
+            ("10.0.0.7".into(), None)
+        );
+        assert_eq!(
+            peer_at(&member(None, Some("[fd00::7]:8300"))).unwrap(),
+            ("fd00::7".into(), None)
+        );
+    }
+
+    #[test]
+    fn a_peers_url_wins_over_its_address() {
+        assert_eq!(
+            peer_at(&member(
+                Some("http://hraft-1.x:8500"),
+                Some("10.0.0.7:8300")
+            ))
+            .unwrap(),
+            ("hraft-1.x".into(), Some(8500))
+        );
+    }
+
+    #[test]
+    fn a_peer_with_neither_url_nor_address_is_an_error_naming_what_is_missing() {
+        let e = format!("{:#}", peer_at(&member(None, None)).unwrap_err());
+        assert!(e.contains("neither its URL nor its address"), "{e}");
     }
 }

@@ -393,6 +393,10 @@ pub struct Member {
     /// Where it serves the profile's port, where the member list says.
     #[serde(default)]
     pub url: Option<String>,
+    /// Its Raft address (`host:port`), where the list gives that and no URL: its host
+    /// serves the profile's port too (Consul's servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// A place-holder: the system gives only how many voters it has (NATS's meta group), so
     /// `id` is a number of ours, not one a replica can be matched by.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -475,6 +475,10 @@ pub struct MembershipSpec {
     /// `yield --local`, which reaches its peers without the Kubernetes API.
     #[serde(default)]
     pub url: Option<String>,
+    /// Where the list gives no URL: the member's Raft address (`host:port`, Consul's and
+    /// Nomad's `Address`), whose host serves the profile's port as well, for `yield --local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// With `voter` pointing to a string (Vault's `status`), the values that mean a voter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub voter_values: Option<Vec<String>>,

@@ -563,6 +563,36 @@ fn consuls_transfer_names_the_targets_raft_id_and_keeps_the_token_a_template() {
     assert!(p.call.synchronous);
 }
 
+/// Consul's non-voters answer "Follower" like any voter: only its member list says who votes.
+/// With that list unreadable now (voters counted from pods), no member is chosen, `--force`
+/// or not (the preStop hook forces, and looks again instead).
+#[test]
+fn a_consul_whose_member_list_cannot_be_read_now_is_given_no_target() {
+    let mut c = leader_and_two();
+    c.summary.voters_from = crate::report::VotersFrom::Unreadable;
+    for force in [false, true] {
+        let o = YieldOptions { force, ..opts() };
+        let e = plan_yield(&c, &builtin("consul"), &o).unwrap_err();
+        assert_eq!(e.reason, RefusalReason::MembershipUnreadable, "{e}");
+    }
+}
+
+/// Vault's step-down leaves the choice to Vault: its unreadable list does not stop it.
+#[test]
+fn a_vault_whose_member_list_cannot_be_read_now_still_steps_down() {
+    let mut c = leader_and_two();
+    c.summary.voters_from = crate::report::VotersFrom::Unreadable;
+    assert!(plan_yield(&c, &builtin("vault"), &opts()).is_ok());
+}
+
+/// etcd's learners say so themselves: its unreadable list does not stop a transfer.
+#[test]
+fn an_etcd_whose_member_list_cannot_be_read_now_still_hands_over() {
+    let mut c = leader_and_two();
+    c.summary.voters_from = crate::report::VotersFrom::Unreadable;
+    assert!(plan_yield(&c, &etcd(), &opts()).is_ok());
+}
+
 #[test]
 fn vaults_step_down_cannot_be_aimed() {
     let p = plan_yield(&leader_and_two(), &builtin("vault"), &opts()).unwrap();

@@ -484,6 +484,7 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
                 name: None,
                 learner: false,
                 url: None,
+                address: None,
                 counted: true,
                 live: None,
             })
@@ -544,11 +545,19 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
                     .and_then(scalar),
                 "url",
             )?;
+            let address = plain(
+                spec.address
+                    .as_ref()
+                    .and_then(|p| m.pointer(p))
+                    .and_then(scalar),
+                "address",
+            )?;
             Ok(Member {
                 id,
                 name,
                 learner,
                 url,
+                address,
                 counted: false,
                 live,
             })

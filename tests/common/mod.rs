@@ -571,6 +571,60 @@ pub fn deploy_hraft(ns: &str) -> Value {
     report["clusters"][0].clone()
 }
 
+/// The leader's pod and the Raft term, as hashicorp/raft's own Stats() on each voter of the
+/// stand-in say it (exactly one "Leader"), read through pods/proxy.
+pub fn hraft_leader(ns: &str) -> Option<(String, u64)> {
+    let mut leaders = vec![];
+    for i in 0..3 {
+        let path = format!("/api/v1/namespaces/{ns}/pods/hraft-{i}:8500/proxy/v1/agent/self");
+        let out = kubectl(&["get", "--raw", &path, "--request-timeout=2s"]);
+        let Ok(me) = serde_json::from_slice::<Value>(&out.stdout) else {
+            continue;
+        };
+        let raft = &me["Stats"]["raft"];
+        if raft["state"] == "Leader" {
+            leaders.push((format!("hraft-{i}"), raft["term"].as_str()?.parse().ok()?));
+        }
+    }
+    (leaders.len() == 1).then(|| leaders.remove(0))
+}
+
+/// The elections the stand-in's voters `pods` held in the last `within` for a term later than
+/// `term` because they had not heard from a leader, by hashicorp/raft's own log: a candidate
+/// by heartbeat timeout runs a pre-vote first and logs "pre-vote successful, starting
+/// election" once a majority, hearing no leader either, grants it; a transfer's target
+/// (`TimeoutNow`) skips the pre-vote, and a follower merely slow to hear the leader has its
+/// pre-vote refused by the others. The logs are read by whole seconds, so they may reach back
+/// before `term` (a cold CI run's hraft-0 had its start-up election of term 2 there): those are
+/// left out.
+pub fn elections_after(ns: &str, pods: &[&str], within: Duration, term: u64) -> Vec<String> {
+    let since = format!("--since={}s", within.as_secs() + 1);
+    pods.iter()
+        .flat_map(|p| {
+            let logs = kubectl_ok(&["logs", p, "-n", ns, &since]);
+            logs.lines()
+                .filter(|l| l.contains("pre-vote successful, starting election"))
+                .filter(|l| {
+                    l.split("term=")
+                        .nth(1)
+                        .and_then(|t| t.split_whitespace().next())
+                        .and_then(|t| t.parse::<u64>().ok())
+                        .is_none_or(|t| t > term)
+                })
+                .map(|l| format!("{p}: {l}"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Where a member's preStop hook logs in the tests' manifests: `prestop.log` on its volume,
+/// read through the PersistentVolume's hostPath.
+pub fn hook_log(ns: &str, pod: &str) -> std::path::PathBuf {
+    let pvc = kubectl_json(&["get", "pvc", &format!("data-{pod}"), "-n", ns]);
+    let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);
+    std::path::PathBuf::from(pv["spec"]["hostPath"]["path"].as_str().unwrap()).join("prestop.log")
+}
+
 /// NATS JetStream (tests/manifests/nats-N.yaml), `servers` Ready with a meta leader.
 pub fn deploy_nats(ns: &str, servers: u32) {
     deploy_nats_on(ns, servers, Nodes::Agent);

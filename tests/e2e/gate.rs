@@ -731,42 +731,6 @@ fn drain_beside_a_hung_member(ns: &str, timeout: &str) -> (bool, String, bool) {
     (ok, said, evicted)
 }
 
-/// The leader's pod and the Raft term, as hashicorp/raft's own Stats() on each voter of the
-/// stand-in say it (exactly one "Leader"), read through pods/proxy.
-fn hraft_leader(ns: &str) -> Option<(String, u64)> {
-    let mut leaders = vec![];
-    for i in 0..3 {
-        let path = format!("/api/v1/namespaces/{ns}/pods/hraft-{i}:8500/proxy/v1/agent/self");
-        let out = kubectl(&["get", "--raw", &path, "--request-timeout=2s"]);
-        let Ok(me) = serde_json::from_slice::<Value>(&out.stdout) else {
-            continue;
-        };
-        let raft = &me["Stats"]["raft"];
-        if raft["state"] == "Leader" {
-            leaders.push((format!("hraft-{i}"), raft["term"].as_str()?.parse().ok()?));
-        }
-    }
-    (leaders.len() == 1).then(|| leaders.remove(0))
-}
-
-/// The elections the voters `pods` held in the last `within` because they had not heard from a
-/// leader, by hashicorp/raft's own log: a candidate by heartbeat timeout runs a pre-vote first
-/// and logs "pre-vote successful, starting election" once a majority, hearing no leader
-/// either, grants it; a transfer's target (`TimeoutNow`) skips the pre-vote, and a follower
-/// merely slow to hear the leader has its pre-vote refused by the others.
-fn elections_by_timeout(ns: &str, pods: &[&str], within: Duration) -> Vec<String> {
-    let since = format!("--since={}s", within.as_secs() + 1);
-    pods.iter()
-        .flat_map(|p| {
-            let logs = kubectl_ok(&["logs", p, "-n", ns, &since]);
-            logs.lines()
-                .filter(|l| l.contains("pre-vote successful, starting election"))
-                .map(|l| format!("{p}: {l}"))
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
 /// Consul's servers (and the hashicorp/raft stand-in) do not hand leadership over on SIGTERM:
 /// a plain `kubectl drain` of the leader's node costs an election (seconds without a leader).
 /// Through the gate, the leader is held until a transfer to a voter (never one of the two
@@ -806,20 +770,12 @@ fn plain_kubectl_drain_of_a_consul_leaders_node_transfers_to_a_voter_first() {
     // A transfer, not an election: no voter held one for want of a leader after the term read
     // before the drain (the logs are read by whole seconds, so they may reach back into the
     // cluster's own start-up: a cold CI run's hraft-0 had an election of term 2 there).
-    let elections: Vec<String> = elections_by_timeout(
+    let elections = elections_after(
         &ns.name,
         &["hraft-0", "hraft-1", "hraft-2"],
         began.elapsed(),
-    )
-    .into_iter()
-    .filter(|l| {
-        l.split("term=")
-            .nth(1)
-            .and_then(|t| t.split_whitespace().next())
-            .and_then(|t| t.parse::<u64>().ok())
-            .is_none_or(|t| t > term)
-    })
-    .collect();
+        term,
+    );
     assert!(elections.is_empty(), "{elections:#?}");
 }
 

@@ -5,7 +5,7 @@
 //! source). tests/manifests/hraft-5.yaml runs five servers: hraft-0..2 vote, hraft-3 and
 //! hraft-4 are real Raft non-voters, which answer "Follower" like any voter.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::*;
 use serde_json::Value;
@@ -134,4 +134,80 @@ fn a_non_voters_node_is_drained_without_touching_the_voters() {
     let after = &status_json(&["hraft", "-n", &ns.name])["clusters"][0];
     assert_eq!(leader(after), l, "the leader was not touched");
     assert_eq!(replica(after, "hraft-4")["raft"]["configured"], "nonVoter");
+}
+
+/// tests/manifests/hraft-5.yaml with `yield --local` as each server's preStop hook, logging
+/// to its volume (the binary is on the host, where the world's pods run).
+fn deploy_hraft_with_local_yield(ns: &str) {
+    let bin = env!("CARGO_BIN_EXE_kubectl-raft");
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/hraft-5.yaml")).unwrap();
+    let mounts = "        volumeMounts:\n        - {name: data, mountPath: /data}\n";
+    let hooked = manifest.replace(
+        mounts,
+        &format!(
+            r#"        lifecycle:
+          preStop:
+            exec:
+              command: [/bin/sh, -c, "{bin} yield --local --system consul --pod-grace-period 10 >> /data/prestop.log 2>&1"]
+{mounts}"#
+        ),
+    );
+    assert_ne!(hooked, manifest, "the preStop hook was put in");
+    let f = tempfile(&hooked);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
+    wait_in(
+        ns,
+        Duration::from_secs(180),
+        "5 Ready hraft servers, one leading, 3 healthy voters",
+        || {
+            let c = &status_json(&["hraft", "-n", ns])["clusters"][0];
+            c["summary"]["leader"].is_string()
+                && c["summary"]["healthyVoters"] == 3
+                && c["summary"]["readyPods"] == 5
+        },
+    );
+}
+
+/// Consul's servers (and the hashicorp/raft stand-in) do not hand leadership over on SIGTERM:
+/// deleting the leader's pod costs an election. `yield --local` as the preStop hook finds its
+/// peers in autopilot's list (each server's `Address`, on the HTTP port), transfers to a
+/// voter (never one of the two non-voters) and waits until it follows, before the kubelet
+/// sends SIGTERM. Judged by the servers: a voter of a later term leads, and no voter held an
+/// election for want of a leader. (Before, `--local` on Consul found no peer addresses and
+/// stopped: the deletion cost an election.)
+#[test]
+fn yield_local_in_a_consul_servers_prestop_hook_transfers_to_a_voter_before_it_stops() {
+    let _nodes = shared_nodes();
+    let ns = TestNamespace::new("hraft-local");
+    deploy_hraft_with_local_yield(&ns.name);
+    let (leader, term) = hraft_leader(&ns.name).expect("one leader, by the servers");
+    let log = hook_log(&ns.name, &leader);
+    let began = Instant::now();
+    kubectl_ok(&["delete", "pod", &leader, "-n", &ns.name, "--wait=true"]);
+    let mut new = None;
+    wait_in(
+        &ns.name,
+        Duration::from_secs(60),
+        "a voter of a later term leading, by the servers",
+        || {
+            new = hraft_leader(&ns.name).filter(|(_, t)| *t > term);
+            new.is_some()
+        },
+    );
+    let (new, _) = new.unwrap();
+    assert_ne!(new, leader, "leadership moved off the deleted server");
+    let others: Vec<&str> = ["hraft-0", "hraft-1", "hraft-2"]
+        .into_iter()
+        .filter(|p| *p != leader)
+        .collect();
+    let elections = elections_after(&ns.name, &others, began.elapsed(), term);
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        elections.is_empty(),
+        "{elections:#?}\nthe hook said: {said}"
+    );
+    assert!(
+        said.contains("handed leadership to"),
+        "the hook said: {said}"
+    );
 }

@@ -358,12 +358,6 @@ fn hook_says(log: &std::path::Path, text: &str) -> bool {
         .contains(text)
 }
 
-fn hook_log(ns: &str, pod: &str) -> std::path::PathBuf {
-    let pvc = kubectl_json(&["get", "pvc", &format!("data-{pod}"), "-n", ns]);
-    let pv = kubectl_json(&["get", "pv", pvc["spec"]["volumeName"].as_str().unwrap()]);
-    std::path::PathBuf::from(pv["spec"]["hostPath"]["path"].as_str().unwrap()).join("prestop.log")
-}
-
 #[test]
 fn yield_local_in_a_prestop_hook_hands_over_before_the_leader_stops() {
     let _nodes = shared_nodes();

@@ -61,9 +61,10 @@ pub enum RefusalReason {
     /// The request rendered with the target's member id would leave the replica's port or
     /// change its meaning (`render_call`): nothing is sent.
     UnsafeRequest,
-    /// Only the member list says who votes (Consul's, Nomad's and Vault's non-voters answer
-    /// as followers), and it cannot be read now: no target is chosen without it.
-    MembershipUnreadable,
+    /// The transfer names its target and only the member list says who votes (Consul's and
+    /// Nomad's non-voters answer as followers), and it cannot be read now: no target is
+    /// chosen without it (`--force` does not override it).
+    VotersUnknown,
 }
 
 impl RefusalReason {
@@ -300,7 +301,7 @@ pub fn plan_yield(
         && r.summary.voters_from == VotersFrom::Unreadable
     {
         return Err(refuse(
-            RefusalReason::MembershipUnreadable,
+            RefusalReason::VotersUnknown,
             format!("{cluster}: its member list cannot be read now, and only it says which members vote ({}'s non-voters answer as followers): no member is chosen without it; see `kubectl raft status`, then try again", profile.name),
         ));
     }

@@ -141,15 +141,27 @@ async fn run_within<S: Sink>(
         return hand_over_alone(&transport, &profile, local, &within, args.timeout, r).await;
     };
     let my_id = me.facts.member_id.clone().unwrap_or_default();
-    // Without its own entry this replica cannot tell itself from the others.
-    let listed = members_as_pods(&transport, &profile, &local, spec, &my_id, port, limit)
-        .await
-        .and_then(|(target, mine, skipped)| match mine {
-            Some(mine) => Ok((target, mine, skipped)),
-            None => Err(anyhow!(
-                "this replica (member id {my_id:?}) is not in its own member list"
+    // The member list, read again every 500 ms while it cannot be read (a leader that has
+    // just taken over, a loaded node), for at most half the hook's time. Without its own
+    // entry this replica cannot tell itself from the others: another read does not change that.
+    let read = || async {
+        match members_as_pods(&transport, &profile, &local, spec, &my_id, port, limit).await {
+            Ok((target, Some(mine), skipped)) => Ok((target, mine, skipped)),
+            Ok((_, None, _)) => Err((
+                false,
+                anyhow!("this replica (member id {my_id:?}) is not in its own member list"),
             )),
-        });
+            Err(e) => Err((true, e)),
+        }
+    };
+    let first = |e: &anyhow::Error, left: Duration| {
+        sink.say(&format!(
+            "{ME}: cannot read the member list ({e:#}); looking again every {} for up to {}",
+            human_duration(LOOK_AGAIN),
+            human_duration(left)
+        ))
+    };
+    let listed = look_again_until(began + args.timeout / 2, limit * 2, read, first).await;
     let (target, my_name, skipped) = match listed {
         Ok(listed) => listed,
         // A leader cannot hand over without its peers.
@@ -175,8 +187,12 @@ async fn run_within<S: Sink>(
                 "{ME}: the others are {n} healthy voter(s), {q} needed without this replica (waited {})",
                 human_duration(began.elapsed())
             )),
-            Err((n, q, why)) => sink.say(&format!(
+            Err((Some((n, q)), why)) => sink.say(&format!(
                 "{ME}: the others were still {n} healthy voter(s) where {q} are needed without this replica after {} ({why}); going ahead: the pod is stopping",
+                human_duration(began.elapsed())
+            )),
+            Err((None, why)) => sink.say(&format!(
+                "{ME}: the others could not be counted after {} ({why}); going ahead: the pod is stopping",
                 human_duration(began.elapsed())
             )),
         }
@@ -264,7 +280,7 @@ async fn run_within<S: Sink>(
                 Ok(plan) => Ok((obs, report, plan)),
                 Err(no) => {
                     // A member list that cannot be read now may be read at the next look.
-                    let again = no.reason == RefusalReason::MembershipUnreadable
+                    let again = no.reason == RefusalReason::VotersUnknown
                         || (no.reason == RefusalReason::NoCandidate
                             && a_peer_may_recover(&report, mine, o.max_lag));
                     Err((again, Stop::Refused(no)))
@@ -656,6 +672,10 @@ async fn terminating_peers(
 /// Until the others (all but `mine`) form a quorum of healthy, caught-up voters (the one
 /// definition drain uses), asked every [`LOOK_AGAIN`] until `until`: Ok((healthy, quorum)),
 /// or Err((healthy, quorum, the last reason)) when the time is up.
+/// The others' healthy voters and the quorum needed without this replica, where the member
+/// list could be read.
+type Counted = Option<(usize, u32)>;
+
 async fn wait_for_others<S: Sink>(
     transport: &Transport,
     target: &ClusterTarget,
@@ -664,7 +684,7 @@ async fn wait_for_others<S: Sink>(
     limit: Duration,
     until: tokio::time::Instant,
     sink: &S,
-) -> Result<(usize, u32), (usize, u32, String)> {
+) -> Result<(usize, u32), (Counted, String)> {
     let look = || async {
         let obs = observe_cluster(transport, target.clone(), limit).await;
         let report = crate::assess::assess(&obs, &Snapshot::default());
@@ -672,7 +692,7 @@ async fn wait_for_others<S: Sink>(
         // A count of pods never stands in for the list (non-voters answer as followers).
         if report.summary.voters_from == crate::report::VotersFrom::Unreadable {
             let why = "the member list cannot be read now".to_string();
-            return Err((true, (0, quorum, why)));
+            return Err((true, (None, why)));
         }
         let leader = report.leader_replica();
         let mut why = vec![];
@@ -693,13 +713,21 @@ async fn wait_for_others<S: Sink>(
         if healthy as u32 >= quorum {
             Ok((healthy, quorum))
         } else {
-            Err((true, (healthy, quorum, why.join("; "))))
+            Err((true, (Some((healthy, quorum)), why.join("; "))))
         }
     };
     // Said once, when the wait begins: the hook's log shows why the pod is held.
-    let first = |(healthy, quorum, why): &(usize, u32, String), left: Duration| {
+    let first = |(counted, why): &(Counted, String), left: Duration| {
+        let are = match counted {
+            Some((healthy, quorum)) => {
+                format!(
+                    "are {healthy} healthy voter(s) where {quorum} are needed without this replica"
+                )
+            }
+            None => "cannot be counted".to_string(),
+        };
         sink.say(&format!(
-            "{ME}: the others are {healthy} healthy voter(s) where {quorum} are needed without this replica ({why}); waiting up to {}",
+            "{ME}: the others {are} ({why}); waiting up to {}",
             human_duration(left)
         ))
     };

@@ -573,7 +573,7 @@ fn a_consul_whose_member_list_cannot_be_read_now_is_given_no_target() {
     for force in [false, true] {
         let o = YieldOptions { force, ..opts() };
         let e = plan_yield(&c, &builtin("consul"), &o).unwrap_err();
-        assert_eq!(e.reason, RefusalReason::MembershipUnreadable, "{e}");
+        assert_eq!(e.reason, RefusalReason::VotersUnknown, "{e}");
     }
 }
 

@@ -545,13 +545,14 @@ pub fn parse_membership(spec: &MembershipSpec, ans: &HttpAnswer) -> Result<Vec<M
                     .and_then(scalar),
                 "url",
             )?;
-            let address = plain(
-                spec.address
-                    .as_ref()
-                    .and_then(|p| m.pointer(p))
-                    .and_then(scalar),
-                "address",
-            )?;
+            // Only `--local` uses it: one that is not a plain address is none, and never
+            // makes the list unreadable for the rest.
+            let address = spec
+                .address
+                .as_ref()
+                .and_then(|p| m.pointer(p))
+                .and_then(scalar)
+                .filter(|a| plain_id(a).is_ok());
             Ok(Member {
                 id,
                 name,
@@ -764,6 +765,29 @@ mod tests {
                 .collect();
             assert_eq!(learners, ["c"], "{system}");
         }
+    }
+
+    #[test]
+    fn consuls_servers_give_their_raft_addresses() {
+        let body = r#"{"Servers": [
+            {"ID": "a", "Name": "consul-0", "Address": "10.0.0.1:8300", "Voter": true, "Healthy": true},
+            {"ID": "b", "Name": "consul-1", "Address": "[fd00::2]:8300", "Voter": true, "Healthy": true}
+        ]}"#;
+        let m = members_of("consul", body).unwrap();
+        let addresses: Vec<Option<&str>> = m.iter().map(|x| x.address.as_deref()).collect();
+        assert_eq!(addresses, [Some("10.0.0.1:8300"), Some("[fd00::2]:8300")]);
+    }
+
+    #[test]
+    fn a_servers_address_that_is_not_plain_is_none_and_the_list_still_counts() {
+        let body = r#"{"Servers": [
+            {"ID": "a", "Name": "consul-0", "Address": "10.0.0.1:8300 \u0007", "Voter": true},
+            {"ID": "b", "Name": "consul-1", "Address": "10.0.0.2:8300", "Voter": true}
+        ]}"#;
+        let m = members_of("consul", body).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].address, None);
+        assert_eq!(m[1].address.as_deref(), Some("10.0.0.2:8300"));
     }
 
     #[test]

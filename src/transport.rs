@@ -1199,6 +1199,86 @@ mod tests {
         answered_meanwhile(&other, &req, stuck).await;
     }
 
+    /// Four tenants' replicas that never answer, five requests each (300 ms limit) through
+    /// `through` (a tenant's name to its transport), all 8 slots held by their first wave;
+    /// then another cluster's request to a replica that answers. How many of the tenants'
+    /// requests had reached their replica when it was answered.
+    async fn hung_requests_reached_before_another_is_answered(
+        transport: &Transport,
+        through: impl Fn(&str) -> Transport,
+        other: Transport,
+    ) -> usize {
+        let req: HttpRequest = serde_saphyr::from_str("path: /health").unwrap();
+        let (hung, reached) = hung_server().await;
+        let mut tenants = vec![];
+        for t in ["a", "b", "c", "d"] {
+            let tenant = through(&format!("tenant-{t}/fake"));
+            for i in 0..5 {
+                let (tenant, req) = (tenant.clone(), req.clone());
+                tenants.push(tokio::spawn(async move {
+                    let ep = local(&format!("fake-{i}"), hung);
+                    tenant.call(&ep, &req, Duration::from_millis(300)).await
+                }));
+            }
+        }
+        while reached.load(std::sync::atomic::Ordering::SeqCst) < 8
+            || transport.inflight.available_permits() > 0
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The twelve others are queued by now (spawned before, nothing else to wait for).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let ok = answering_server().await;
+        let answer = other
+            .call(&local("etcd-0", ok), &req, Duration::from_secs(60))
+            .await
+            .expect("the replica's answer");
+        assert_eq!(answer.status, 200);
+        let n = reached.load(std::sync::atomic::Ordering::SeqCst);
+        for t in tenants {
+            t.abort();
+        }
+        n
+    }
+
+    /// #39's "four clusters whose replicas hang hold every slot": they do (a quarter each),
+    /// but another cluster's request takes the first slot their requests free, never waiting
+    /// behind the ones they queue meanwhile (those wait for their own share first): its
+    /// decision is slowed by at most one request's time limit a request, not starved. Eight
+    /// slots: the first wave holds all 8, and the other cluster is answered within the second
+    /// (at most 7 more of theirs reached), not after all 20.
+    #[tokio::test]
+    async fn four_hung_clusters_holding_every_slot_do_not_queue_another_clusters_request_behind_theirs(
+    ) {
+        let transport = Transport::direct(8);
+        let shares = ClusterShares::new(4);
+        let other = transport.with_cluster_share(&shares, "db/etcd");
+        let reached = hung_requests_reached_before_another_is_answered(
+            &transport,
+            |c| transport.with_cluster_share(&shares, c),
+            other,
+        )
+        .await;
+        assert!(reached <= 15, "{reached} of the hung requests went first");
+    }
+
+    /// The control: without a share per cluster the same request waits behind every hung
+    /// request queued before it (the third wave).
+    #[tokio::test]
+    async fn without_shares_another_clusters_request_waits_behind_every_hung_one() {
+        let transport = Transport::direct(8);
+        let reached = hung_requests_reached_before_another_is_answered(
+            &transport,
+            |_| transport.clone(),
+            transport.clone(),
+        )
+        .await;
+        assert!(
+            reached >= 16,
+            "only {reached} of the hung requests went first"
+        );
+    }
+
     /// The same for listings of every stream (answers that may be 64 MiB, two at once): a
     /// cluster whose replicas hang holds one of the two, and another cluster's listing goes on.
     #[tokio::test]

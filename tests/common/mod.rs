@@ -553,8 +553,14 @@ pub fn deploy_zookeeper(ns: &str) {
 /// not): applies the manifest and waits until one server leads, every pod is Ready and the three
 /// voters are healthy.
 pub fn deploy_hraft(ns: &str) -> Value {
-    let manifest = repo().join("tests/manifests/hraft-5.yaml");
-    kubectl_ok(&["apply", "-n", ns, "-f", manifest.to_str().unwrap()]);
+    let manifest = std::fs::read_to_string(repo().join("tests/manifests/hraft-5.yaml")).unwrap();
+    deploy_hraft_manifest(ns, &manifest)
+}
+
+/// [`deploy_hraft`] with the manifest's text as given (hraft-5.yaml changed by a test).
+pub fn deploy_hraft_manifest(ns: &str, manifest: &str) -> Value {
+    let f = tempfile(manifest);
+    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
     let mut report = Value::Null;
     wait_in(
         ns,

@@ -153,19 +153,7 @@ fn deploy_hraft_with_local_yield(ns: &str) {
         ),
     );
     assert_ne!(hooked, manifest, "the preStop hook was put in");
-    let f = tempfile(&hooked);
-    kubectl_ok(&["apply", "-n", ns, "-f", f.path_str()]);
-    wait_in(
-        ns,
-        Duration::from_secs(180),
-        "5 Ready hraft servers, one leading, 3 healthy voters",
-        || {
-            let c = &status_json(&["hraft", "-n", ns])["clusters"][0];
-            c["summary"]["leader"].is_string()
-                && c["summary"]["healthyVoters"] == 3
-                && c["summary"]["readyPods"] == 5
-        },
-    );
+    deploy_hraft_manifest(ns, &hooked);
 }
 
 /// Consul's servers (and the hashicorp/raft stand-in) do not hand leadership over on SIGTERM:

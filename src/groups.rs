@@ -281,8 +281,6 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::{Arc, Mutex};
 
-    use bytes::Bytes;
-    use http_body_util::Full;
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
     use super::*;
@@ -379,40 +377,24 @@ mod tests {
     }
 
     async fn monitor(script: Arc<Mutex<Script>>) -> u16 {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let script = script.clone();
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |_req| {
-                        let leader = {
-                            let mut s = script.lock().unwrap();
-                            s.listed += 1;
-                            nth(&s.leaders, s.listed - 1)
-                        };
-                        let cluster = leader
-                            .map_or(serde_json::json!({}), |l| serde_json::json!({"leader": l}));
-                        let jsz = serde_json::json!({"account_details": [{"name": "APP", "stream_detail": [{
-                            "name": "ORDERS", "cluster": {"leader": "nats-0"},
-                            "consumer_detail": [
-                                {"name": "work", "cluster": cluster},
-                                {"name": "audit", "cluster": {"leader": "nats-2"}},
-                            ],
-                        }]}]});
-                        async move {
-                            Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                                Bytes::from(jsz.to_string()),
-                            )))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
-                        .await;
-                });
-            }
-        });
-        port
+        crate::transport::test_server::http(move || {
+            let leader = {
+                let mut s = script.lock().unwrap();
+                s.listed += 1;
+                nth(&s.leaders, s.listed - 1)
+            };
+            let cluster =
+                leader.map_or(serde_json::json!({}), |l| serde_json::json!({"leader": l}));
+            let jsz = serde_json::json!({"account_details": [{"name": "APP", "stream_detail": [{
+                "name": "ORDERS", "cluster": {"leader": "nats-0"},
+                "consumer_detail": [
+                    {"name": "work", "cluster": cluster},
+                    {"name": "audit", "cluster": {"leader": "nats-2"}},
+                ],
+            }]}]});
+            crate::transport::test_server::ok(jsz.to_string())
+        })
+        .await
     }
 
     /// The consumer APP/ORDERS/work, led by nats-2 at the look, moved off nats-2.

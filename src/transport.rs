@@ -1079,6 +1079,60 @@ fn short_dial_error(msg: &str) -> String {
     }
 }
 
+/// Scripted HTTP servers for unit tests: one accept loop, whatever each test answers.
+#[cfg(test)]
+pub(crate) mod test_server {
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use tokio::io::{AsyncRead, AsyncWrite};
+    use tokio::net::TcpStream;
+
+    /// What a scripted server answers one request with.
+    pub type Answer = hyper::Response<Full<Bytes>>;
+
+    /// An HTTP/1 server on 127.0.0.1 that answers every request with `answer()`; its port.
+    pub async fn http(answer: impl Fn() -> Answer + Clone + Send + Sync + 'static) -> u16 {
+        serve(|tcp| async move { Some(tcp) }, answer).await
+    }
+
+    /// As [`http`], each connection first through `accept` (a TLS handshake; None drops it).
+    pub async fn serve<S, A, AF>(
+        accept: A,
+        answer: impl Fn() -> Answer + Clone + Send + Sync + 'static,
+    ) -> u16
+    where
+        A: Fn(TcpStream) -> AF + Clone + Send + Sync + 'static,
+        AF: std::future::Future<Output = Option<S>> + Send,
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (accept, answer) = (accept.clone(), answer.clone());
+                tokio::spawn(async move {
+                    let Some(io) = accept(tcp).await else {
+                        return;
+                    };
+                    let svc = hyper::service::service_fn(move |_req| {
+                        let a = answer();
+                        async move { Ok::<_, std::convert::Infallible>(a) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(io), svc)
+                        .await;
+                });
+            }
+        });
+        port
+    }
+
+    /// 200 with `body`.
+    pub fn ok(body: impl Into<Bytes>) -> Answer {
+        hyper::Response::new(Full::new(body.into()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1102,23 +1156,7 @@ mod tests {
 
     /// A server that answers every request 200 `ok`.
     async fn answering_server() -> u16 {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(|_req| async {
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                            Bytes::from_static(b"ok"),
-                        )))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
-                        .await;
-                });
-            }
-        });
-        port
+        test_server::http(|| test_server::ok("ok")).await
     }
 
     fn local(pod: &str, port: u16) -> Endpoint {

@@ -68,30 +68,14 @@ impl Ca {
 /// signed by `clients` (if given); it answers every request 200 "ok". Its port.
 async fn serve(server: &Issued, clients: Option<&Ca>) -> u16 {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config(server, clients)));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
+    crate::transport::test_server::serve(
+        move |tcp| {
             let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let svc = hyper::service::service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                        http_body_util::Full::new(bytes::Bytes::from_static(b"ok")),
-                    ))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    port
+            async move { acceptor.accept(tcp).await.ok() }
+        },
+        || crate::transport::test_server::ok("ok"),
+    )
+    .await
 }
 
 /// As [`serve`] with a client certificate required, but a refusal is never said: the replica

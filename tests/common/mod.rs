@@ -404,7 +404,8 @@ pub fn scratch_dir(ns: &str) -> PathBuf {
     d
 }
 
-fn unique() -> String {
+/// A name part no other caller in this run gets (milliseconds, then a counter).
+pub fn unique() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
     let t = std::time::SystemTime::now()

@@ -13,12 +13,10 @@ struct PluginDir(PathBuf);
 impl PluginDir {
     fn new() -> Self {
         // One directory per test: the two completion tests start together (#41).
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "raft-completion-{}-{}",
             std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
+            unique()
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();

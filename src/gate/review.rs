@@ -251,6 +251,39 @@ mod tests {
         );
     }
 
+    /// The eviction review with `field` of its request set to `value`, read.
+    fn eviction_with(field: &str, value: Value) -> Parsed {
+        let mut v: Value = serde_json::from_slice(&eviction(false, None)).unwrap();
+        v["request"][field] = value;
+        parse(&serde_json::to_vec(&v).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_pods_creation_is_not_an_eviction() {
+        let parsed = eviction_with("subResource", json!(""));
+        assert!(matches!(parsed, Parsed::Other { .. }), "{parsed:?}");
+    }
+
+    #[test]
+    fn another_operation_on_pods_eviction_is_not_an_eviction() {
+        let parsed = eviction_with("operation", json!("UPDATE"));
+        assert!(matches!(parsed, Parsed::Other { .. }), "{parsed:?}");
+    }
+
+    #[test]
+    fn another_resources_eviction_subresource_is_not_a_pods_eviction() {
+        let parsed = eviction_with("resource", json!({"resource": "nodes"}));
+        assert!(matches!(parsed, Parsed::Other { .. }), "{parsed:?}");
+    }
+
+    #[test]
+    fn a_review_the_gate_does_not_handle_is_answered_allowed_with_its_uid() {
+        let v = allow("u-9");
+        assert_eq!(v["kind"], "AdmissionReview");
+        assert_eq!(v["response"]["uid"], "u-9");
+        assert_eq!(v["response"]["allowed"], true);
+    }
+
     #[test]
     fn a_dry_run_in_the_evictions_own_options_is_a_dry_run() {
         let mut v: Value = serde_json::from_slice(&eviction(false, None)).unwrap();
